@@ -1,0 +1,83 @@
+"""Command line: ``glueinfo SUBCOMMAND``.
+
+Subcommand modules live in glueinfo.commands; each has ``add_arguments`` and
+``run(args, config) -> int`` and keeps heavy imports (lxml, ldap3, apscheduler)
+inside ``run`` so that ``glueinfo probe`` starts fast.  Errors are one line on
+stderr; exit codes: 0 ok, 1 the job failed, 2 bad usage or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Optional, Sequence
+
+from glueinfo import __version__
+
+# name -> (module in glueinfo.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "probe": ("probe", "print this host's snapshot as JSON"),
+    "collectors": ("collectors", "list collectors, where they come from and whether they are enabled"),
+}
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad arguments or config: exit 2 with the message."""
+
+
+def common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE",
+                        help="config file (default $GLUEINFO_CONFIG or /etc/glueinfo/glueinfo.conf; all keys optional)")
+    common.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    common.add_argument("--host-root", metavar="DIR",
+                        help="read /proc, /sys and /etc of a recorded host below DIR (config: host_root)")
+    common.add_argument("--collector", action="append", default=[], metavar="NAME",
+                        help="enable collector NAME (repeatable)")
+    common.add_argument("--no-collector", action="append", default=[], metavar="NAME",
+                        help="disable collector NAME (repeatable)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="glueinfo", description="GLUE / SSS grid information provider")
+    parser.add_argument("--version", action="version", version=f"glueinfo {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    common = common_options()
+    for name, (module, help_text) in COMMANDS.items():
+        command = importlib.import_module(f"glueinfo.commands.{module}")
+        sp = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        command.add_arguments(sp)
+        sp.set_defaults(_module=command)
+    return parser
+
+
+def setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="glueinfo: %(levelname)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from glueinfo.config import ConfigError, load
+
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        config = load(args.config)
+        return int(args._module.run(args, config) or 0)
+    except (ConfigError, UsageError) as exc:
+        print(f"glueinfo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `glueinfo ldif | head` is fine
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

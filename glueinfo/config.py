@@ -1,0 +1,211 @@
+"""Configuration: one INI file, every key optional, checked whole before use.
+
+Every section and key glueinfo knows is declared in ``SCHEMA`` below with its
+type, default and a one-line doc; etc/glueinfo.conf.example is the admin's
+copy of the same list.  A file with an unknown section or key, or a value of
+the wrong type, is rejected as a whole with ``FILE:LINE: [section] key: why``,
+so nothing is ever half-applied.
+
+Sections named ``kind:NAME`` (``cluster:main``, ``ce:long``) are declared
+once as ``kind:*``.  Sections in ``FREEFORM`` take any key (string values).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
+ENV_PATH = "GLUEINFO_CONFIG"
+
+
+@dataclass(frozen=True)
+class Option:
+    type: str  # str, int, float, bool, list, path
+    default: Any
+    doc: str
+    minimum: Optional[float] = None
+    choices: tuple[str, ...] = ()
+
+
+# section -> key -> Option.  Keep etc/glueinfo.conf.example in step with it.
+SCHEMA: dict[str, dict[str, Option]] = {
+    "glueinfo": {
+        "host_root": Option("path", "/", "Read /proc, /sys and /etc below this directory instead of this machine's (a recorded host tree)"),
+        "hostname": Option("str", "", "Publish this host under this name instead of its FQDN"),
+    },
+    "collectors": {
+        "enable": Option("list", [], "Collectors to run although they are off by default"),
+        "disable": Option("list", [], "Collectors not to run"),
+        "timeout": Option("float", 5.0, "Seconds a collector may take before it is abandoned", minimum=0.01),
+        "utilisation_interval": Option("float", 0.0, "Measure CPU utilisation over this many seconds (0: do not)", minimum=0.0),
+    },
+    "static": {
+        "si00": Option("int", None, "SpecInt2000 benchmark of this host", minimum=0),
+        "sf00": Option("int", None, "SpecFloat2000 benchmark of this host", minimum=0),
+        "runtime_environment": Option("list", [], "Run-time environment tags (GlueHostApplicationSoftwareRunTimeEnvironment)"),
+        "features": Option("list", [], "Node features (SSS Node Feature elements)"),
+        "inbound_ip": Option("bool", None, "Worker nodes accept inbound connections"),
+        "outbound_ip": Option("bool", None, "Worker nodes may open outbound connections"),
+    },
+}
+
+# Sections whose keys are the admin's own names.
+FREEFORM = {"extensions"}
+
+
+class ConfigError(ValueError):
+    """A bad config file; the message is one line naming file, line and key."""
+
+
+@dataclass
+class Config:
+    path: Optional[str] = None
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def section(self, name: str) -> dict[str, Any]:
+        """Typed values of a section, with defaults for keys not in the file."""
+        declared = _declared(name)
+        result = {key: opt.default for key, opt in (declared or {}).items()}
+        result.update(self.values.get(name, {}))
+        return result
+
+    def sections(self, kind: str) -> dict[str, dict[str, Any]]:
+        """All ``kind:NAME`` sections, as NAME -> typed values, in file order."""
+        prefix = kind + ":"
+        return {name[len(prefix):]: self.section(name) for name in self.values if name.startswith(prefix)}
+
+    def get(self, section: str, key: str) -> Any:
+        return self.section(section)[key]
+
+
+def _declared(section: str) -> Optional[dict[str, Option]]:
+    if section in SCHEMA:
+        return SCHEMA[section]
+    if ":" in section:
+        return SCHEMA.get(section.split(":", 1)[0] + ":*")
+    return None
+
+
+_TRUE = {"1", "yes", "true", "on"}
+_FALSE = {"0", "no", "false", "off"}
+
+
+def parse_value(opt: Option, raw: str) -> Any:
+    """Turn the text of one value into its declared type, or raise ValueError."""
+    raw = raw.strip()
+    if opt.type in ("str", "path"):
+        value: Any = raw
+    elif opt.type == "int":
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {raw!r}") from None
+    elif opt.type == "float":
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"expected a number, got {raw!r}") from None
+    elif opt.type == "bool":
+        if raw.lower() in _TRUE:
+            value = True
+        elif raw.lower() in _FALSE:
+            value = False
+        else:
+            raise ValueError(f"expected yes/no (true/false, on/off, 1/0), got {raw!r}")
+    elif opt.type == "list":
+        value = [item for item in re.split(r"[,\s]+", raw) if item]
+    else:  # pragma: no cover - a mistake in SCHEMA
+        raise AssertionError(f"unknown option type {opt.type}")
+    if opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
+        raise ValueError(f"must be at least {opt.minimum:g}, got {raw!r}")
+    if opt.choices and value not in opt.choices:
+        raise ValueError(f"must be one of {', '.join(opt.choices)}, got {raw!r}")
+    return value
+
+
+def _line_numbers(text: str) -> dict[tuple[str, Optional[str]], int]:
+    """Map (section, key) and (section, None) to the line they are written on."""
+    lines: dict[tuple[str, Optional[str]], int] = {}
+    section = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        match = re.match(r"\[([^\]]+)\]", stripped)
+        if match:
+            section = match.group(1).strip()
+            lines.setdefault((section, None), number)
+            continue
+        if section is not None and not line[:1].isspace():
+            key = re.split(r"[=:]", stripped, maxsplit=1)[0].strip().lower()
+            lines.setdefault((section, key), number)
+    return lines
+
+
+def parse_text(text: str, path: str = "<config>") -> Config:
+    parser = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
+    try:
+        parser.read_string(text, source=path)
+    except configparser.DuplicateSectionError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: section [{exc.section}] appears twice") from None
+    except configparser.DuplicateOptionError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: [{exc.section}] {exc.option}: key appears twice") from None
+    except configparser.MissingSectionHeaderError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: a key before any [section] header") from None
+    except configparser.ParsingError as exc:
+        lineno, line = exc.errors[0] if exc.errors else (0, "")
+        raise ConfigError(f"{path}:{lineno}: cannot parse line {line.strip()!r}") from None
+
+    lines = _line_numbers(text)
+    values: dict[str, dict[str, Any]] = {}
+    for section in parser.sections():
+        where = lines.get((section, None), 0)
+        declared = _declared(section)
+        if declared is None and section not in FREEFORM:
+            known = sorted(set(SCHEMA) | FREEFORM)
+            raise ConfigError(f"{path}:{where}: unknown section [{section}] (known: {', '.join(known)})")
+        if ":" in section and not section.split(":", 1)[1].strip():
+            raise ConfigError(f"{path}:{where}: section [{section}] needs a name after the colon")
+        typed: dict[str, Any] = {}
+        for key, raw in parser.items(section, raw=True):
+            line = lines.get((section, key), where)
+            if section in FREEFORM:
+                typed[key] = raw.strip()
+                continue
+            assert declared is not None
+            if key not in declared:
+                raise ConfigError(f"{path}:{line}: [{section}] {key}: unknown key (known: {', '.join(sorted(declared))})")
+            try:
+                typed[key] = parse_value(declared[key], raw)
+            except ValueError as exc:
+                raise ConfigError(f"{path}:{line}: [{section}] {key}: {exc}") from None
+        values[section] = typed
+    return Config(path=path, values=values)
+
+
+def load(path: Optional[str] = None) -> Config:
+    """Read the config file.  No file at the default path means all defaults;
+    a file named explicitly (argument or $GLUEINFO_CONFIG) must exist."""
+    explicit = path or os.environ.get(ENV_PATH)
+    target = explicit or DEFAULT_PATH
+    try:
+        with open(target, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{target}: no such config file") from None
+        return Config(path=None)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{target}: cannot read config file: {exc}") from None
+    return parse_text(text, target)
+
+
+def static_facts(config: Config) -> Mapping[str, Any]:
+    """The [static] and [extensions] sections, as the static collector wants them."""
+    facts = dict(config.section("static"))
+    facts["extensions"] = dict(config.values.get("extensions", {}))
+    return facts

@@ -1,0 +1,245 @@
+"""The typed host model: the single interchange between collectors and renderers.
+
+Collectors fill one part each; renderers (LDIF, Node XML, ...) read the whole.
+Every field that may be unknown is Optional and stays None when unknown: no
+renderer may invent a value for it.  Sizes are MB (2**20 bytes) and clock
+speeds MHz, as GLUE publishes them.
+
+A snapshot serialises to and from JSON without loss (``to_json`` /
+``from_json``); the reconstruction is driven by the type hints below, so a
+field added here is carried automatically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class CpuInfo:
+    """Processor facts.  Sockets, cores and threads are kept apart.
+
+    GLUE 1.3 reading used by the renderers: PhysicalCPUs = sockets,
+    LogicalCPUs = hardware threads, SMPSize = hardware threads per host.
+    """
+
+    logical_cpus: Optional[int] = None  # hardware threads the OS schedules on
+    physical_cores: Optional[int] = None
+    sockets: Optional[int] = None
+    vendor: Optional[str] = None  # e.g. GenuineIntel, AuthenticAMD, ARM
+    model_name: Optional[str] = None  # as the kernel reports it, may be non-ASCII
+    version: Optional[str] = None  # "family 6 model 85 stepping 4" or the ARM equivalent
+    clock_mhz: Optional[int] = None  # nominal / maximum, never the momentary frequency
+    instruction_set: Optional[str] = None  # e.g. x86_64, aarch64
+    features: list[str] = field(default_factory=list)  # notable flags, e.g. avx2, avx512f
+    cache_l1_kb: Optional[int] = None  # unified L1, only where the CPU has one
+    cache_l1i_kb: Optional[int] = None
+    cache_l1d_kb: Optional[int] = None
+    cache_l2_kb: Optional[int] = None
+    cache_l3_kb: Optional[int] = None
+
+
+@dataclass
+class MemoryInfo:
+    ram_mb: Optional[int] = None
+    ram_available_mb: Optional[int] = None
+    swap_mb: Optional[int] = None
+    swap_free_mb: Optional[int] = None
+    virtual_mb: Optional[int] = None  # RAM + swap
+    virtual_available_mb: Optional[int] = None  # available RAM + free swap
+
+
+@dataclass
+class LoadInfo:
+    load1: Optional[float] = None
+    load5: Optional[float] = None
+    load15: Optional[float] = None
+    runnable_tasks: Optional[int] = None  # tasks running now (4th field of /proc/loadavg)
+    total_tasks: Optional[int] = None
+    cpu_utilisation_percent: Optional[float] = None  # over utilisation_interval_s, when asked for
+    utilisation_interval_s: Optional[float] = None
+
+
+@dataclass
+class NetworkAdapter:
+    name: str = ""
+    ipv4: list[str] = field(default_factory=list)
+    ipv6: list[str] = field(default_factory=list)
+    mtu: Optional[int] = None
+    is_up: Optional[bool] = None
+    speed_mbps: Optional[int] = None  # None when the driver does not say
+    mac: Optional[str] = None
+    is_loopback: bool = False
+    is_primary: bool = False  # carries the default route; never the loopback
+
+
+@dataclass
+class FileSystem:
+    mount_point: str = ""
+    device: str = ""  # block device, or server:/export for remote mounts
+    fs_type: str = ""
+    read_only: bool = False
+    remote: bool = False
+    server: Optional[str] = None  # host part of a remote mount, when known
+    size_mb: Optional[int] = None
+    available_mb: Optional[int] = None
+
+
+@dataclass
+class OsInfo:
+    name: Optional[str] = None  # /etc/os-release NAME, e.g. "Debian GNU/Linux"
+    release: Optional[str] = None  # VERSION_ID, e.g. "12"
+    version: Optional[str] = None  # VERSION_CODENAME, e.g. "bookworm"
+    pretty_name: Optional[str] = None
+    kernel_release: Optional[str] = None  # uname -r
+    kernel_version: Optional[str] = None  # uname -v
+    platform_type: Optional[str] = None  # uname -m, e.g. x86_64
+    boot_time: Optional[float] = None  # epoch seconds
+
+
+@dataclass
+class StaticFacts:
+    """Facts no probe can measure, written by the site admin in the config."""
+
+    si00: Optional[int] = None  # SpecInt2000
+    sf00: Optional[int] = None  # SpecFloat2000
+    runtime_environment: list[str] = field(default_factory=list)
+    features: list[str] = field(default_factory=list)
+    inbound_ip: Optional[bool] = None
+    outbound_ip: Optional[bool] = None
+    extensions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CollectorResult:
+    """One collector's run, like node_exporter's scrape_collector_* series."""
+
+    name: str = ""
+    success: bool = False
+    duration_s: float = 0.0
+    error: Optional[str] = None
+    source: str = "builtin"  # "builtin" or the distribution that provides it
+
+
+@dataclass
+class HostSnapshot:
+    hostname: str = ""
+    collected_at: float = 0.0  # Unix time (UTC seconds) when collection started
+    source: str = "local"  # local, agent, spool, ganglia, ...
+    host_root: Optional[str] = None  # set when read from a recorded tree, not this machine
+    cpu: Optional[CpuInfo] = None
+    memory: Optional[MemoryInfo] = None
+    load: Optional[LoadInfo] = None
+    network: Optional[list[NetworkAdapter]] = None
+    filesystems: Optional[list[FileSystem]] = None
+    os: Optional[OsInfo] = None
+    static: Optional[StaticFacts] = None
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # third-party collectors
+    collectors: list[CollectorResult] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    # -- derived facts, computed here so every renderer agrees ---------------
+    def primary_adapter(self) -> Optional[NetworkAdapter]:
+        for adapter in self.network or ():
+            if adapter.is_primary:
+                return adapter
+        return None
+
+    def glue_load_figures(self) -> Optional[tuple[int, int, int]]:
+        """GLUE ProcessorLoad/SMPLoad: (available CPUs - runnable tasks) x 100.
+
+        Uses the 1/5/15-minute load averages as the average runnable task
+        count.  None when the CPU count or a load average is unknown.
+        """
+        cpus = self.cpu.logical_cpus if self.cpu else None
+        load = self.load
+        if not cpus or load is None or None in (load.load1, load.load5, load.load15):
+            return None
+        return tuple(int(round((cpus - avg) * 100)) for avg in (load.load1, load.load5, load.load15))  # type: ignore[return-value]
+
+    # -- JSON ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, pretty: bool = False) -> str:
+        if pretty:
+            return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, sort_keys=False)
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HostSnapshot":
+        return _from_value(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HostSnapshot":
+        return cls.from_dict(json.loads(text))
+
+
+class ModelError(ValueError):
+    """Data that does not fit the model (a JSON snapshot from elsewhere, say)."""
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
+def _from_value(tp: Any, value: Any, where: str = "snapshot") -> Any:
+    """Rebuild a value of type ``tp`` from its JSON form, checking as it goes."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _from_value(args[0], value, where)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ModelError(f"{where}: expected an object, got {type(value).__name__}")
+        hints = _hints(tp)
+        kwargs = {}
+        for name, sub in value.items():
+            if name not in hints:
+                continue  # written by a newer glueinfo: ignore what we do not know
+            kwargs[name] = _from_value(hints[name], sub, f"{where}.{name}")
+        return tp(**kwargs)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ModelError(f"{where}: expected a list, got {type(value).__name__}")
+        (item,) = typing.get_args(tp)
+        return [_from_value(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ModelError(f"{where}: expected an object, got {type(value).__name__}")
+        _key, item = typing.get_args(tp)
+        return {str(k): _from_value(item, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ModelError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ModelError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ModelError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs the Debian
+# packages the integration tests run for real (when root and missing), makes
+# a virtualenv with glueinfo and its test extras, runs ruff and pytest.
+# Extra arguments go to pytest (e.g. ./run-tests.sh -k ldif -x).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+DEBS=(slapd ldap-utils glue-schema bdii slurm-wlm slurm-client munge ganglia-monitor prometheus-node-exporter)
+missing=()
+for pkg in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "run-tests: installing ${missing[*]}"
+    # Keep package scripts from starting the daemons: the tests start their own.
+    policy=/usr/sbin/policy-rc.d
+    had_policy=0; [ -e "$policy" ] && had_policy=1
+    [ $had_policy = 1 ] || { printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [ $had_policy = 1 ] || rm -f "$policy"
+  else
+    echo "run-tests: missing Debian packages ${missing[*]} (run as root to install them); their tests will be skipped" >&2
+  fi
+fi
+
+VENV=${GLUEINFO_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+
+"$VENV/bin/ruff" check .
+exec "$VENV/bin/python" -m pytest -ra "$@"
