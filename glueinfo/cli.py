@@ -12,7 +12,8 @@ import argparse
 import importlib
 import logging
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from glueinfo import __version__
 

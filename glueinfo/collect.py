@@ -17,8 +17,9 @@ import importlib
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 from glueinfo.model import CollectorResult, HostSnapshot
 

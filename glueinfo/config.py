@@ -15,8 +15,9 @@ from __future__ import annotations
 import configparser
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"

@@ -174,12 +174,67 @@ class HostSnapshot:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HostSnapshot":
+    def from_dict(cls, data: dict[str, Any]) -> HostSnapshot:
         return _from_value(cls, data)
 
     @classmethod
-    def from_json(cls, text: str) -> "HostSnapshot":
+    def from_json(cls, text: str) -> HostSnapshot:
         return cls.from_dict(json.loads(text))
+
+
+@dataclass
+class JobInfo:
+    """One batch job as the LRMS reports it (GLUE CE Job / SSS Job object)."""
+
+    local_id: str = ""
+    name: Optional[str] = None
+    local_owner: Optional[str] = None  # local user name
+    global_owner: Optional[str] = None  # GSI subject, when the LRMS knows it
+    account: Optional[str] = None  # project / account
+    queue: Optional[str] = None  # partition / queue
+    lrms_state: Optional[str] = None  # the LRMS's own word, e.g. PENDING
+    sss_state: Optional[str] = None  # Idle, Hold, Running, Suspended, Completed
+    glue_status: Optional[str] = None  # SUBMITTED, WAITING, READY, SCHEDULED, RUNNING, ABORTED, DONE, CLEARED, CHECKPOINTED
+    submit_time: Optional[float] = None  # Unix time
+    start_time: Optional[float] = None  # actual, or the LRMS's expected start for pending jobs
+    start_is_estimate: bool = False
+    end_time: Optional[float] = None
+    requested_processors: Optional[int] = None
+    requested_memory_mb: Optional[int] = None
+    requested_duration_s: Optional[int] = None  # time limit
+    requested_nodes: Optional[int] = None
+    delivered_processors: Optional[int] = None
+    delivered_wall_s: Optional[int] = None
+    nodes: list[str] = field(default_factory=list)
+    scheduler_specific: Optional[str] = None  # e.g. the LRMS's pending reason
+
+
+@dataclass
+class QueueState:
+    """A CE queue's state as its LRMS plugin reports it; None means unknown."""
+
+    lrms_type: str = ""
+    lrms_version: Optional[str] = None
+    queue: Optional[str] = None
+    status: Optional[str] = None  # GLUE: Queueing, Production, Closed, Draining
+    total_cpus: Optional[int] = None
+    free_cpus: Optional[int] = None
+    running_jobs: Optional[int] = None
+    waiting_jobs: Optional[int] = None
+    total_jobs: Optional[int] = None
+    free_job_slots: Optional[int] = None
+    estimated_response_time_s: Optional[int] = None
+    worst_response_time_s: Optional[int] = None
+    max_wall_clock_time_min: Optional[int] = None
+    max_cpu_time_min: Optional[int] = None
+    max_running_jobs: Optional[int] = None
+    max_total_jobs: Optional[int] = None
+    max_waiting_jobs: Optional[int] = None
+    priority: Optional[int] = None
+    hosts: list[str] = field(default_factory=list)  # nodes that serve the queue
+    jobs: list[JobInfo] = field(default_factory=list)
+    collected_at: float = 0.0
+    error: Optional[str] = None  # why the state is (partly) unknown
 
 
 class ModelError(ValueError):
