@@ -1,0 +1,202 @@
+"""LRMS stage: ask the batch system behind a CE for its queue's state.
+
+A plugin is an :class:`LrmsPlugin` value: a name (the ``lrms`` a CE names in
+its config, e.g. ``fork``, ``slurm``) and one function ``query(ctx) ->
+QueueState``.  Built-ins live in ``glueinfo.providers`` (modules
+``lrms_fork``, ``lrms_slurm``, each with a module-level ``LRMS``); third-party
+packages register theirs under the entry-point group ``glueinfo.lrms`` (the
+entry point names an ``LrmsPlugin`` or a module holding ``LRMS``).
+
+:func:`queue_state` is what the aggregation calls, once per CE and cycle.  It
+never raises: a plugin that fails, hangs past its deadline or is unknown
+gives ``QueueState(lrms_type=..., error="one line")`` with every unknown field
+None, and the failure is logged once (one WARNING per call).  Renderers leave
+None fields out, so a broken batch system never publishes stale or invented
+numbers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from glueinfo.model import HostSnapshot, QueueState
+
+log = logging.getLogger("glueinfo.lrms")
+
+ENTRY_POINT_GROUP = "glueinfo.lrms"
+
+# Built-in plugin modules in glueinfo.providers.
+BUILTIN_MODULES = ("lrms_fork", "lrms_slurm")
+
+# Extra time a plugin gets beyond ctx.timeout_s before it is abandoned: the
+# built-ins bound every command by the deadline themselves, this only catches
+# third-party plugins that hang.
+GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class LrmsContext:
+    """What an LRMS plugin may know about the run: never global state.
+
+    ``ce_config`` is the CE's typed ``[ce:NAME]`` section (the plugin reads its
+    own keys from it, e.g. ``slurm_bin_dir``); ``hosts`` are the snapshots of
+    the hosts behind the CE (fork derives its state from them).  ``timeout_s``
+    bounds the whole query, not each command.
+    """
+
+    queue: Optional[str]
+    ce_config: Mapping[str, Any]
+    hosts: Sequence[HostSnapshot]
+    clock: Callable[[], float] = time.time
+    timeout_s: float = 10.0
+    with_jobs: bool = False
+    # Runs an external command: (argv, timeout_s, env) -> (returncode, stdout, stderr).
+    # None means subprocess; tests and benchmarks pass recorded outputs.
+    run: Optional[Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]] = None
+
+
+@dataclass(frozen=True)
+class LrmsPlugin:
+    name: str
+    query: Callable[[LrmsContext], QueueState]
+    source: str = "builtin"
+    description: str = ""
+
+
+class LrmsError(Exception):
+    """A plugin that cannot be loaded or named."""
+
+
+class LrmsQueryError(Exception):
+    """Raised by a plugin for an expected failure; its message is published as is (one line)."""
+
+
+def _plugin_from(obj: Any, origin: str) -> LrmsPlugin:
+    if isinstance(obj, LrmsPlugin):
+        return obj
+    found = getattr(obj, "LRMS", None)
+    if isinstance(found, LrmsPlugin):
+        return found
+    raise LrmsError(f"{origin} is not a glueinfo LrmsPlugin (no LRMS in it)")
+
+
+def builtin_plugins() -> list[LrmsPlugin]:
+    return [_plugin_from(importlib.import_module(f"glueinfo.providers.{name}"), f"glueinfo.providers.{name}")
+            for name in BUILTIN_MODULES]
+
+
+def entry_point_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
+    """Plugins registered by installed packages under ``glueinfo.lrms``."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "unknown"
+        try:
+            plugin = _plugin_from(ep.load(), f"entry point {ep.name} ({dist})")
+        except Exception as exc:  # a broken plugin must not take the others down
+            on_error(f"LRMS plugin {ep.name!r} from {dist} failed to load: {exc}")
+            continue
+        found.append(LrmsPlugin(plugin.name, plugin.query, source=dist, description=plugin.description))
+    return found
+
+
+def all_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
+    plugins = builtin_plugins()
+    names = {p.name for p in plugins}
+    for plugin in entry_point_plugins(on_error):
+        if plugin.name in names:
+            on_error(f"LRMS plugin {plugin.name!r} from {plugin.source} clashes with an existing name; ignored")
+            continue
+        names.add(plugin.name)
+        plugins.append(plugin)
+    return plugins
+
+
+def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
+                on_error: Callable[[str], None] = lambda msg: None) -> LrmsPlugin:
+    """The plugin called ``lrms_type``; built-ins are found without scanning entry points."""
+    if plugins is None:
+        for name in BUILTIN_MODULES:
+            if name == f"lrms_{lrms_type}":
+                return _plugin_from(importlib.import_module(f"glueinfo.providers.{name}"), name)
+        plugins = all_plugins(on_error)
+    for plugin in plugins:
+        if plugin.name == lrms_type:
+            return plugin
+    known = ", ".join(sorted(p.name for p in plugins))
+    raise LrmsError(f"unknown LRMS {lrms_type!r} (known: {known})")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def failed_state(lrms_type: str, ctx: LrmsContext, error: str) -> QueueState:
+    """The state of a queue whose LRMS could not be read: everything unknown."""
+    return QueueState(lrms_type=lrms_type, queue=ctx.queue, collected_at=ctx.clock(), error=_one_line(error))
+
+
+def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[LrmsPlugin]] = None) -> QueueState:
+    """Ask the ``lrms_type`` plugin for the state of ``ctx.queue``.  Never raises.
+
+    The plugin runs in a daemon thread: one that hangs past ``ctx.timeout_s``
+    (plus a short grace) is abandoned and its late answer never read.  A
+    failure is logged once at WARNING and returned as the state's ``error``.
+    """
+    try:
+        plugin = find_plugin(lrms_type, plugins, on_error=log.warning)
+    except Exception as exc:
+        state = failed_state(lrms_type, ctx, str(exc))
+        log.warning("LRMS %s queue %s: %s", lrms_type, ctx.queue or "-", state.error)
+        return state
+
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(plugin.query(ctx))
+        except LrmsQueryError as exc:
+            outcome.append(failed_state(lrms_type, ctx, str(exc)))
+        except Exception as exc:  # isolation is the point: report and go on
+            outcome.append(failed_state(lrms_type, ctx, f"{type(exc).__name__}: {exc}"))
+
+    thread = threading.Thread(target=run, name=f"lrms-{lrms_type}", daemon=True)
+    thread.start()
+    thread.join(ctx.timeout_s + GRACE_S)
+    if not outcome:
+        state = failed_state(lrms_type, ctx, f"{lrms_type} query timed out after {ctx.timeout_s:g} s")
+    elif not isinstance(outcome[0], QueueState):
+        state = failed_state(lrms_type, ctx, f"plugin {plugin.name} returned {type(outcome[0]).__name__}, not a QueueState")
+    else:
+        state = outcome[0]
+        if not state.lrms_type:
+            state.lrms_type = lrms_type
+        if not state.collected_at:
+            state.collected_at = ctx.clock()
+        if state.error:
+            state.error = _one_line(state.error)
+    if state.error:
+        log.warning("LRMS %s queue %s: %s", lrms_type, ctx.queue or "-", state.error)
+    return state
+
+
+# -- config ---------------------------------------------------------------------
+
+def context_for_ce(ce_config: Mapping[str, Any], hosts: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,
+                   with_jobs: bool = False, queue: Optional[str] = None) -> LrmsContext:
+    """Build the context for one ``[ce:NAME]`` section, reading the LRMS keys
+    this module declares (``lrms_timeout``); ``queue`` defaults to the
+    section's ``queue`` key."""
+    timeout = ce_config.get("lrms_timeout")
+    return LrmsContext(queue=queue if queue is not None else (ce_config.get("queue") or None),
+                       ce_config=ce_config, hosts=hosts, clock=clock,
+                       timeout_s=float(timeout) if timeout else 10.0, with_jobs=with_jobs)
+
