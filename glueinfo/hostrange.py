@@ -1,0 +1,191 @@
+"""Host lists for the many-host sources: explicit names, ranges, host files.
+
+The range form is the SSS Node object's ``Range`` aggregation,
+``<prefix>[5-23,77]``, generalised the way cluster tools write it:
+
+- ``wn[001-250].example.org:8650``: numbers keep the zero padding of the
+  range's first bound (``001`` -> three digits);
+- ``wn[1-3,7,10-12]``: comma lists inside one bracket;
+- ``rack[1-2]-wn[01-40]``: several brackets expand as a cartesian product,
+  leftmost slowest;
+- a ``:PORT`` suffix belongs to every expanded host; ``[::1]:8650`` (a
+  bracket holding a colon) is an IPv6 literal, not a range.
+
+A list is separated by commas or white space *outside* brackets, so
+``wn[1-3,7], gpu[01-04]`` is two patterns.  A host file holds one pattern a
+line; ``#`` starts a comment.  Every error names the pattern (and the file and
+line) that is wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+# A site with more hosts than this in one list has written a typo like [1-1000000].
+MAX_HOSTS = 100_000
+
+_HOST_CHARS = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_NUMBER_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+class HostRangeError(ValueError):
+    """A host pattern that cannot be expanded; the message names it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to reach one host: a name or address and a TCP port."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def split_list(text: str) -> list[str]:
+    """Split on commas and white space that are not inside brackets."""
+    items, current, depth = [], [], 0
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostRangeError(f"unbalanced ']' in host list {text.strip()!r}")
+        if depth == 0 and (char == "," or char.isspace()):
+            if current:
+                items.append("".join(current))
+                current = []
+            continue
+        current.append(char)
+    if depth != 0:
+        raise HostRangeError(f"unclosed '[' in host list {text.strip()!r}")
+    if current:
+        items.append("".join(current))
+    return items
+
+
+def _expand_bracket(body: str, pattern: str) -> list[str]:
+    values: list[str] = []
+    for item in body.split(","):
+        item = item.strip()
+        match = _NUMBER_ITEM.match(item)
+        if not match:
+            raise HostRangeError(f"{pattern!r}: range item {item!r} is not N or N-M with decimal numbers")
+        first, last = match.group(1), match.group(2) or match.group(1)
+        low, high = int(first), int(last)
+        if high < low:
+            raise HostRangeError(f"{pattern!r}: range {item!r} runs backwards")
+        if high - low + 1 > MAX_HOSTS:
+            raise HostRangeError(f"{pattern!r}: range {item!r} has more than {MAX_HOSTS} hosts")
+        # Zero padding is kept when the first bound is written with a leading zero.
+        width = len(first) if first.startswith("0") and len(first) > 1 else 0
+        values.extend(str(n).zfill(width) for n in range(low, high + 1))
+    return values
+
+
+def _split_port(pattern: str) -> tuple[str, Optional[str]]:
+    """Separate a ``:PORT`` suffix, minding IPv6 literals in brackets."""
+    if pattern.startswith("[") and "]" in pattern and ":" in pattern[1:pattern.index("]")]:
+        end = pattern.index("]")
+        host, rest = pattern[: end + 1], pattern[end + 1:]
+        if rest and not rest.startswith(":"):
+            raise HostRangeError(f"{pattern!r}: unexpected text after the IPv6 address")
+        return host, rest[1:] if rest else None
+    depth = 0
+    for index in range(len(pattern) - 1, -1, -1):
+        char = pattern[index]
+        if char == "]":
+            depth += 1
+        elif char == "[":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            return pattern[:index], pattern[index + 1:]
+    return pattern, None
+
+
+def expand(pattern: str) -> list[str]:
+    """Expand one pattern into host strings (each with the pattern's port suffix)."""
+    pattern = pattern.strip()
+    if not pattern:
+        raise HostRangeError("empty host pattern")
+    host_part, port = _split_port(pattern)
+    suffix = f":{port}" if port is not None else ""
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        raise HostRangeError(f"{pattern!r}: port {port!r} is not a number from 1 to 65535")
+    if host_part.startswith("[") and ":" in host_part:  # IPv6 literal
+        return [host_part + suffix]
+
+    pieces = re.split(r"(\[[^\[\]]*\])", host_part)
+    choices: list[list[str]] = []
+    total = 1
+    for piece in pieces:
+        if piece.startswith("[") and piece.endswith("]"):
+            values = _expand_bracket(piece[1:-1], pattern)
+            total *= len(values)
+            if total > MAX_HOSTS:
+                raise HostRangeError(f"{pattern!r} expands to more than {MAX_HOSTS} hosts")
+            choices.append(values)
+        elif piece:
+            if "[" in piece or "]" in piece:
+                raise HostRangeError(f"{pattern!r}: unbalanced or nested brackets")
+            if not _HOST_CHARS.match(piece):
+                raise HostRangeError(f"{pattern!r}: {piece!r} is not part of a host name "
+                                     "(letters, digits, '-', '.', '_')")
+            choices.append([piece])
+    return ["".join(parts) + suffix for parts in itertools.product(*choices)]
+
+
+def expand_list(text: str) -> list[str]:
+    """Expand a comma/space separated list of patterns, keeping order, dropping repeats."""
+    hosts: dict[str, None] = {}
+    for pattern in split_list(text):
+        for host in expand(pattern):
+            hosts.setdefault(host, None)
+            if len(hosts) > MAX_HOSTS:
+                raise HostRangeError(f"host list has more than {MAX_HOSTS} hosts")
+    return list(hosts)
+
+
+def read_host_file(path: str) -> list[str]:
+    """Hosts from a file: one pattern (or list) a line, ``#`` comments, blank lines ignored."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HostRangeError(f"{path}: cannot read host file: {exc}") from None
+    hosts: dict[str, None] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            expanded = expand_list(text)
+        except HostRangeError as exc:
+            raise HostRangeError(f"{path}:{number}: {exc}") from None
+        for host in expanded:
+            hosts.setdefault(host, None)
+        if len(hosts) > MAX_HOSTS:
+            raise HostRangeError(f"{path}:{number}: host file has more than {MAX_HOSTS} hosts")
+    return list(hosts)
+
+
+def parse_target(spec: str, default_port: int) -> Target:
+    """``host``, ``host:port``, ``[v6]:port`` or a bare IPv6 address -> Target."""
+    spec = spec.strip()
+    if spec.count(":") > 1 and not spec.startswith("["):  # bare IPv6 address, no port
+        return Target(spec, default_port)
+    host, port = _split_port(spec)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise HostRangeError(f"{spec!r}: no host name")
+    if port is None:
+        return Target(host, default_port)
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        raise HostRangeError(f"{spec!r}: port {port!r} is not a number from 1 to 65535")
+    return Target(host, int(port))
