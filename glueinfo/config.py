@@ -52,6 +52,24 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "inbound_ip": Option("bool", None, "Worker nodes accept inbound connections"),
         "outbound_ip": Option("bool", None, "Worker nodes may open outbound connections"),
     },
+    # -- SSS Node XML (glueinfo/render_node_xml.py) and `glueinfo serve` -------------
+    "node": {
+        "stale_after": Option("float", 300.0, "Seconds after which a host's snapshot is too old: its State is Unknown", minimum=1.0),
+        "offline_hosts": Option("list", [], "Host names or shell patterns an admin has taken out of service: their State is Offline"),
+        "busy_threshold": Option("float", 0.9, "Busy processors / processors at or above which a host is Busy (below: Idle)", minimum=0.0),
+        "resources": Option("list", [], "This host's extensible consumables as NAME[:TYPE]=AMOUNT, e.g. GPU:A100=4 License:MATLAB=2"),
+        "disk_mounts": Option("list", [], "Mount points counted in the Disk figures (default: every local writable filesystem)"),
+        "description": Option("str", "", "Node Description (default: built from the OS and CPU facts)"),
+        "site_snapshots": Option("list", [], "Snapshot JSON files (or directories of *.json) of other hosts, for <Data>"),
+    },
+    "serve": {
+        "listen": Option("str", "127.0.0.1:7170", "HOST:PORT `glueinfo serve` listens on (loopback unless told otherwise)"),
+        "refresh_interval": Option("float", 60.0, "Seconds between snapshot refreshes; requests are served from memory", minimum=1.0),
+        "max_body": Option("int", 1048576, "Largest request body accepted, in bytes", minimum=1024),
+        "timeout": Option("float", 10.0, "Seconds a connection may stay silent before it is closed", minimum=0.1),
+        "max_connections": Option("int", 128, "Connections served at once; more are answered 503 at once", minimum=1),
+        "key_file": Option("path", "", "File holding the shared HMAC-SHA1 key: when set, SSSRMAP requests must be signed"),
+    },
     # -- GLUE 1.3 site model (glueinfo/site.py reads these) -------------------------
     "site": {
         "id": Option("str", "", "GlueSiteUniqueID; empty: no GlueSite entry and no site links are published"),
