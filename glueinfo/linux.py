@@ -1,0 +1,529 @@
+"""Everything glueinfo reads from a Linux host, in one place.
+
+``LinuxHost(root)`` answers questions about one machine.  For ``root == "/"``
+(this machine, "live") it asks psutil where psutil has the answer (CPU counts,
+memory, load averages, interface addresses and flags, boot time, CPU
+utilisation) and the system calls ``statvfs``/``uname``; everything psutil
+does not know comes from /proc, /sys and /etc.  For any other root (a
+*recorded tree* of another machine) every fact comes from files below the
+root; nothing is read from this machine and no global state is touched (psutil's
+``PROCFS_PATH`` is never set).
+
+The methods return facts as they are read (bytes, kHz, kernel strings); the
+collectors in ``glueinfo.providers`` turn them into the model's units and
+decide what they mean.  An unreadable or missing file gives ``None`` (unknown),
+never a guess.
+
+Recorded trees
+--------------
+A recorded tree holds, at the same paths below ROOT, the files of another
+machine that glueinfo reads (only those are needed)::
+
+    proc/cpuinfo  proc/meminfo  proc/loadavg  proc/stat  proc/self/mounts (or proc/mounts)
+    proc/net/route  proc/net/ipv6_route  proc/sys/kernel/{osrelease,version,hostname}
+    sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_cpus_list|thread_siblings_list}
+    sys/devices/system/cpu/cpu0/cache/indexN/{level,type,size}
+    sys/devices/system/cpu/cpu0/cpufreq/{base_frequency,cpuinfo_max_freq}
+    sys/class/net/IFACE/{mtu,flags,operstate,speed,address,type}
+    etc/os-release (or usr/lib/os-release)  etc/hostname
+
+plus ``ROOT/.glueinfo/recorded.json`` for the facts that only a system call
+gives.  Every key is optional; a fact it does not give stays unknown::
+
+    {
+      "format": 1,
+      "hostname": "wn042.example.org",   # the FQDN (else proc/sys/kernel/hostname, then etc/hostname)
+      "machine": "x86_64",               # uname -m
+      "interfaces": {                    # getifaddrs(3): addresses per adapter
+        "eth0": {"ipv4": ["10.1.2.42"], "ipv6": ["2001:db8::42", "fe80::1"]}
+      },
+      "statvfs": {                       # statvfs(2) per mount point, in f_frsize units
+        "/home": {"frsize": 4096, "blocks": 262144, "bavail": 131072}
+      }
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from functools import cached_property
+from typing import Any, NamedTuple, Optional
+
+RECORDED_FILE = ".glueinfo/recorded.json"
+
+# Network interface flag bits (linux/if.h) and the ARP hardware type of loopback.
+IFF_UP = 0x1
+IFF_LOOPBACK = 0x8
+ARPHRD_LOOPBACK = 772
+# Route flags (linux/route.h, ipv6_route.h).
+RTF_UP = 0x1
+RTF_REJECT = 0x200
+
+# A statvfs(2) on a remote mount can block for minutes when the server is gone;
+# past this the mount is reported without sizes instead of holding up the probe.
+REMOTE_STATVFS_TIMEOUT_S = 1.0
+
+
+class Memory(NamedTuple):
+    total: Optional[int]  # bytes
+    available: Optional[int]
+    swap_total: Optional[int]
+    swap_free: Optional[int]
+
+
+class LoadAverage(NamedTuple):
+    load1: Optional[float]
+    load5: Optional[float]
+    load15: Optional[float]
+    running: Optional[int]  # the kernel's runnable count at the moment of reading
+    total: Optional[int]  # tasks (threads) in the system
+
+
+class Cache(NamedTuple):
+    level: int
+    type: str  # Data, Instruction, Unified
+    size_kb: int
+
+
+class Interface(NamedTuple):
+    name: str
+    ipv4: list[str]
+    ipv6: list[str]
+    mtu: Optional[int]
+    is_up: Optional[bool]
+    speed_mbps: Optional[int]  # None when the driver does not say
+    mac: Optional[str]
+    is_loopback: bool
+
+
+class Mount(NamedTuple):
+    device: str
+    mount_point: str
+    fs_type: str
+    options: tuple[str, ...]
+
+
+class Space(NamedTuple):
+    total: int  # bytes, f_blocks * f_frsize (as psutil.disk_usage().total)
+    available: int  # bytes available to unprivileged users, f_bavail * f_frsize
+
+
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def unescape_mount_field(text: str) -> str:
+    """Undo the kernel's octal escapes in /proc/mounts (``\\040`` is a space)."""
+    return _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), text)
+
+
+def _int(text: Optional[str], base: int = 10) -> Optional[int]:
+    if text is None:
+        return None
+    try:
+        return int(text.strip(), base)
+    except ValueError:
+        return None
+
+
+def parse_key_values(block: str) -> dict[str, str]:
+    """``key : value`` lines (/proc/cpuinfo, /proc/meminfo) into a dict; the first of a key wins."""
+    result: dict[str, str] = {}
+    for line in block.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            result.setdefault(key.strip(), value.strip())
+    return result
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """os-release(5): shell-style KEY=value lines, values optionally quoted."""
+    result = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        quote = value[:1]
+        if quote in ("'", '"') and len(value) >= 2 and value[-1] == quote:
+            value = value[1:-1]
+            if quote == '"':
+                value = re.sub(r'\\([$"`\\])', r"\1", value)
+        result[key.strip()] = value
+    return result
+
+
+def parse_cache_size_kb(text: str) -> Optional[int]:
+    """sysfs cache sizes: ``32K``, ``1024K``, ``32M``."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text or "")
+    if not match:
+        return None
+    return int(match.group(1)) * {"": 1, "K": 1, "M": 1024, "G": 1024 * 1024}[match.group(2)]
+
+
+def _cpu_dirs(names: list[str]) -> list[str]:
+    return sorted((n for n in names if re.fullmatch(r"cpu\d+", n)), key=lambda n: int(n[3:]))
+
+
+class LinuxHost:
+    """One Linux machine: this one (``root="/"``) or a recorded tree below ``root``."""
+
+    def __init__(self, root: str = "/") -> None:
+        self.root = root or "/"
+        self.live = os.path.realpath(self.root) == "/"
+
+    # -- files -------------------------------------------------------------
+    def path(self, relative: str) -> str:
+        return os.path.join(self.root, relative.lstrip("/"))
+
+    def read(self, relative: str) -> Optional[str]:
+        """A file's text, or None when it is missing or unreadable."""
+        try:
+            with open(self.path(relative), encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+    def read_line(self, relative: str) -> Optional[str]:
+        text = self.read(relative)
+        return None if text is None else text.strip()
+
+    def listdir(self, relative: str) -> list[str]:
+        try:
+            return os.listdir(self.path(relative))
+        except OSError:
+            return []
+
+    @cached_property
+    def recorded(self) -> dict[str, Any]:
+        """ROOT/.glueinfo/recorded.json (see the module doc); {} when live or absent."""
+        if self.live:
+            return {}
+        text = self.read(RECORDED_FILE)
+        if text is None:
+            return {}
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{self.path(RECORDED_FILE)}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.path(RECORDED_FILE)}: expected a JSON object")
+        return data
+
+    # -- identity ----------------------------------------------------------
+    def hostname(self) -> Optional[str]:
+        """A recorded tree's host name: recorded.json, else the kernel's, else /etc/hostname."""
+        recorded = self.recorded.get("hostname")
+        if isinstance(recorded, str) and recorded:
+            return recorded
+        for relative in ("proc/sys/kernel/hostname", "etc/hostname"):
+            name = self.read_line(relative)
+            if name:
+                return name
+        return None
+
+    def machine(self) -> Optional[str]:
+        """uname -m: the system call when live, recorded.json otherwise."""
+        if self.live:
+            return os.uname().machine
+        machine = self.recorded.get("machine")
+        return machine if isinstance(machine, str) and machine else None
+
+    def kernel_release(self) -> Optional[str]:
+        return self.read_line("proc/sys/kernel/osrelease") or None
+
+    def kernel_version(self) -> Optional[str]:
+        return self.read_line("proc/sys/kernel/version") or None
+
+    def os_release(self) -> dict[str, str]:
+        """/etc/os-release, falling back to /usr/lib/os-release as os-release(5) says."""
+        for relative in ("etc/os-release", "usr/lib/os-release"):
+            text = self.read(relative)
+            if text is not None:
+                return parse_os_release(text)
+        return {}
+
+    def boot_time(self) -> Optional[float]:
+        if self.live:
+            import psutil
+
+            return float(psutil.boot_time())
+        stat = self.read("proc/stat") or ""
+        match = re.search(r"^btime\s+(\d+)", stat, re.M)
+        return float(match.group(1)) if match else None
+
+    # -- CPU ---------------------------------------------------------------
+    @cached_property
+    def _cpuinfo_text(self) -> str:
+        return self.read("proc/cpuinfo") or ""
+
+    @cached_property
+    def cpuinfo(self) -> dict[str, str]:
+        """The first processor's /proc/cpuinfo fields, plus machine-wide lines
+        (aarch64 prints some, e.g. ``Hardware``, after the last processor)."""
+        blocks = [b for b in re.split(r"\n\s*\n", self._cpuinfo_text) if b.strip()]
+        if not blocks:
+            return {}
+        fields = parse_key_values(blocks[0])
+        for block in blocks[1:]:
+            if not re.search(r"^processor\s*:", block, re.M):
+                for key, value in parse_key_values(block).items():
+                    fields.setdefault(key, value)
+        return fields
+
+    def _cpuinfo_all(self, key: str) -> list[str]:
+        return re.findall(rf"^{re.escape(key)}\s*:\s*(.*?)\s*$", self._cpuinfo_text, re.M)
+
+    def logical_cpus(self) -> Optional[int]:
+        """Hardware threads online: psutil live, /proc/cpuinfo ``processor`` lines recorded."""
+        if self.live:
+            import psutil
+
+            return psutil.cpu_count(logical=True)
+        return len(self._cpuinfo_all("processor")) or None
+
+    @cached_property
+    def _topology(self) -> list[tuple[Optional[str], Optional[str]]]:
+        """(physical_package_id, core_cpus_list) of every CPU in sysfs."""
+        base = "sys/devices/system/cpu"
+        result = []
+        for cpu in _cpu_dirs(self.listdir(base)):
+            top = f"{base}/{cpu}/topology"
+            package = self.read_line(f"{top}/physical_package_id")
+            core = self.read_line(f"{top}/core_cpus_list") or self.read_line(f"{top}/thread_siblings_list")
+            result.append((package, core))
+        return result
+
+    def physical_cores(self) -> Optional[int]:
+        """Cores: psutil live; recorded, distinct sysfs core sibling lists (what psutil
+        reads), else distinct (physical id, core id) pairs of /proc/cpuinfo."""
+        if self.live:
+            import psutil
+
+            return psutil.cpu_count(logical=False)
+        cores = {core for _package, core in self._topology if core}
+        if cores:
+            return len(cores)
+        pairs = set(zip(self._cpuinfo_all("physical id"), self._cpuinfo_all("core id"), strict=False))
+        return len(pairs) or None
+
+    def sockets(self) -> Optional[int]:
+        """Distinct sysfs physical_package_id values (-1 means unknown), else
+        distinct /proc/cpuinfo ``physical id`` values; psutil has no answer."""
+        packages = {p for p, _core in self._topology if p is not None and p != "-1"}
+        if packages:
+            return len(packages)
+        ids = set(self._cpuinfo_all("physical id"))
+        return len(ids) or None
+
+    def caches(self) -> list[Cache]:
+        """CPU 0's caches from sysfs: each one's size per instance (an L3 shared by a
+        socket is its whole size, not divided or summed)."""
+        base = "sys/devices/system/cpu/cpu0/cache"
+        found = []
+        for index in sorted(n for n in self.listdir(base) if n.startswith("index")):
+            level = _int(self.read_line(f"{base}/{index}/level"))
+            kind = self.read_line(f"{base}/{index}/type")
+            size = parse_cache_size_kb(self.read_line(f"{base}/{index}/size") or "")
+            if level is not None and kind and size is not None:
+                found.append(Cache(level, kind, size))
+        return found
+
+    def cpufreq_khz(self, name: str) -> Optional[int]:
+        """A cpufreq value of CPU 0 (``base_frequency``, ``cpuinfo_max_freq``) in kHz."""
+        value = _int(self.read_line(f"sys/devices/system/cpu/cpu0/cpufreq/{name}"))
+        return value if value and value > 0 else None
+
+    def cpu_utilisation(self, interval_s: float) -> Optional[float]:
+        """Percent of all CPUs busy over the next ``interval_s`` seconds (live only:
+        a recorded tree is a single moment, it has no interval)."""
+        if not self.live:
+            return None
+        import psutil
+
+        return float(psutil.cpu_percent(interval=interval_s))
+
+    # -- memory and load -----------------------------------------------------
+    def memory(self) -> Memory:
+        """psutil live; recorded, /proc/meminfo (MemAvailable is None on kernels before 3.14)."""
+        if self.live:
+            import psutil
+
+            ram, swap = psutil.virtual_memory(), psutil.swap_memory()
+            return Memory(ram.total, ram.available, swap.total, swap.free)
+        info = parse_key_values(self.read("proc/meminfo") or "")
+
+        def kib(key: str) -> Optional[int]:
+            value = info.get(key, "").split()
+            return int(value[0]) * 1024 if value and value[0].isdigit() else None
+
+        return Memory(kib("MemTotal"), kib("MemAvailable"), kib("SwapTotal"), kib("SwapFree"))
+
+    def load(self) -> LoadAverage:
+        """Averages from psutil live; the task counts (and the recorded averages)
+        from /proc/loadavg, ``1.20 0.90 0.75 3/812 12345``."""
+        fields = (self.read_line("proc/loadavg") or "").split()
+        running = total = None
+        if len(fields) >= 4 and "/" in fields[3]:
+            running, total = (_int(x) for x in fields[3].split("/", 1))
+        if self.live:
+            import psutil
+
+            l1, l5, l15 = psutil.getloadavg()
+            return LoadAverage(l1, l5, l15, running, total)
+        try:
+            l1, l5, l15 = (float(x) for x in fields[:3])
+        except ValueError:
+            l1 = l5 = l15 = None
+        return LoadAverage(l1, l5, l15, running, total)
+
+    # -- network ----------------------------------------------------------
+    def interfaces(self) -> list[Interface]:
+        """Every adapter the kernel has.  Live: psutil's addresses and stats
+        (up = running, as psutil says), loopback from its flags, speed 0 read as
+        unknown.  Recorded: sysfs, up = IFF_UP and operstate up/unknown (what
+        makes the kernel report IFF_RUNNING), addresses from recorded.json."""
+        if self.live:
+            return self._live_interfaces()
+        recorded = self.recorded.get("interfaces") or {}
+        found = []
+        for name in sorted(self.listdir("sys/class/net")):
+            base = f"sys/class/net/{name}"
+            flags = _int(self.read_line(f"{base}/flags"), 16)
+            operstate = self.read_line(f"{base}/operstate")
+            is_up = None
+            if flags is not None:
+                is_up = bool(flags & IFF_UP) and operstate in ("up", "unknown")
+            loopback = (flags is not None and bool(flags & IFF_LOOPBACK)) or _int(self.read_line(f"{base}/type")) == ARPHRD_LOOPBACK
+            speed = _int(self.read_line(f"{base}/speed"))
+            mac = self.read_line(f"{base}/address") or None
+            addresses = recorded.get(name) or {}
+            found.append(Interface(name, list(addresses.get("ipv4") or []), list(addresses.get("ipv6") or []),
+                                   _int(self.read_line(f"{base}/mtu")), is_up,
+                                   speed if speed and speed > 0 else None, mac, loopback))
+        return found
+
+    def _live_interfaces(self) -> list[Interface]:
+        import socket
+
+        import psutil
+
+        addrs = psutil.net_if_addrs()
+        stats = psutil.net_if_stats()
+        found = []
+        for name in sorted(set(addrs) | set(stats)):
+            ipv4, ipv6, mac = [], [], None
+            for addr in addrs.get(name, ()):
+                if addr.family == socket.AF_INET:
+                    ipv4.append(addr.address)
+                elif addr.family == socket.AF_INET6:
+                    ipv6.append(addr.address.split("%", 1)[0])  # drop the "%eth0" scope
+                elif addr.family == psutil.AF_LINK:
+                    mac = addr.address or None
+            stat = stats.get(name)
+            flags = set(stat.flags.split(",")) if stat is not None else set()
+            found.append(Interface(name, ipv4, ipv6,
+                                   stat.mtu if stat is not None else None,
+                                   stat.isup if stat is not None else None,
+                                   stat.speed if stat is not None and stat.speed > 0 else None,
+                                   mac, "loopback" in flags))
+        return found
+
+    def default_route_interfaces(self) -> list[str]:
+        """Adapters carrying a default route, best (lowest metric) first: IPv4
+        routes of /proc/net/route, then IPv6 ones of /proc/net/ipv6_route."""
+        routes: list[tuple[int, int, str]] = []
+        for line in (self.read("proc/net/route") or "").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 8:
+                continue
+            iface, destination, flags, metric, mask = fields[0], fields[1], _int(fields[3], 16), _int(fields[6]), fields[7]
+            if destination == "00000000" and mask == "00000000" and flags is not None and flags & RTF_UP:
+                routes.append((0, metric or 0, iface))
+        for line in (self.read("proc/net/ipv6_route") or "").splitlines():
+            fields = line.split()
+            if len(fields) < 10:
+                continue
+            destination, prefix, metric, flags, iface = fields[0], fields[1], _int(fields[5], 16), _int(fields[8], 16), fields[9]
+            if (destination == "0" * 32 and prefix == "00" and flags is not None
+                    and flags & RTF_UP and not flags & RTF_REJECT):
+                routes.append((1, metric or 0, iface))
+        ordered = []
+        for _family, _metric, iface in sorted(routes):
+            if iface not in ordered:
+                ordered.append(iface)
+        return ordered
+
+    # -- filesystems ------------------------------------------------------
+    def mounts(self) -> list[Mount]:
+        """Every line of /proc/self/mounts (network filesystems included, which
+        psutil.disk_partitions(all=False) would drop), escapes undone."""
+        text = self.read("proc/self/mounts")
+        if text is None:
+            text = self.read("proc/mounts") or ""
+        found = []
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) < 4:
+                continue
+            found.append(Mount(unescape_mount_field(fields[0]), unescape_mount_field(fields[1]),
+                               fields[2], tuple(fields[3].split(","))))
+        return found
+
+    def space(self, mount_points: list[str], slow: frozenset[str] = frozenset(),
+              timeout_s: float = REMOTE_STATVFS_TIMEOUT_S) -> dict[str, Space]:
+        """Size and available space per mount point: statvfs(2) live (as
+        psutil.disk_usage does), recorded.json ``statvfs`` otherwise.  Mount
+        points in ``slow`` (remote ones) are asked in threads of their own and
+        left out when they do not answer within ``timeout_s``."""
+        if not self.live:
+            recorded = self.recorded.get("statvfs") or {}
+            found = {}
+            for mount_point in mount_points:
+                entry = recorded.get(mount_point)
+                if isinstance(entry, dict):
+                    try:
+                        frsize = int(entry["frsize"])
+                        found[mount_point] = Space(int(entry["blocks"]) * frsize, int(entry["bavail"]) * frsize)
+                    except (KeyError, TypeError, ValueError):
+                        continue
+            return found
+
+        found = {}
+        waiting: list[tuple[threading.Thread, str, list[Space]]] = []
+        for mount_point in mount_points:
+            if mount_point in slow:
+                box: list[Space] = []
+                thread = threading.Thread(target=self._statvfs_into, args=(mount_point, box),
+                                          name=f"statvfs {mount_point}", daemon=True)
+                thread.start()
+                waiting.append((thread, mount_point, box))
+                continue
+            space = self._statvfs(mount_point)
+            if space is not None:
+                found[mount_point] = space
+        if waiting:
+            import time
+
+            deadline = time.monotonic() + timeout_s
+            for thread, mount_point, box in waiting:
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if box:  # a thread still blocked in statvfs is abandoned; it dies with the process
+                    found[mount_point] = box[0]
+        return found
+
+    @staticmethod
+    def _statvfs(mount_point: str) -> Optional[Space]:
+        try:
+            st = os.statvfs(mount_point)
+        except OSError:
+            return None
+        return Space(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)
+
+    def _statvfs_into(self, mount_point: str, box: list[Space]) -> None:
+        space = self._statvfs(mount_point)
+        if space is not None:
+            box.append(space)
