@@ -153,6 +153,24 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "password_file": Option("path", "", "File holding the bind password (first line)"),
         "timeout": Option("float", 10.0, "Seconds to wait for the server", minimum=0.1),
     },
+    # -- many hosts: glueinfo/gather.py and the source_* providers -------------------
+    "sources": {
+        "enabled": Option("list", ["local"], "Sources of host snapshots gathered into the site: local, agents, spool, ganglia (or a plugin's)"),
+        "agents": Option("str", "", "Worker agents to pull /node.xml from: names or ranges, e.g. wn[001-250].example.org:7170"),
+        "agents_file": Option("path", "", "File of agents, one name or range a line, # comments"),
+        "agent_port": Option("int", 7170, "Port of `glueinfo serve` on agents written without one", minimum=1),
+        "agent_path": Option("str", "/node.xml", "URL path pulled from each agent"),
+        "pool_size": Option("int", 64, "Agent pulls in flight at once", minimum=1),
+        "timeout": Option("float", 5.0, "Seconds one agent (retries included) or Ganglia port may take", minimum=0.01),
+        "retries": Option("int", 2, "Extra attempts after a refused/reset connection or a 5xx answer, within the timeout", minimum=0),
+        "retry_backoff": Option("float", 0.1, "Seconds before the first retry; doubled for each further one", minimum=0.0),
+        "gather_timeout": Option("float", 30.0, "Seconds a whole gather may take; what is still running then is abandoned", minimum=0.1),
+        "max_body": Option("int", 4194304, "Largest Node XML accepted from one agent or spool file, in bytes", minimum=1024),
+        "spool_dir": Option("path", "", "Directory of HOST.xml Node XML files written by workers (cron: glueinfo node-xml)"),
+        "ganglia": Option("list", [], "gmond or gmetad XML ports to read, HOST[:PORT] (default port 8649)"),
+        "ganglia_max_body": Option("int", 536870912, "Largest Ganglia XML document accepted, in bytes", minimum=1024),
+        "drop_after": Option("float", 3600.0, "Seconds after which a host not heard from is dropped ([node] stale_after: when it turns Unknown)", minimum=1.0),
+    },
 }
 
 # Sections whose keys are the admin's own names.
