@@ -155,7 +155,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
     },
     # -- many hosts: glueinfo/gather.py and the source_* providers -------------------
     "sources": {
-        "enabled": Option("list", ["local"], "Sources of host snapshots gathered into the site: local, agents, spool, ganglia (or a plugin's)"),
+        "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia (or a plugin's)"),
         "agents": Option("str", "", "Worker agents to pull /node.xml from: names or ranges, e.g. wn[001-250].example.org:7170"),
         "agents_file": Option("path", "", "File of agents, one name or range a line, # comments"),
         "agent_port": Option("int", 7170, "Port of `glueinfo serve` on agents written without one", minimum=1),
@@ -169,7 +169,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "spool_dir": Option("path", "", "Directory of HOST.xml Node XML files written by workers (cron: glueinfo node-xml)"),
         "ganglia": Option("list", [], "gmond or gmetad XML ports to read, HOST[:PORT] (default port 8649)"),
         "ganglia_max_body": Option("int", 536870912, "Largest Ganglia XML document accepted, in bytes", minimum=1024),
-        "drop_after": Option("float", 3600.0, "Seconds after which a host not heard from is dropped ([node] stale_after: when it turns Unknown)", minimum=1.0),
+        "drop_after": Option("float", 3600.0, "Seconds after which a host not heard from is dropped (Unknown: [node] stale_after)",
+                             minimum=1.0),
     },
 }
 
