@@ -477,6 +477,8 @@ class Schema:
             return lambda v: " ".join(value_text(v).casefold().split())
         if equality == "integermatch":
             return lambda v: _int_or_text(value_text(v))
+        if equality == "objectidentifiermatch":  # object class names
+            return lambda v: value_text(v).casefold()
         if equality.startswith("caseexact"):
             return lambda v: " ".join(value_text(v).split())
         return value_text
@@ -537,7 +539,13 @@ class Schema:
             at = self.attribute(name)
             canonical = self.canonical_name(name)
             if name.lower() == "objectclass":
-                out.add("objectClass", [self.canonical_class(value_text(v)) for v in values])
+                classes: dict[str, str] = {}
+                for v in values:
+                    canonical_class = self.canonical_class(value_text(v))
+                    classes.setdefault(canonical_class.casefold(), canonical_class)
+                if len(classes) != len(values):
+                    warnings.append(Problem(dn, "objectClass: dropped duplicate class names", "objectClass"))
+                out.add("objectClass", list(classes.values()))
                 continue
             syntax = self.syntax(name) if at else None
             kept = []
@@ -615,7 +623,7 @@ def _shown(value) -> str:
 
 # ---------------------------------------------------------------- syntaxes
 
-_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
+_INTEGER = re.compile(r"0|-?[1-9][0-9]*")  # slapd refuses 007, +5, -0 and spaces
 _GENERALIZED_TIME = re.compile(r"[0-9]{10}([0-9]{2}([0-9]{2})?)?([.,][0-9]+)?(Z|[+-][0-9]{4})")
 
 
@@ -627,7 +635,7 @@ def syntax_error(syntax: Optional[str], value) -> Optional[str]:
         text = value_text(value)
     else:
         text = value_text(value)
-    if text == "":
+    if text == "" and syntax != SYNTAX_IA5_STRING:  # slapd takes an empty IA5String
         return "empty value"
     if syntax == SYNTAX_INTEGER:
         if not _INTEGER.fullmatch(text):
