@@ -3,7 +3,8 @@
 Mounts come from /proc/self/mounts, so network filesystems are kept
 (psutil.disk_partitions(all=False) drops them).  Pseudo and memory-backed
 filesystems are left out (see PSEUDO and the README for why).  A mount point
-mounted over keeps only its visible (last) mount.  Sizes of remote mounts are
+mounted over keeps only its visible (last) mount, so a disk hidden under a
+tmpfs is left out too.  Sizes of remote mounts are
 asked with a short timeout so a dead server cannot stall the probe; a mount
 whose size cannot be had is still listed, with unknown sizes.
 """
@@ -22,7 +23,7 @@ MB = 1 << 20
 # use, or storage that comes and goes (tmpfs /run/user/N, container layers,
 # snap and container-image squashfs) and would make identical hosts differ.
 PSEUDO = frozenset({
-    "proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "ramfs", "cgroup", "cgroup2", "mqueue",
+    "rootfs", "proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "ramfs", "cgroup", "cgroup2", "mqueue",
     "debugfs", "tracefs", "securityfs", "pstore", "efivarfs", "bpf", "configfs", "fusectl",
     "hugetlbfs", "autofs", "binfmt_misc", "nsfs", "rpc_pipefs", "nfsd", "selinuxfs", "devfs",
     "usbfs", "squashfs", "fuse.lxcfs", "fuse.gvfsd-fuse", "fuse.portal", "fuse.snapfuse",
@@ -38,8 +39,13 @@ REMOTE = frozenset({
 })
 SSH_TYPES = frozenset({"fuse.sshfs", "sshfs"})
 
+# Single files a container engine bind-mounts into every container: not filesystems.
+CONTAINER_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"})
+
 
 def is_pseudo(mount: Mount) -> bool:
+    if mount.mount_point in CONTAINER_FILES:
+        return True
     if mount.fs_type == "overlay":
         return mount.mount_point != "/"  # a container's root is its real storage; other layers come and go
     return mount.fs_type in PSEUDO
@@ -73,10 +79,9 @@ def collect(ctx: CollectContext) -> list[FileSystem]:
     host = LinuxHost(ctx.host_root)
     visible: dict[str, Mount] = {}
     for mount in host.mounts():
-        if is_pseudo(mount):
-            continue
         visible.pop(mount.mount_point, None)  # mounted over: the later mount is the one seen
         visible[mount.mount_point] = mount
+    visible = {mp: m for mp, m in visible.items() if not is_pseudo(m)}  # a tmpfs over /tmp hides the disk below
     remote = frozenset(mp for mp, m in visible.items() if is_remote(m))
     space = host.space(list(visible), slow=remote)
     found = []
