@@ -327,6 +327,8 @@ def _fold(line: str) -> str:
 
 
 def _line(name: str, text: str) -> str:
+    if not text:
+        return name + ":"
     if _SAFE_STRING.fullmatch(text) and not text.endswith(" "):
         line = f"{name}: {text}"
     else:
@@ -408,7 +410,7 @@ def format_ldif(entries: Iterable[Entry], sort: bool = True) -> str:
 
 # ---------------------------------------------------------------- reading
 
-_ATTR_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9.;-]*)(::?|:<)[ ]*(.*)", re.S)
+_ATTR_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9.;-]*)(::|:<|:)[ ]*(.*)", re.S)
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
