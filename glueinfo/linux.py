@@ -215,8 +215,12 @@ class LinuxHost:
 
     # -- identity ----------------------------------------------------------
     def hostname(self) -> Optional[str]:
-        """A recorded tree's host name: recorded.json, else the kernel's, else /etc/hostname."""
-        recorded = self.recorded.get("hostname")
+        """A recorded tree's host name: recorded.json, else the kernel's, else /etc/hostname.
+        A broken recorded.json is skipped here (the collectors that need it report it)."""
+        try:
+            recorded = self.recorded.get("hostname")
+        except ValueError:
+            recorded = None
         if isinstance(recorded, str) and recorded:
             return recorded
         for relative in ("proc/sys/kernel/hostname", "etc/hostname"):
