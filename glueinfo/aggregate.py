@@ -210,7 +210,7 @@ def slug(text: Any) -> str:
     """Lower-case ASCII words joined by '-', from any text."""
     raw = str(text).replace("™", " ").replace("®", " ")
     ascii_text = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
-    return re.sub(r"[^a-z0-9.]+", "-", ascii_text.lower()).strip("-.")
+    return re.sub(r"[^a-z0-9._]+", "-", ascii_text.lower()).strip("-._")
 
 
 def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:

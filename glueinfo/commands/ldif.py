@@ -1,0 +1,125 @@
+"""`glueinfo ldif`: the GLUE 1.3 resource tree as LDIF on stdout (a BDII provider).
+
+Probes this host (or reads host snapshots given with --snapshots), groups
+the hosts, asks each CE's LRMS, renders, checks against the installed GLUE
+schema and prints the entries that pass.  Entries left out are reported on
+stderr by DN, and the exit code is then 1.
+
+`glueinfo ldif --check FILE` only checks an LDIF file (any provider's) the
+same way and prints one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from glueinfo.config import Config
+
+log = logging.getLogger("glueinfo.ldif")
+
+SHOWN_WARNINGS = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-hosts", action="store_true",
+                        help="publish only site, cluster, SubCluster and CE entries (no GlueHost or file systems)")
+    parser.add_argument("--check", metavar="FILE",
+                        help="check an LDIF file ('-' for stdin) against the GLUE schema instead of rendering")
+    parser.add_argument("--snapshots", action="append", default=[], metavar="PATH",
+                        help="host snapshots (JSON: one object or a list; a directory: its *.json) instead of probing "
+                             "this host (repeatable)")
+
+
+def read_snapshots(paths: list[str]):
+    """HostSnapshots from JSON files and directories of them."""
+    from glueinfo.cli import UsageError
+    from glueinfo.model import HostSnapshot, ModelError
+
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            files.extend(sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".json")))
+        else:
+            files.append(path)
+    snapshots = []
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            items = data if isinstance(data, list) else [data]
+            snapshots.extend(HostSnapshot.from_dict(item) for item in items)
+        except FileNotFoundError:
+            raise UsageError(f"--snapshots {path}: no such file") from None
+        except (OSError, ValueError, ModelError) as exc:
+            raise UsageError(f"--snapshots {path}: {exc}") from None
+    return snapshots
+
+
+def report_warnings(warnings: list[str], verbose: int) -> None:
+    shown = warnings if verbose else warnings[:SHOWN_WARNINGS]
+    for warning in shown:
+        log.warning("%s", warning)
+    if len(warnings) > len(shown):
+        log.warning("... and %d more such warnings (-v shows all)", len(warnings) - len(shown))
+
+
+def run_check(path: str, config: Config) -> int:
+    from glueinfo.cli import UsageError
+    from glueinfo.ldapschema import SchemaError, SchemaUnavailable, check_ldif_text, load_schema
+
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--check {path}: cannot read: {exc}") from None
+    schema_dir = config.get("glue", "schema_dir")
+    try:
+        schema = load_schema(schema_dir)
+    except (SchemaUnavailable, SchemaError) as exc:
+        raise UsageError(f"--check: {exc}") from None
+    problems = check_ldif_text(text, schema)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"glueinfo: {path}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    if args.check:
+        return run_check(args.check, config)
+
+    from glueinfo.cli import UsageError
+    from glueinfo.pipeline import build_site
+    from glueinfo.templates import TemplateError
+
+    if args.snapshots:
+        snapshots = read_snapshots(args.snapshots)
+        local = None
+    else:
+        from glueinfo.commands.probe import collect_from_args
+
+        snapshot = collect_from_args(args, config)
+        for result in snapshot.collectors:
+            if not result.success:
+                log.warning("collector %s failed: %s", result.name, result.error)
+        snapshots = [snapshot]
+        local = snapshot.hostname
+    try:
+        build = build_site(config, snapshots, publish_hosts=False if args.no_hosts else None, local_fqdn=local)
+    except TemplateError as exc:
+        raise UsageError(str(exc)) from None
+    report_warnings(build.warnings, args.verbose)
+    sys.stdout.write(build.ldif())
+    sys.stdout.flush()
+    for problem in build.errors:
+        print(f"glueinfo: left out {problem}", file=sys.stderr)
+    return 1 if build.errors else 0
