@@ -21,6 +21,7 @@ from glueinfo import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("probe", "print this host's snapshot as JSON"),
     "collectors": ("collectors", "list collectors, where they come from and whether they are enabled"),
+    "ldif": ("ldif", "print the GLUE 1.3 resource tree as LDIF (a BDII provider); --check FILE checks any LDIF"),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
