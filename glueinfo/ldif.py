@@ -151,9 +151,15 @@ _DN_SPECIAL = {",": "\\,", "+": "\\+", '"': '\\"', "\\": "\\\\", "<": "\\<", ">"
 def dn_escape(value: Value) -> str:
     """Escape one attribute value for use in a DN string (RFC 4514).
 
-    Backslash-escapes , + " \\ < > ; = and a leading '#' or space and a
-    trailing space; control characters (NUL, newline, ...) and DEL become
-    \\XX hex pairs.  Non-ASCII text is kept as it is (UTF-8 in the DN).
+    , + " \\ < > ; = are backslash-escaped; a leading '#' or space and a
+    trailing space become \\23 / \\20, and NUL and other control characters
+    (newline, tab, DEL ...) \\XX hex pairs.  Non-ASCII text is kept as it is
+    (UTF-8; the LDIF writer base64-encodes such a DN).
+
+    Why these forms: they are the ones slapd hands back (or the ones BDII
+    6.0.0 maps slapd's hex forms to before it compares DNs as strings), so
+    BDII does not see a changed DN on every cycle; and slapd refuses the
+    RFC's own ``\\ `` for a value that is a single space.
     """
     text = value_text(value)
     out = []
@@ -161,13 +167,16 @@ def dn_escape(value: Value) -> str:
         if ch in _DN_SPECIAL:
             out.append(_DN_SPECIAL[ch])
         elif ch < " " or ch == "\x7f":
-            out.append(f"\\{ord(ch):02x}")
+            out.append(f"\\{ord(ch):02X}")
         else:
             out.append(ch)
-    if out and text[0] in " #":
-        out[0] = "\\" + text[0]
-    if out and text[-1] == " " and (len(text) > 1 or text[0] != " "):
-        out[-1] = "\\ "
+    if out:
+        if text[0] == "#":
+            out[0] = "\\23"
+        elif text[0] == " ":
+            out[0] = "\\20"
+        if text[-1] == " ":
+            out[-1] = "\\20"
     return "".join(out)
 
 

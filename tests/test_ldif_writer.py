@@ -40,12 +40,12 @@ BASE = "mds-vo-name=resource,o=grid"
     ("a=b+c", "a\\=b\\+c"),
     ('say "hi"; <x>', 'say \\"hi\\"\\; \\<x\\>'),
     ("back\\slash", "back\\\\slash"),
-    ("#hash", "\\#hash"),
+    ("#hash", "\\23hash"),
     ("mid#hash", "mid#hash"),
-    (" lead", "\\ lead"),
-    ("trail ", "trail\\ "),
-    (" ", "\\ "),
-    ("line\nbreak", "line\\0abreak"),
+    (" lead", "\\20lead"),
+    ("trail ", "trail\\20"),
+    (" ", "\\20"),
+    ("line\nbreak", "line\\0Abreak"),
     ("nul\x00", "nul\\00"),
     ("Zürich™", "Zürich™"),
     (42, "42"),
@@ -275,7 +275,7 @@ def hostile_entries() -> list[Entry]:
             "GlueHostLocalFileSystemReadOnly": i % 2 == 0,
         }))
     # UTF-8 goes in DirectoryString attributes (the GLUE 1 ones are IA5, ASCII only).
-    for value in ["Zürich™", "Кластер", "中文 ", " #ü,=+\n"]:
+    for value in ["Zürich™", "Кластер", "中文 ", " #ü,=+\n", " "]:
         entries.append(Entry(make_dn("ou", value, "o=grid"), {
             "objectClass": "organizationalUnit", "ou": value, "description": [value, "x" * 10240 + value]}))
     return entries
