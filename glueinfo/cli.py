@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("probe", "print this host's snapshot as JSON"),
     "collectors": ("collectors", "list collectors, where they come from and whether they are enabled"),
     "ldif": ("ldif", "print the GLUE 1.3 resource tree as LDIF (a BDII provider); --check FILE checks any LDIF"),
+    "node-xml": ("node_xml", "print this host as an SSS Node (XML), or with --site a <Data> of every host's Node"),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
