@@ -83,4 +83,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the glueinfo.cli module, not this __main__ copy: commands raise
+    # glueinfo.cli.UsageError, which this copy's main() would not catch.
+    from glueinfo.cli import main as _main
+
+    sys.exit(_main())
