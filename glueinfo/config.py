@@ -191,6 +191,8 @@ class ConfigError(ValueError):
 class Config:
     path: Optional[str] = None
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (section, key) and (section, None) -> line number, for errors found after parsing
+    lines: dict[tuple[str, Optional[str]], int] = field(default_factory=dict)
 
     def section(self, name: str) -> dict[str, Any]:
         """Typed values of a section, with defaults for keys not in the file."""
@@ -310,7 +312,7 @@ def parse_text(text: str, path: str = "<config>") -> Config:
             except ValueError as exc:
                 raise ConfigError(f"{path}:{line}: [{section}] {key}: {exc}") from None
         values[section] = typed
-    return Config(path=path, values=values)
+    return Config(path=path, values=values, lines=lines)
 
 
 def load(path: Optional[str] = None) -> Config:
