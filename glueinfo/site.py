@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.config import Config, ConfigError, _line_numbers
+from glueinfo.config import Config, ConfigError
 
 DEFAULT_QUEUE = "default"
 
@@ -169,16 +169,8 @@ class HostMatcher:
 
 def _where(config: Config, section: str, key: Optional[str] = None) -> str:
     """``FILE:LINE`` of a section or key, for messages about cross references."""
-    path = config.path or "<config>"
-    line = 0
-    if config.path:
-        try:
-            with open(config.path, encoding="utf-8") as handle:
-                lines = _line_numbers(handle.read())
-            line = lines.get((section, key), lines.get((section, None), 0))
-        except OSError:
-            pass
-    return f"{path}:{line}"
+    line = config.lines.get((section, key), config.lines.get((section, None), 0))
+    return f"{config.path or '<config>'}:{line}"
 
 
 def _tuple(values: Any) -> tuple[str, ...]:
