@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from glueinfo.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo, StaticFacts
+from glueinfo.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, OsInfo, StaticFacts
 from glueinfo.read_node_xml import NodeXMLError, read_node, read_nodes
 from glueinfo.render_node_xml import NodeSettings, attach_resources, parse_resources, render_data, render_node
 
@@ -57,7 +57,6 @@ def normalised(snapshot: HostSnapshot) -> dict:
     data["collected_at"] = round(data["collected_at"], 6)
     if data["os"] and data["os"]["boot_time"] is not None:
         data["os"]["boot_time"] = round(data["os"]["boot_time"], 6)
-    data["source"] = data["source"]
     return data
 
 
