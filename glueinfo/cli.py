@@ -46,8 +46,15 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="glueinfo", description="GLUE / SSS grid information provider")
+    parser = OneLineErrorParser(prog="glueinfo", description="GLUE / SSS grid information provider")
     parser.add_argument("--version", action="version", version=f"glueinfo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -14,6 +14,7 @@ die with the process) and recorded as timed out; neither stops the others.
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 import threading
 import time
@@ -211,7 +212,9 @@ def probe(config: Any, host_root: Optional[str] = None, enable: Iterable[str] = 
     facts = dict(static_facts(config))
     facts["hostname"] = general["hostname"]
     interval = section["utilisation_interval"] or None
-    ctx = CollectContext(host_root=host_root or general["host_root"], config=facts,
-                         utilisation_interval_s=interval, clock=clock)
+    root = host_root or general["host_root"]
+    if not os.path.isdir(root):
+        raise CollectorError(f"host root {root}: no such directory")
+    ctx = CollectContext(host_root=root, config=facts, utilisation_interval_s=interval, clock=clock)
     timeout = section["timeout"] + (interval or 0.0)
     return collect_host(chosen, ctx, timeout_s=timeout)
