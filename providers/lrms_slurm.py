@@ -15,8 +15,9 @@ Slurm release (openapi v0.0.37/38/39 node lists, v0.0.40+ ``sinfo`` groups,
 both read here) and for jobs it is ~30 times larger than a fixed format
 (about 3.4 kB per job on 22.05), too slow for queues of 10,000 jobs.  Jobs and
 partitions use fixed formats, stable since Slurm 17: ``squeue -O`` fields with
-an explicit ``|`` suffix and no width (never truncated), the free-text job
-name last so a ``|`` in it cannot shift the other fields.
+no width (never truncated), each ending in a separator built from a random
+token drawn per query, so a job name holding ``|`` or a newline can neither
+shift a field nor forge a job (see :func:`squeue_format`).
 
 Commands run with ``TZ=UTC`` and ``SLURM_TIME_FORMAT=standard`` (ISO times in
 UTC, whatever the admin's environment says) and without the ``SQUEUE_*`` /
@@ -45,6 +46,7 @@ import calendar
 import json
 import os
 import re
+import secrets
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -92,10 +94,10 @@ PARTITION_STATUS = {"UP": "Production", "DRAIN": "Draining", "DOWN": "Queueing",
 UNUSABLE_NODE_STATES = frozenset({"DOWN", "FUTURE", "UNKNOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING",
                                   "MAINT", "INVALID", "INVALID_REG", "PLANNED_DOWN"})
 
-# squeue -O fields; the name must stay last (see module doc).
+# squeue -O fields.  Every field ends with a separator holding a random token
+# drawn per query (see squeue_format), so no job name can forge a field or a job.
 SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "UserName", "Account", "Partition", "SubmitTime", "StartTime",
                  "EndTime", "TimeLimit", "TimeUsed", "NumCPUs", "tres-alloc", "NumNodes", "NodeList", "QOS", "Name")
-SQUEUE_FORMAT = ",".join(f"{name}:|" for name in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
 SINFO_TEXT_FORMAT = "%N|%n|%C|%T"
 QOS_FORMAT = "Name,GrpJobs,GrpSubmit,MaxWall,MaxTRESMins"
 
@@ -435,17 +437,40 @@ def _opt(text: str) -> Optional[str]:
     return None if text.upper() in _NONE_WORDS else text
 
 
-def parse_squeue(text: str) -> list[SlurmJob]:
-    """``squeue -h -r -t all -O SQUEUE_FORMAT`` -> jobs.  Any malformed line fails the whole parse:
-    counts from a partly understood queue would be wrong, not just incomplete."""
+def field_separator(token: str) -> str:
+    return f"|{token}|"
+
+
+def record_end(token: str) -> str:
+    return f"|{token}."
+
+
+def squeue_format(token: str) -> str:
+    """The ``squeue -O`` argument: each field's suffix is a separator made of ``token``.
+
+    Job names (and some pending reasons) are free text that may hold ``|`` and
+    newlines; a user who names a job ``x\n999|RUNNING|...`` must not be able
+    to add a job or shift a field.  A random token per query cannot be guessed
+    in advance, and a field with no width is never truncated.
+    """
+    sep = field_separator(token)
+    return ",".join(f"{name}:{sep}" for name in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:{record_end(token)}"
+
+
+def parse_squeue(text: str, token: str) -> list[SlurmJob]:
+    """``squeue -h -r -t all -O squeue_format(token)`` -> jobs.  Any malformed record fails the whole
+    parse: counts from a partly understood queue would be wrong, not just incomplete."""
     jobs = []
     n_fields = len(SQUEUE_FIELDS)
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split("|", n_fields - 1)
+    sep, end = field_separator(token), record_end(token) + "\n"
+    records = text.split(end)
+    if records[-1].strip():
+        raise SlurmOutputError(f"squeue: output does not end with a complete job record: "
+                               f"{_clip(records[-1].replace(sep, '|'))!r}")
+    for number, record in enumerate(records[:-1], 1):
+        parts = record.split(sep)
         if len(parts) != n_fields:
-            raise SlurmOutputError(f"squeue: unexpected output line {number}: {_clip(line)!r}")
+            raise SlurmOutputError(f"squeue: unexpected output in job record {number}: {_clip(record.replace(sep, '|'))!r}")
         (job_id, state, reason, user, account, partition, submit, start, end, limit, used, cpus, tres, node_count,
          nodelist, qos, name) = parts
         try:
@@ -458,9 +483,10 @@ def parse_squeue(text: str) -> list[SlurmJob]:
                 partition=_opt(partition), submit_time=parse_timestamp(submit), start_time=parse_timestamp(start),
                 end_time=parse_timestamp(end), time_limit_s=parse_duration_s(limit), elapsed_s=parse_duration_s(used),
                 cpus=_int_or_none(cpus), memory_mb=parse_memory_mb(memory) if memory else None,
-                node_count=_int_or_none(node_count), nodelist=nodelist.strip(), qos=_opt(qos), name=name.rstrip("\n")))
+                node_count=_int_or_none(node_count), nodelist=nodelist.strip(), qos=_opt(qos), name=name))
         except ValueError as exc:
-            raise SlurmOutputError(f"squeue: unexpected output line {number} ({exc}): {_clip(line)!r}") from None
+            raise SlurmOutputError(f"squeue: unexpected output in job record {number} ({exc}): "
+                                   f"{_clip(record.replace(sep, '|'))!r}") from None
     return jobs
 
 
@@ -664,8 +690,9 @@ def query(ctx: LrmsContext) -> QueueState:
     partition: Optional[PartitionInfo] = step(lambda: parse_partition(
         tools("scontrol", "show", "partition", "-o", ctx.queue), ctx.queue))  # type: ignore[arg-type]
     nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
+    token = secrets.token_hex(8)
     jobs: Optional[list[SlurmJob]] = step(lambda: parse_squeue(
-        tools("squeue", "-h", "-r", "-t", "all", "-p", ctx.queue, "-O", SQUEUE_FORMAT)))  # type: ignore[arg-type]
+        tools("squeue", "-h", "-r", "-t", "all", "-p", ctx.queue, "-O", squeue_format(token)), token))  # type: ignore[arg-type]
     qos = None
     if partition is not None and partition.qos:
         qos = step(lambda: parse_qos(tools("sacctmgr", "-nP", "show", "qos", partition.qos, f"format={QOS_FORMAT}"),
@@ -707,7 +734,7 @@ def query(ctx: LrmsContext) -> QueueState:
         state.estimated_response_time_s, state.worst_response_time_s = response_times(
             jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)
     if errors:
-        state.error = "slurm: " + "; ".join(errors)
+        state.error = "slurm: " + "; ".join(dict.fromkeys(errors))  # sinfo runs twice: say it once
     return state
 
 

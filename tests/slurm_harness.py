@@ -1,0 +1,266 @@
+"""A real one-node Slurm for the tests: munged, slurmctld and slurmd from
+Debian's munge / slurm-wlm packages, without systemd.
+
+Everything lives under one work directory: a generated munge key and socket,
+slurm.conf (ClusterName, SlurmctldHost=<short hostname>(127.0.0.1), free
+non-default ports, state/spool/pid/log files, SlurmUser=root when run as
+root, proctrack/linuxproc, task/none, select/cons_tres, one NodeName for this
+host with CPUs=nproc, two partitions with different MaxTime).  munged runs as
+user ``munge`` when we are root (it refuses root), as ourselves otherwise.
+Every daemon is started in the foreground and stopped by its PID; jobs are
+cancelled and waited for first, so no job process outlives the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+SLURM_TOOLS = ("slurmctld", "slurmd", "sinfo", "squeue", "scontrol", "sbatch", "scancel")
+MUNGE_TOOLS = ("munged",)
+SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+
+
+class SlurmHarnessError(RuntimeError):
+    pass
+
+
+def find_tool(name: str) -> Optional[str]:
+    found = shutil.which(name)
+    if found:
+        return found
+    for directory in SBIN_DIRS:
+        candidate = os.path.join(directory, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def missing_slurm_tools() -> list[str]:
+    missing = [f"{t} (Debian package slurm-wlm / slurm-client)" for t in SLURM_TOOLS if not find_tool(t)]
+    missing += [f"{t} (Debian package munge)" for t in MUNGE_TOOLS if not find_tool(t)]
+    return missing
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _stop(process: Optional[subprocess.Popen], timeout: float = 15.0) -> None:
+    if process is None or process.poll() is not None:
+        return
+    try:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+    except ProcessLookupError:
+        pass
+
+
+def _memory_mb() -> int:
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    return 1024
+
+
+class SlurmCluster:
+    """One controller + one node on 127.0.0.1; partitions ``short`` (MaxTime 30 min,
+    default) and ``long`` (MaxTime 2 days)."""
+
+    SHORT_MAX_MIN = 30
+    LONG_MAX_MIN = 2 * 24 * 60
+
+    def __init__(self, workdir: os.PathLike, cpus: Optional[int] = None):
+        self.dir = Path(workdir)
+        self.node = socket.gethostname().split(".")[0]
+        self.cpus = cpus or os.cpu_count() or 1
+        self.ctld_port = free_port()
+        self.slurmd_port = free_port()
+        self.munge_dir = self.dir / "munge"
+        self.socket = self.munge_dir / "munge.socket"
+        self.conf = self.dir / "slurm.conf"
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    # -- environment -----------------------------------------------------------
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEUE_", "SINFO_", "SBATCH_", "SLURM_"))}
+        env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 30.0) -> str:
+        """Run a Slurm client command against this cluster; its stdout."""
+        tool = find_tool(argv[0]) or argv[0]
+        proc = subprocess.run([tool, *argv[1:]], capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise SlurmHarnessError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def sbatch(self, *args: str, seconds: int = 120) -> str:
+        """Submit a job that sleeps; its job id."""
+        out = self.run("sbatch", "--parsable", "-o", "/dev/null", "-e", "/dev/null", *args, "--wrap", f"sleep {seconds}")
+        return out.strip().split(";")[0]
+
+    # -- start / stop ------------------------------------------------------------
+    def _write_munge_key(self) -> None:
+        self.munge_dir.mkdir(parents=True, exist_ok=True)
+        key = self.munge_dir / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        os.chmod(key, 0o400)
+        # munged insists: socket directory executable by all, key readable only by its owner.
+        os.chmod(self.munge_dir, 0o711)
+        os.chmod(self.dir, 0o755)
+        if os.geteuid() == 0:
+            munge = pwd.getpwnam("munge")
+            for path in (self.munge_dir, key):
+                os.chown(path, munge.pw_uid, munge.pw_gid)
+
+    def _start_munged(self) -> None:
+        self._write_munge_key()
+        argv = [find_tool("munged"), "--foreground", f"--socket={self.socket}", f"--key-file={self.munge_dir / 'munge.key'}",
+                f"--log-file={self.munge_dir / 'munged.log'}", f"--pid-file={self.munge_dir / 'munged.pid'}",
+                f"--seed-file={self.munge_dir / 'munged.seed'}"]
+        kwargs = {}
+        if os.geteuid() == 0:
+            munge = pwd.getpwnam("munge")
+            kwargs = {"user": munge.pw_uid, "group": munge.pw_gid, "extra_groups": []}
+        log = open(self.dir / "munged.out", "wb")
+        self.processes["munged"] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                    **kwargs)
+        self._wait(lambda: self.socket.exists(), "munged", self.dir / "munged.out", 10)
+
+    def _write_conf(self) -> None:
+        for sub in ("state", "spool", "log"):
+            (self.dir / sub).mkdir(exist_ok=True)
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        memory = max(100, min(1000, _memory_mb() - 200))
+        self.conf.write_text(f"""\
+ClusterName=gluetest
+SlurmctldHost={self.node}(127.0.0.1)
+SlurmctldPort={self.ctld_port}
+SlurmdPort={self.slurmd_port}
+AuthType=auth/munge
+AuthInfo=socket={self.socket}
+CredType=cred/munge
+SlurmUser={user}
+SlurmdUser={user}
+StateSaveLocation={self.dir / 'state'}
+SlurmdSpoolDir={self.dir / 'spool'}
+SlurmctldPidFile={self.dir / 'slurmctld.pid'}
+SlurmdPidFile={self.dir / 'slurmd.pid'}
+SlurmctldLogFile={self.dir / 'log' / 'slurmctld.log'}
+SlurmdLogFile={self.dir / 'log' / 'slurmd.log'}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=2
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+MinJobAge=300
+SlurmctldTimeout=30
+SlurmdTimeout=60
+NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={memory} State=UNKNOWN
+PartitionName=short Nodes={self.node} MaxTime={self.SHORT_MAX_MIN} Default=YES State=UP
+PartitionName=long Nodes={self.node} MaxTime={self.LONG_MAX_MIN} State=UP
+""")
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.dir / f"{name}.out", "wb")
+        self.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                env=self.env)
+
+    def _wait(self, ready, name: str, log: Path, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            process = self.processes.get(name)
+            if process is not None and process.poll() is not None:
+                raise SlurmHarnessError(f"{name} exited {process.returncode}:\n{_tail(log)}")
+            try:
+                if ready():
+                    return
+            except (OSError, SlurmHarnessError, subprocess.TimeoutExpired):
+                pass
+            time.sleep(0.1)
+        raise SlurmHarnessError(f"{name} not ready within {timeout:g} s:\n{_tail(log)}")
+
+    def start(self) -> SlurmCluster:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_munged()
+            self._write_conf()
+            self._spawn("slurmctld", [find_tool("slurmctld"), "-D", "-i", "-f", str(self.conf)])
+            self._wait(lambda: socket.create_connection(("127.0.0.1", self.ctld_port), timeout=0.5).close() is None,
+                       "slurmctld", self.dir / "slurmctld.out", 30)
+            self._spawn("slurmd", [find_tool("slurmd"), "-D", "-N", self.node, "-f", str(self.conf)])
+            self._wait(lambda: re.match(r"idle", self.run("sinfo", "-h", "-N", "-p", "short", "-o", "%T", timeout=5).strip()),
+                       "slurmd", self.dir / "slurmd.out", 60)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def cancel_all(self, timeout: float = 30.0) -> None:
+        """Cancel every job and wait until none holds the node any more."""
+        if "slurmctld" not in self.processes or self.processes["slurmctld"].poll() is not None:
+            return
+        self.run("scancel", "--full", "-u", pwd.getpwuid(os.geteuid()).pw_name, check=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            left = self.run("squeue", "-h", "-t", "PD,R,CG,S,CF,ST,SI,SO", "-o", "%i", check=False, timeout=10).split()
+            if not left:
+                return
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        try:
+            self.cancel_all()
+        except Exception:
+            pass
+        for name in ("slurmd", "slurmctld", "munged"):
+            _stop(self.processes.get(name))
+
+    def __enter__(self) -> SlurmCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- helpers for tests ---------------------------------------------------------
+    def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise SlurmHarnessError(f"timed out after {timeout:g} s waiting for {what}")
+
+    def ce_config(self, queue: str, **extra) -> dict:
+        """A [ce:*] mapping pointing glueinfo's slurm plugin at this cluster."""
+        return {"lrms": "slurm", "queue": queue, "slurm_conf": str(self.conf), "lrms_timeout": 20.0, **extra}
