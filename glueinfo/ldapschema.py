@@ -461,6 +461,10 @@ class Schema:
                 if at is None:
                     problem(f"naming attribute {attr} of the DN is not in the schema", attr)
                     continue
+                if not value.strip(" ") and (value == "" or self.syntax(attr) == SYNTAX_IA5_STRING):
+                    # slapd: "invalid DN" (an IA5 value normalises to nothing without its spaces)
+                    problem(f"naming attribute {attr} of the DN has an empty or all-space value", attr)
+                    continue
                 matcher = self._matcher(at)
                 values = groups[at.oid][2] if at.oid in groups else []
                 if matcher(value) not in {matcher(v) for v in values}:

@@ -536,6 +536,17 @@ class Bdii:
     def remove(self, path: Path) -> None:
         path.unlink(missing_ok=True)
 
+    def clear(self, wait: bool = True) -> None:
+        """Remove every provider, plugin and static LDIF file added (the
+        package's default.ldif stays) and, with wait, let an update cycle
+        delete their entries."""
+        for directory in (self.provider_dir, self.plugin_dir, self.ldif_dir):
+            for path in directory.iterdir():
+                if path.name != "default.ldif":
+                    path.unlink()
+        if wait:
+            self.wait_for_update()
+
     @staticmethod
     def _write_atomically(path: Path, text: str, mode: int) -> Path:
         # The temporary name ends in '~', which bdii-update neither runs nor reads.

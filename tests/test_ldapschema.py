@@ -151,6 +151,8 @@ CASES = [
     ("no-structural", f"dn: GlueChunkKey=x,{BASE}\nobjectClass: GlueKey\nobjectClass: GlueTop\nGlueChunkKey: x\n", False),
     ("naming-value-missing", f"dn: GlueClusterUniqueID=cluster-d,{BASE}\nobjectClass: GlueCluster\n"
                              "GlueClusterUniqueID: cluster-e\n", False),
+    ("rdn-all-spaces", f"dn: GlueHostUniqueID=\\20\\20,{BASE}\nobjectClass: GlueHost\nGlueHostUniqueID:: ICA=\n", False),
+    ("rdn-empty", f"dn: GlueHostUniqueID=,{BASE}\nobjectClass: GlueHost\nGlueHostUniqueID:\n", False),
     ("operational-attribute", host("operational", "createTimestamp: 20240101000000Z"), False),
     ("filesystem-on-subcluster", f"dn: GlueSubClusterUniqueID=sc-fs,{BASE}\nobjectClass: GlueSubCluster\n"
                                  "objectClass: GlueHostLocalFileSystem\nGlueSubClusterUniqueID: sc-fs\n"
