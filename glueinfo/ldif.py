@@ -134,6 +134,18 @@ class Entry:
     def copy(self) -> Entry:
         return Entry(self.dn, {name: list(values) for name, values in self.attributes.items()})
 
+    @classmethod
+    def from_lists(cls, dn: str, attributes: dict[str, list[Value]]) -> Entry:
+        """An entry that takes ``attributes`` as it is (no copy, no checks): for
+        renderers producing 100,000s of entries.  The caller guarantees what
+        ``add`` would: non-empty lists of str/int/bool, names distinct ignoring
+        case."""
+        entry = cls.__new__(cls)
+        entry.dn = dn
+        entry.attributes = attributes
+        entry._index = {name.lower(): name for name in attributes}
+        return entry
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Entry):
             return NotImplemented
