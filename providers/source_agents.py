@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -174,6 +176,14 @@ async def fetch(target: Target, path: str, max_body: int) -> bytes:
         writer.transport.abort()  # never wait on a peer that stopped reading
 
 
+def _describe(exc: Exception, target: Target) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve {target.host}: {exc.strerror or exc}"
+    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno)  # "Connection refused", not asyncio's "Connect call failed (...)"
+    return str(exc) or type(exc).__name__
+
+
 async def _pull(target: Target, settings: PullSettings, pool: asyncio.Semaphore, clock: Any) -> PullOutcome:
     outcome = PullOutcome(target)
     async with pool:
@@ -186,6 +196,7 @@ async def _pull(target: Target, settings: PullSettings, pool: asyncio.Semaphore,
             try:
                 outcome.body = await asyncio.wait_for(fetch(target, settings.path, settings.max_body), max(0.001, left))
                 outcome.received_at = clock()
+                outcome.error = None  # an earlier attempt's failure no longer matters
                 return outcome
             except TimeoutError:
                 outcome.error = f"no complete answer within {settings.timeout_s:g} s ([sources] timeout)"
@@ -194,8 +205,7 @@ async def _pull(target: Target, settings: PullSettings, pool: asyncio.Semaphore,
                 outcome.error = str(exc)
                 return outcome
             except (RetryableError, OSError) as exc:
-                outcome.error = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-                outcome.error = outcome.error or type(exc).__name__
+                outcome.error = _describe(exc, target)
             if outcome.attempts > settings.retries or loop.time() + delay >= deadline:
                 if outcome.attempts > 1:
                     outcome.error += f" (after {outcome.attempts} attempts)"
