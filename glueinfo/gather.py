@@ -392,3 +392,22 @@ def gather_once(config: Any, clock: Callable[[], float] = time.time,
                 probe: Optional[Callable[[], HostSnapshot]] = None) -> GatherResult:
     """One gather with no memory of earlier ones (``glueinfo gather``, one-shot commands)."""
     return Gatherer(config, clock=clock, probe=probe).gather()
+
+
+def build_site_from_gather(config: Any, result: GatherResult, clock: Callable[[], float] = time.time,
+                           local_fqdn: Optional[str] = None, **options: Any) -> Any:
+    """The checked GLUE tree (glueinfo.pipeline.SiteBuild) for a gather.
+
+    Every known host is published; the CE states are asked with the fresh
+    hosts only, so a stale host (its load says nothing any more) is kept out
+    of FreeCPUs and the other LRMS figures derived from host facts.
+    """
+    from glueinfo.aggregate import aggregate
+    from glueinfo.pipeline import build_site, default_local_fqdn, query_states
+    from glueinfo.site import site_from_config
+
+    local_fqdn = local_fqdn or default_local_fqdn(config)
+    if "states" not in options:
+        site = site_from_config(config, local_fqdn)
+        options["states"] = query_states(site, aggregate(site, result.fresh_snapshots()), clock)
+    return build_site(config, result.snapshots(), clock, local_fqdn=local_fqdn, **options)

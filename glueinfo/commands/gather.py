@@ -1,0 +1,74 @@
+"""`glueinfo gather`: run every enabled source once and print the site's hosts.
+
+``--format json`` (default) prints every host with its freshness, sources
+and merged snapshot, and every failure; ``summary`` one line a host;
+``ldif`` the GLUE 1.3 tree of the gathered hosts (stale hosts kept out of
+free-CPU figures); ``node-xml`` a ``<Data>`` with every host's Node (stale
+ones State Unknown).  Failures are logged on stderr with the host's name;
+the exit code is 1 only when no host at all could be gathered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+
+from glueinfo.config import Config
+
+log = logging.getLogger("glueinfo.gather")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("json", "summary", "ldif", "node-xml"), default="json",
+                        help="what to print (default json)")
+    parser.add_argument("--pretty", action="store_true", help="indented JSON / XML for people")
+    parser.add_argument("--no-hosts", action="store_true", help="with --format ldif: no GlueHost entries")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    from glueinfo.cli import UsageError
+    from glueinfo.gather import Gatherer, build_site_from_gather
+    from glueinfo.sources import SourceError
+
+    def probe():
+        from glueinfo.commands.probe import collect_from_args
+
+        return collect_from_args(args, config)
+
+    try:
+        gatherer = Gatherer(config, probe=probe)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    result = gatherer.gather()
+    out = sys.stdout
+    if args.format == "json":
+        out.write(json.dumps(result.to_dict(), indent=2 if args.pretty else None, ensure_ascii=False) + "\n")
+    elif args.format == "summary":
+        for host in result.hosts:
+            sources = ", ".join(f"{name} {max(0.0, result.started_at - at):.0f}s ago" for name, at in host.sources.items())
+            out.write(f"{host.snapshot.hostname}\t{'stale' if host.stale else 'fresh'}\t{sources}\n")
+        out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
+                  f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
+    elif args.format == "node-xml":
+        from glueinfo.render_node_xml import NodeSettings, render_data
+
+        out.flush()
+        sys.stdout.buffer.write(render_data(result.snapshots(), time.time(), NodeSettings.from_config(config), pretty=args.pretty))
+    else:
+        from glueinfo.templates import TemplateError
+
+        local = next((h.snapshot.hostname for h in result.hosts if "local" in h.sources), None)
+        try:
+            build = build_site_from_gather(config, result, local_fqdn=local, publish_hosts=False if args.no_hosts else None)
+        except TemplateError as exc:
+            raise UsageError(str(exc)) from None
+        for warning in build.warnings:
+            log.info("%s", warning)
+        out.write(build.ldif())
+        for problem in build.errors:
+            print(f"glueinfo: left out {problem}", file=sys.stderr)
+    out.flush()
+    return 1 if not result.hosts and result.failures else 0
