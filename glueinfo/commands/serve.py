@@ -1,0 +1,112 @@
+"""`glueinfo serve`: Node XML, GLUE LDIF and SSSRMAP queries over HTTP, from memory.
+
+Wiring only: each refresh probes this host, runs the configured sources
+([sources]: agents, spool, ganglia) through glueinfo.gather, adds the
+[node] site_snapshots files, and builds the GLUE LDIF; glueinfo.serve does
+the HTTP and keeps the results in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+
+from glueinfo.config import Config
+
+log = logging.getLogger("glueinfo.serve")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", metavar="HOST:PORT",
+                        help="address to listen on (default [serve] listen, 127.0.0.1:7170; loopback unless told otherwise)")
+    parser.add_argument("--refresh-interval", type=float, metavar="SECONDS",
+                        help="seconds between refreshes (default [serve] refresh_interval, 60)")
+    parser.add_argument("--no-ldif", action="store_true", help="do not build GLUE LDIF (a worker's agent: /ldif answers 503)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    import dataclasses
+
+    from glueinfo.cli import UsageError
+    from glueinfo.commands.probe import collect_from_args
+    from glueinfo.gather import Gatherer, host_key
+    from glueinfo.render_node_xml import NodeSettings, attach_resources
+    from glueinfo.serve import NodeStore, Refreshed, Server, ServeSettings
+    from glueinfo.snapshot_files import load_snapshots
+
+    try:
+        settings = ServeSettings.from_config(config, args.listen)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.refresh_interval is not None:
+        if args.refresh_interval < 1:
+            raise UsageError("--refresh-interval must be at least 1 second")
+        settings = dataclasses.replace(settings, refresh_interval_s=args.refresh_interval)
+    node_settings = NodeSettings.from_config(config)
+    site_files = list(config.section("node")["site_snapshots"])
+
+    local_probe: list = []
+
+    def probe():
+        return local_probe[-1]
+
+    gatherer = Gatherer(config, probe=probe)
+
+    def build_ldif(local, snapshots):
+        if args.no_ldif:
+            return None, "LDIF is off (--no-ldif)"
+        try:
+            from glueinfo.pipeline import build_site_ldif
+        except ImportError as exc:  # a trimmed install without the GLUE renderer
+            return None, f"the GLUE renderer is not installed: {exc}"
+        try:
+            text, left_out = build_site_ldif(config, snapshots, local_fqdn=local.hostname if local else None)
+        except Exception as exc:  # keep serving the last good LDIF
+            return None, f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        for problem in left_out:
+            log.warning("LDIF: left out %s", problem)
+        return text, None
+
+    def refresh() -> Refreshed:
+        local = attach_resources(collect_from_args(args, config), node_settings.resources)
+        local_probe[:] = [local]
+        result = gatherer.gather()
+        problems = [str(f) for f in result.failures]
+        here = host_key(local.hostname)
+        snapshots = [local] + [s for s in result.snapshots() if host_key(s.hostname) != here]
+        known = {host_key(s.hostname) for s in snapshots}
+        for snapshot in load_snapshots(site_files, on_error=problems.append):
+            if host_key(snapshot.hostname) not in known:
+                known.add(host_key(snapshot.hostname))
+                snapshots.append(snapshot)
+        ldif, ldif_error = build_ldif(local, snapshots)
+        return Refreshed(local=local, snapshots=snapshots, problems=problems, ldif=ldif, ldif_error=ldif_error)
+
+    store = NodeStore(refresh, node_settings)
+    started = time.perf_counter()
+    store.refresh_once(raise_errors=True)  # before listening, so the first request has data; bad collector names stop here
+    try:
+        server = Server(settings, store)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+    host, port = server.address
+    shown = f"[{host}]" if ":" in host else host
+    print(f"glueinfo: serving http://{shown}:{port}/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3), "
+          f"first refresh took {time.perf_counter() - started:.2f} s, refreshing every {settings.refresh_interval_s:g} s"
+          f"{', signed SSSRMAP requests required' if settings.key else ''}", file=sys.stderr, flush=True)
+
+    def stop(signum, frame):  # serve_forever runs in this thread: leave it by an exception
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.serve_forever()
+    except (SystemExit, KeyboardInterrupt):
+        pass
+    finally:
+        store.stop()
+        server.httpd.server_close()
+    return 0
