@@ -1,6 +1,7 @@
 """Read stage: host snapshots stored as files, for a site's other hosts.
 
-A path is a snapshot JSON file (``glueinfo probe > wn01.json``), a Node XML
+A path is a snapshot JSON file (``glueinfo probe > wn01.json``, or a JSON
+list of snapshots), a Node XML
 file (an agent's /node.xml saved to disk, a ``<Node>`` or ``<Data>``), or a
 directory of ``*.json`` / ``*.xml`` files.  A file that cannot be read is
 reported through ``on_error`` and skipped: one bad file never hides the
@@ -9,6 +10,7 @@ other hosts.  Two snapshots of the same host: the newer one wins.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable
 
@@ -41,12 +43,15 @@ def read_snapshot_file(path: str) -> list[HostSnapshot]:
         except NodeXMLError as exc:
             raise ValueError(str(exc)) from None
     try:
-        snapshot = HostSnapshot.from_json(data.decode("utf-8"))
+        parsed = json.loads(data.decode("utf-8"))
+        items = parsed if isinstance(parsed, list) else [parsed]  # one snapshot, or a list of them
+        snapshots = [HostSnapshot.from_dict(item) for item in items]
     except (ValueError, ModelError, UnicodeDecodeError, TypeError) as exc:
         raise ValueError(f"{path}: not a glueinfo snapshot: {' '.join(str(exc).split())[:160]}") from None
-    if not snapshot.hostname:
-        raise ValueError(f"{path}: snapshot has no hostname")
-    return [snapshot]
+    for snapshot in snapshots:
+        if not snapshot.hostname:
+            raise ValueError(f"{path}: a snapshot has no hostname")
+    return snapshots
 
 
 def load_snapshots(paths: Iterable[str], on_error: Callable[[str], None] = lambda message: None) -> list[HostSnapshot]:
