@@ -1,0 +1,118 @@
+"""Publish stage, files: replace a file so that readers see the old or the new one, never half.
+
+Every file glueinfo keeps up to date (the GLUE LDIF BDII's provider wrapper
+prints, the Node XML monitoring fetches, the state of each host) is written
+by :func:`write_atomic`:
+
+1. write the new content to a temporary file in the same directory
+   (``.NAME.XXXXXXXX.tmp``: a dot-file, so BDII, the spool reader and shell
+   globs skip it), with the final permissions;
+2. fsync it, so the data is on disk before its name is;
+3. rename it over NAME (atomic within one filesystem);
+4. fsync the directory, so the rename itself survives a crash.
+
+A process killed at any point (SIGKILL included) leaves NAME complete: old
+before the rename, new after it; at worst a temporary file is left behind,
+which :func:`remove_temporaries` clears at the next start.  When the write
+fails (disk full, read-only filesystem, no permission) the temporary file is
+removed, NAME is untouched, and :class:`WriteError` says in one line which
+path and why.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import tempfile
+from typing import Union
+
+TEMP_SUFFIX = ".tmp"
+
+
+class WriteError(OSError):
+    """A file that could not be replaced; str() is one line naming the path. The old file is intact."""
+
+    def __init__(self, path: str, cause: OSError) -> None:
+        code = cause.errno
+        name = errno.errorcode.get(code, "") if code is not None else ""
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        if name:
+            reason = f"{reason} [{name}]"
+        super().__init__(code, f"{path}: not written: {reason}; the previous file is unchanged")
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _temporary_pattern(path: str) -> str:
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(glob.escape(directory), f".{glob.escape(name)}.*{TEMP_SUFFIX}")
+
+
+def write_atomic(path: Union[str, os.PathLike], data: Union[bytes, str], *, mode: int = 0o644, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) as the module docstring says.
+
+    ``durable=False`` skips the two fsyncs: still atomic for readers and
+    against a killed process, but not against a power cut.  Raises
+    :class:`WriteError` and leaves ``path`` as it was when anything fails.
+    """
+    path = os.fspath(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    directory, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory)
+    except OSError as exc:
+        raise WriteError(path, exc) from None
+    try:
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(payload)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise WriteError(path, exc) from None
+        raise  # KeyboardInterrupt and the like: the old file is intact, the temporary gone
+    if durable:
+        _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    # Best effort: the rename has happened; some filesystems cannot fsync a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_temporaries(path: Union[str, os.PathLike]) -> list[str]:
+    """Delete temporary files a killed writer of ``path`` left behind; returns their names.
+
+    Only one process may keep ``path`` up to date, so call this once at its start.
+    """
+    removed = []
+    for leftover in glob.glob(_temporary_pattern(os.fspath(path))):
+        try:
+            os.unlink(leftover)
+            removed.append(leftover)
+        except OSError:
+            pass
+    return removed
