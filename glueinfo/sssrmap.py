@@ -538,14 +538,17 @@ class _Trie:
 
     def __init__(self) -> None:
         self.children: dict[str, _Trie] = {}
-        self.leaf: Optional[GetField] = None
+        self.leaves: list[GetField] = []  # the Gets ending here (several: Min and Max of one field)
+
+    @property
+    def leaf(self) -> Optional[GetField]:
+        return self.leaves[0] if self.leaves else None
 
     def add(self, get: GetField) -> None:
         node = self
         for step in get.path.steps:
             node = node.children.setdefault(step, _Trie())
-        if node.leaf is None:
-            node.leaf = get
+        node.leaves.append(get)
 
 
 def _open_tag(step: str) -> tuple[bytes, bytes]:
@@ -694,13 +697,14 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
             parts = []
             for step, child in node.children.items():
                 if child.leaf is not None:
-                    text, unit = values[index_of[id(child.leaf)]]
-                    if text is None:
-                        continue
-                    opening, closing = _open_tag(step)
-                    if unit:
-                        opening = opening[:-1] + f' units="{_escape_attribute(unit)}">'.encode()
-                    parts.append(opening + _escape_text(text).encode() + closing)
+                    for get in child.leaves:
+                        text, unit = values[index_of[id(get)]]
+                        if text is None:
+                            continue
+                        opening, closing = _open_tag(step)
+                        if unit:
+                            opening = opening[:-1] + f' units="{_escape_attribute(unit)}">'.encode()
+                        parts.append(opening + _escape_text(text).encode() + closing)
                 else:
                     inner = render(child, values)
                     if inner:
