@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -97,7 +98,10 @@ class SlurmCluster:
         self.cpus = cpus or os.cpu_count() or 1
         self.ctld_port = free_port()
         self.slurmd_port = free_port()
-        self.munge_dir = self.dir / "munge"
+        # munged runs as user munge, which must reach its directory: pytest's tmp
+        # dirs (/tmp/pytest-of-root, mode 0700) are not reachable, so it gets its own
+        # short path (also under the 108-byte limit of a socket path).
+        self.munge_dir = Path(tempfile.mkdtemp(prefix="glueinfo-munge-"))
         self.socket = self.munge_dir / "munge.socket"
         self.conf = self.dir / "slurm.conf"
         self.processes: dict[str, subprocess.Popen] = {}
@@ -109,10 +113,11 @@ class SlurmCluster:
         env["SLURM_CONF"] = str(self.conf)
         return env
 
-    def run(self, *argv: str, check: bool = True, timeout: float = 30.0) -> str:
+    def run(self, *argv: str, check: bool = True, timeout: float = 30.0, extra_env: Optional[dict] = None) -> str:
         """Run a Slurm client command against this cluster; its stdout."""
         tool = find_tool(argv[0]) or argv[0]
-        proc = subprocess.run([tool, *argv[1:]], capture_output=True, text=True, env=self.env, timeout=timeout)
+        env = dict(self.env, **(extra_env or {}))
+        proc = subprocess.run([tool, *argv[1:]], capture_output=True, text=True, env=env, timeout=timeout)
         if check and proc.returncode != 0:
             raise SlurmHarnessError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc.stdout
@@ -130,7 +135,6 @@ class SlurmCluster:
         os.chmod(key, 0o400)
         # munged insists: socket directory executable by all, key readable only by its owner.
         os.chmod(self.munge_dir, 0o711)
-        os.chmod(self.dir, 0o755)
         if os.geteuid() == 0:
             munge = pwd.getpwnam("munge")
             for path in (self.munge_dir, key):
@@ -145,10 +149,10 @@ class SlurmCluster:
         if os.geteuid() == 0:
             munge = pwd.getpwnam("munge")
             kwargs = {"user": munge.pw_uid, "group": munge.pw_gid, "extra_groups": []}
-        log = open(self.dir / "munged.out", "wb")
+        log = open(self.munge_dir / "munged.out", "wb")
         self.processes["munged"] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                     **kwargs)
-        self._wait(lambda: self.socket.exists(), "munged", self.dir / "munged.out", 10)
+        self._wait(lambda: self.socket.exists(), "munged", self.munge_dir / "munged.out", 10)
 
     def _write_conf(self) -> None:
         for sub in ("state", "spool", "log"):
@@ -245,6 +249,7 @@ PartitionName=long Nodes={self.node} MaxTime={self.LONG_MAX_MIN} State=UP
             pass
         for name in ("slurmd", "slurmctld", "munged"):
             _stop(self.processes.get(name))
+        shutil.rmtree(self.munge_dir, ignore_errors=True)
 
     def __enter__(self) -> SlurmCluster:
         return self.start()
