@@ -177,6 +177,34 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "drop_after": Option("float", 3600.0, "Seconds after which a host not heard from is dropped (Unknown: [node] stale_after)",
                              minimum=1.0),
     },
+    # -- the periodic provider `glueinfo run` (glueinfo/service.py, glueinfo/scheduler.py) --
+    "run": {
+        "fast_interval": Option("float", 60.0, "Seconds between runs of the fast collectors and the LRMS query, each followed by a publish",
+                                minimum=1.0),
+        "slow_interval": Option("float", 3600.0, "Seconds between runs of the other collectors (CPU model, OS, caches, adapters); "
+                                "SIGHUP runs them too", minimum=1.0),
+        "gather_interval": Option("float", 60.0, "Seconds between gathers from the [sources] other than local, each followed by a publish",
+                                  minimum=1.0),
+        "fast_collectors": Option("list", ["load", "memory", "filesystems"],
+                                  "Collectors run every fast_interval; every other enabled collector runs every slow_interval"),
+        "jitter": Option("float", 0.0, "Up to this many seconds of random delay added to each run", minimum=0.0),
+        "misfire_grace": Option("float", 30.0, "A run this many seconds late (suspended process, busy machine) still runs; "
+                                "later ones are skipped and logged", minimum=1.0),
+        "ldif_file": Option("path", "/var/lib/glueinfo/glue.ldif", "GLUE 1.3 LDIF rewritten atomically after every refresh "
+                            "(empty: none); etc/bdii/glueinfo-provider prints it for BDII"),
+        "node_xml_file": Option("path", "/var/lib/glueinfo/nodes.xml", "SSS Node XML <Data> of every host, rewritten atomically after "
+                                "every refresh (empty: none)"),
+        "state_dir": Option("path", "/var/lib/glueinfo/state", "Each host's last good snapshot, so a restart publishes at once "
+                            "(empty: keep no state)"),
+        "ldap_sync": Option("bool", False, "Synchronise the tree into the [ldap] server after every refresh"),
+        "ldap_retry_min": Option("float", 5.0, "Seconds before retrying an LDAP server that failed; doubled after each failure",
+                                 minimum=0.1),
+        "ldap_retry_max": Option("float", 300.0, "Longest wait between LDAP retries", minimum=0.1),
+        "serve": Option("bool", False, "Answer HTTP on [serve] listen from this process, with the state just published"),
+        "shutdown_grace": Option("float", 5.0, "Seconds SIGTERM waits for a running job before abandoning it", minimum=0.0),
+        "provider_max_age": Option("float", 600.0, "etc/bdii/glueinfo-provider refuses (prints nothing, exits 1) an ldif_file "
+                                   "older than this many seconds", minimum=1.0),
+    },
 }
 
 # Sections whose keys are the admin's own names.
