@@ -16,17 +16,28 @@ logged by the caller that loads the schema).
 from __future__ import annotations
 
 import glob
+import itertools
 import logging
 import os
+import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import IO, Any, Optional, Union
 
 from glueinfo.aggregate import SiteGroups, aggregate
 from glueinfo.config import Config
-from glueinfo.ldapschema import Problem, Schema, SchemaUnavailable, load_schema, normalise_unchecked
-from glueinfo.ldif import Entry, LDIFError, format_ldif, normalise_dn, parent_dn, parse_ldif, tree_order
+from glueinfo.ldapschema import (
+    SYNTAX_BOOLEAN,
+    SYNTAX_IA5_STRING,
+    SYNTAX_INTEGER,
+    Problem,
+    Schema,
+    SchemaUnavailable,
+    load_schema,
+    normalise_unchecked,
+)
+from glueinfo.ldif import Entry, LDIFError, format_ldif, normalise_dn, parent_dn, parse_ldif, tree_order, value_text, write_ldif
 from glueinfo.model import HostSnapshot, QueueState
 from glueinfo.render_glue13 import iter_glue13
 from glueinfo.site import SiteModel, site_from_config
@@ -109,36 +120,206 @@ def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
     return entries
 
 
-def check_and_order(entries: Iterable[Entry], schema: Optional[Schema]) -> tuple[list[Entry], list[Problem], list[str]]:
-    """Normalise every entry, order them parents first, and leave out (with
-    their descendants) those the schema check rejects or whose DN repeats."""
-    warnings: list[str] = []
-    normalised: list[Entry] = []
-    for entry in entries:
-        fixed, notes = schema.normalise(entry) if schema is not None else normalise_unchecked(entry)
-        normalised.append(fixed)
-        warnings.extend(str(note) for note in notes)
-    errors: list[Problem] = []
-    kept: list[Entry] = []
-    dropped: set[str] = set()
-    seen: set[str] = set()
-    for entry in tree_order(normalised):
-        key = normalise_dn(entry.dn)
-        if parent_dn(key) in dropped:
-            dropped.add(key)
-            errors.append(Problem(entry.dn, "left out because its parent entry was left out"))
-            continue
-        if key in seen:
-            errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
-            continue
-        problems = schema.check(entry) if schema is not None else []
+_INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+def dn_key(dn: str) -> str:
+    """ldif.normalise_dn, with a shortcut for the plain DNs the renderer writes
+    (no escapes, quotes, multi-valued RDNs or spaces)."""
+    if "\\" in dn or '"' in dn or "+" in dn or ";" in dn or " " in dn:
+        return normalise_dn(dn)
+    return dn.casefold()
+
+
+def parent_key(key: str) -> str:
+    return key.partition(",")[2] if "\\" not in key and '"' not in key else parent_dn(key)
+
+
+class TreeChecker:
+    """Normalise and check entries one by one, as they stream past.
+
+    Same verdicts as ldapschema's Schema.normalise + Schema.check (which do
+    the work for anything unusual), fast enough for 100,000 hosts: an entry
+    whose values are already what slapd wants (ints for INTEGER, ASCII for
+    IA5, TRUE/FALSE, schema spelling, no duplicate values) is not copied, and
+    the structural check (classes, MUST, MAY) is done once per shape (its
+    object classes and attribute names), then only what varies per entry
+    (single-valued attributes, the RDN value) is looked at.  Entries whose
+    parent was left out, and repeated DNs, are left out too.
+    """
+
+    def __init__(self, schema: Optional[Schema]) -> None:
+        self.schema = schema
+        self.errors: list[Problem] = []
+        self.warnings: list[str] = []
+        self._attr: dict[str, tuple] = {}
+        self._classes: dict[str, bool] = {}
+        self._good_shapes: set[tuple] = set()
+        self._seen: set[str] = set()
+        self._dropped: set[str] = set()
+
+    def _info(self, name: str) -> tuple:
+        """(canonical spelling, syntax, single-valued, fold values for duplicate detection)."""
+        info = self._attr.get(name)
+        if info is None:
+            schema = self.schema
+            at = schema.attribute(name) if schema is not None else None
+            if at is None:
+                info = (None, None, False, False)
+            else:
+                equality = (schema.equality(name) or "").lower()
+                info = (schema.canonical_name(name), schema.syntax(name), at.single_value, equality.startswith("caseignore"))
+            self._attr[name] = info
+        return info
+
+    def _is_normal(self, entry: Entry) -> bool:
+        """True when Schema.normalise would return the entry unchanged."""
+        if not entry.dn.isascii():
+            return False
+        cache = self._attr
+        integer_text = _INTEGER_TEXT.fullmatch
+        for name, values in entry.attributes.items():
+            info = cache.get(name) or self._info(name)
+            canonical, syntax = info[0], info[1]
+            if canonical is None:
+                return True  # unknown attribute: normalising cannot help, check() reports it
+            if canonical != name:
+                return False
+            if syntax == SYNTAX_IA5_STRING:
+                for value in values:
+                    kind = type(value)
+                    if kind is str:
+                        if not value or not value.isascii():
+                            return False
+                    elif kind is not int:
+                        return False
+            elif syntax == SYNTAX_INTEGER:
+                for value in values:
+                    kind = type(value)
+                    if kind is not int and not (kind is str and integer_text(value)):
+                        return False
+            elif syntax == SYNTAX_BOOLEAN:
+                for value in values:
+                    if type(value) is not bool and value not in ("TRUE", "FALSE"):
+                        return False
+            elif name == "objectClass":
+                for value in values:
+                    ok = self._classes.get(value)
+                    if ok is None:
+                        ok = self._classes[value] = isinstance(value, str) and self.schema.canonical_class(value) == value
+                    if not ok:
+                        return False
+            else:
+                for value in values:
+                    kind = type(value)
+                    if not ((kind is str and value) or kind is int):
+                        return False
+            if len(values) > 1:
+                fold = info[3]
+                keys = [" ".join(value_text(v).casefold().split()) if fold else value_text(v) for v in values]
+                if len(set(keys)) != len(keys):
+                    return False
+        return True
+
+    def _rdn_present(self, entry: Entry) -> Optional[bool]:
+        """Is the first RDN's value among the entry's values?  None: not a plain RDN, ask check()."""
+        rdn, _, _ = entry.dn.partition(",")
+        if "\\" in rdn or "+" in rdn or '"' in rdn:
+            return None
+        attr, sep, value = rdn.partition("=")
+        value = value.strip()
+        if not sep or not value:
+            return None
+        wanted = " ".join(value.casefold().split())
+        return any(" ".join(value_text(v).casefold().split()) == wanted for v in entry.get(attr.strip()))
+
+    def _problems(self, entry: Entry) -> list[Problem]:
+        schema = self.schema
+        if schema is None:
+            return []
+        shape = (tuple(entry.attributes.get("objectClass", ())), tuple(entry.attributes))
+        if shape in self._good_shapes:
+            single_ok = True
+            for name, values in entry.attributes.items():
+                if len(values) > 1 and self._info(name)[2]:
+                    single_ok = False
+                    break
+            if single_ok and self._rdn_present(entry):
+                return []
+        problems = schema.check(entry)
+        if not problems:
+            self._good_shapes.add(shape)
+        return problems
+
+    def __call__(self, entry: Entry) -> Optional[Entry]:
+        """The entry as it will be published, or None when it is left out (see errors)."""
+        schema = self.schema
+        if schema is None:
+            entry, notes = normalise_unchecked(entry)
+            self.warnings.extend(str(note) for note in notes)
+        elif not self._is_normal(entry):
+            entry, notes = schema.normalise(entry)
+            self.warnings.extend(str(note) for note in notes)
+        key = dn_key(entry.dn)
+        if parent_key(key) in self._dropped:
+            self._dropped.add(key)
+            self.errors.append(Problem(entry.dn, "left out because its parent entry was left out"))
+            return None
+        if key in self._seen:
+            self.errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
+            return None
+        problems = self._problems(entry)
         if problems:
-            errors.extend(problems)
-            dropped.add(key)
-            continue
-        seen.add(key)
-        kept.append(entry)
-    return kept, errors, warnings
+            self.errors.extend(problems)
+            self._dropped.add(key)
+            return None
+        self._seen.add(key)
+        return entry
+
+
+def check_and_order(entries: Iterable[Entry], schema: Optional[Schema]) -> tuple[list[Entry], list[Problem], list[str]]:
+    """Order entries parents first (ldif.tree_order), normalise and check them:
+    (entries kept, entries left out by DN, warnings)."""
+    checker = TreeChecker(schema)
+    kept = [fixed for fixed in map(checker, tree_order(entries)) if fixed is not None]
+    return kept, checker.errors, checker.warnings
+
+
+@dataclass
+class _Prepared:
+    site: SiteModel
+    groups: SiteGroups
+    states: dict[str, QueueState]
+    templates: Mapping[str, Template]
+    schema: Optional[Schema]
+    publish_hosts: Optional[bool]
+
+
+def _prepare(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float], publish_hosts: Optional[bool],
+             schema: Union[Schema, None, str], local_fqdn: Optional[str], states: Optional[Mapping[str, QueueState]],
+             templates: Optional[Mapping[str, Template]], queue_state: Optional[Callable[..., Any]]) -> _Prepared:
+    site = site_from_config(config, local_fqdn or default_local_fqdn(config))
+    if isinstance(schema, str):
+        schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
+    templates = templates or load_templates(site.glue.templates_dir)
+    groups = aggregate(site, snapshots)
+    if states is None:
+        states = query_states(site, groups, clock, queue_state)
+    return _Prepared(site, groups, dict(states), templates, schema, publish_hosts)
+
+
+def _checked_entries(prepared: _Prepared, checker: TreeChecker) -> Iterator[Entry]:
+    """The rendered tree (already parents first), then the static LDIF files' entries, checked."""
+    site = prepared.site
+    warnings = checker.warnings
+    warnings.extend(prepared.groups.warnings)
+    rendered = iter_glue13(site, prepared.groups, prepared.states, prepared.templates,
+                           publish_hosts=prepared.publish_hosts, warnings=warnings)
+    static = tree_order(static_ldif_entries(site.glue.static_ldif_dir, warnings)) if site.glue.static_ldif_dir else []
+    for entry in itertools.chain(rendered, static):
+        fixed = checker(entry)
+        if fixed is not None:
+            yield fixed
 
 
 def build_site(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time, *,
@@ -150,30 +331,37 @@ def build_site(config: Config, snapshots: Sequence[HostSnapshot], clock: Callabl
 
     ``schema``: a loaded Schema, None for no check, or "auto" to load [glue]
     schema_dir (warning once when absent).  ``states``: CE id -> QueueState
-    to use instead of asking the LRMS plugins.  Raises ConfigError and
-    TemplateError (bad config or templates); everything about the data is
-    reported in the result instead.
+    to use instead of asking the LRMS plugins.  ``local_fqdn``: the name of
+    the host the default cluster and CE are named after (default: this
+    host's).  Raises ConfigError and TemplateError (bad config or
+    templates); everything about the data is reported in the result instead.
     """
-    site = site_from_config(config, local_fqdn or default_local_fqdn(config))
-    if isinstance(schema, str):
-        schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
-    templates = templates or load_templates(site.glue.templates_dir)
-    groups = aggregate(site, snapshots)
-    if states is None:
-        states = query_states(site, groups, clock, queue_state)
-    warnings = list(groups.warnings)
-    rendered = list(iter_glue13(site, groups, states, templates, publish_hosts=publish_hosts, warnings=warnings))
-    if site.glue.static_ldif_dir:
-        rendered.extend(static_ldif_entries(site.glue.static_ldif_dir, warnings))
-    entries, errors, notes = check_and_order(rendered, schema)
-    warnings.extend(notes)
-    return SiteBuild(site=site, groups=groups, states=dict(states), entries=entries, errors=errors,
-                     warnings=warnings, checked=schema is not None)
+    prepared = _prepare(config, snapshots, clock, publish_hosts, schema, local_fqdn, states, templates, queue_state)
+    checker = TreeChecker(prepared.schema)
+    entries = list(_checked_entries(prepared, checker))
+    return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=entries,
+                     errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
+
+
+def write_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], stream: IO[str],
+                    clock: Callable[[], float] = time.time, **options: Any) -> SiteBuild:
+    """build_site, written to ``stream`` as it is produced (memory stays flat
+    for 100,000 hosts); the returned SiteBuild has no entries."""
+    prepared = _prepare(config, snapshots, clock, options.pop("publish_hosts", None), options.pop("schema", AUTO),
+                        options.pop("local_fqdn", None), options.pop("states", None), options.pop("templates", None),
+                        options.pop("queue_state", None))
+    if options:
+        raise TypeError(f"unknown options {', '.join(options)}")
+    checker = TreeChecker(prepared.schema)
+    write_ldif(_checked_entries(prepared, checker), stream, sort=False)
+    return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=[],
+                     errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
 
 
 def build_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,
                     **options: Any) -> tuple[str, list[Problem]]:
-    """(LDIF text of the checked tree, the entries left out by DN): for ``glueinfo serve`` and ``run``."""
+    """(LDIF text of the checked tree, the entries left out by DN): for ``glueinfo serve`` and ``run``.
+    Warnings (values transliterated, names merged) are logged at INFO."""
     build = build_site(config, snapshots, clock, **options)
     for warning in build.warnings:
         log.info("%s", warning)

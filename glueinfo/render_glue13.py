@@ -34,7 +34,8 @@ Reading of the schema (glue-schema 2.0.11, Glue-CE.schema):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
 from glueinfo.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
@@ -162,101 +163,109 @@ def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
 
 # -- hosts, file systems, jobs --------------------------------------------------------
 
+def _attributes(classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> dict[str, list]:
+    """objectClass and (attribute, value) pairs; None and "" (unknown) are left out."""
+    attributes: dict[str, list] = {"objectClass": list(classes)}
+    attributes.update({name: [value] for name, value in pairs if value is not None and value != ""})
+    return attributes
+
+
+def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> Entry:
+    return Entry.from_lists(dn, _attributes(classes, pairs))
+
+
 def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "") -> Entry:
-    """One GlueHost entry with every host auxiliary class of the schema."""
-    classes = list(HOST_CLASSES)
-    if info_url:
-        classes.append("GlueInformationService")
-    entry = Entry(dn)
-    add = entry.add
-    add("objectClass", classes)
-    add("GlueHostUniqueID", host.hostname)
-    add("GlueHostName", host.hostname)
+    """One GlueHost entry with every host auxiliary class of the schema.
+
+    Built as one dict (Entry.from_lists): a site may have 100,000 hosts.
+    """
     osinfo, cpu, memory, static = host.os, host.cpu, host.memory, host.static
-    if osinfo is not None:
-        add("GlueHostArchitecturePlatformType", osinfo.platform_type)
-    if cpu is not None:
-        add("GlueHostArchitectureSMPSize", cpu.logical_cpus)
-        add("GlueHostProcessorVendor", cpu.vendor)
-        add("GlueHostProcessorModel", cpu.model_name)
-        add("GlueHostProcessorVersion", cpu.version)
-        add("GlueHostProcessorClockSpeed", cpu.clock_mhz)
-        add("GlueHostProcessorInstructionSet", cpu.instruction_set)
-        add("GlueHostProcessorOtherDescription", cores_per_socket(cpu.physical_cores, cpu.sockets))
-        add("GlueHostProcessorCacheL1", cpu.cache_l1_kb)
-        add("GlueHostProcessorCacheL1I", cpu.cache_l1i_kb)
-        add("GlueHostProcessorCacheL1D", cpu.cache_l1d_kb)
-        add("GlueHostProcessorCacheL2", cpu.cache_l2_kb)
-    if memory is not None:
-        add("GlueHostMainMemoryRAMSize", memory.ram_mb)
-        add("GlueHostMainMemoryRAMAvailable", memory.ram_available_mb)
-        add("GlueHostMainMemoryVirtualSize", memory.virtual_mb)
-        add("GlueHostMainMemoryVirtualAvailable", memory.virtual_available_mb)
     adapter = host.primary_adapter()
-    if adapter is not None:
-        add("GlueHostNetworkAdapterName", adapter.name or None)
-        address = (adapter.ipv4 or adapter.ipv6 or [None])[0]
-        add("GlueHostNetworkAdapterIPAddress", address)
-        add("GlueHostNetworkAdapterMTU", adapter.mtu)
-    if static is not None:
-        add("GlueHostNetworkAdapterInboundIP", static.inbound_ip)
-        add("GlueHostNetworkAdapterOutboundIP", static.outbound_ip)
-    loads = host.glue_load_figures()
-    if loads is not None:
-        add("GlueHostProcessorLoadLast1Min", loads[0])
-        add("GlueHostProcessorLoadLast5Min", loads[1])
-        add("GlueHostProcessorLoadLast15Min", loads[2])
-        add("GlueHostSMPLoadLast1Min", loads[0])
-        add("GlueHostSMPLoadLast5Min", loads[1])
-        add("GlueHostSMPLoadLast15Min", loads[2])
-    if osinfo is not None:
-        add("GlueHostOperatingSystemName", osinfo.name)
-        add("GlueHostOperatingSystemRelease", osinfo.release)
-        add("GlueHostOperatingSystemVersion", osinfo.version)
-    if static is not None:
-        add("GlueHostBenchmarkSI00", static.si00)
-        add("GlueHostBenchmarkSF00", static.sf00)
-        add("GlueHostApplicationSoftwareRunTimeEnvironment", sorted(set(static.runtime_environment)))
-    add("GlueChunkKey", "GlueSubClusterUniqueID=" + subcluster_id)
-    add("GlueInformationServiceURL", info_url or None)
-    add("GlueSchemaVersionMajor", GLUE_MAJOR)
-    add("GlueSchemaVersionMinor", GLUE_MINOR)
-    return entry
+    loads = host.glue_load_figures() or (None, None, None)
+    no_cpu = cpu is None
+    no_memory = memory is None
+    no_static = static is None
+    raw = {
+        "GlueHostUniqueID": host.hostname,
+        "GlueHostName": host.hostname,
+        "GlueHostArchitecturePlatformType": None if osinfo is None else osinfo.platform_type,
+        "GlueHostArchitectureSMPSize": None if no_cpu else cpu.logical_cpus,
+        "GlueHostProcessorVendor": None if no_cpu else cpu.vendor,
+        "GlueHostProcessorModel": None if no_cpu else cpu.model_name,
+        "GlueHostProcessorVersion": None if no_cpu else cpu.version,
+        "GlueHostProcessorClockSpeed": None if no_cpu else cpu.clock_mhz,
+        "GlueHostProcessorInstructionSet": None if no_cpu else cpu.instruction_set,
+        "GlueHostProcessorOtherDescription": None if no_cpu else cores_per_socket(cpu.physical_cores, cpu.sockets),
+        "GlueHostProcessorCacheL1": None if no_cpu else cpu.cache_l1_kb,
+        "GlueHostProcessorCacheL1I": None if no_cpu else cpu.cache_l1i_kb,
+        "GlueHostProcessorCacheL1D": None if no_cpu else cpu.cache_l1d_kb,
+        "GlueHostProcessorCacheL2": None if no_cpu else cpu.cache_l2_kb,
+        "GlueHostMainMemoryRAMSize": None if no_memory else memory.ram_mb,
+        "GlueHostMainMemoryRAMAvailable": None if no_memory else memory.ram_available_mb,
+        "GlueHostMainMemoryVirtualSize": None if no_memory else memory.virtual_mb,
+        "GlueHostMainMemoryVirtualAvailable": None if no_memory else memory.virtual_available_mb,
+        "GlueHostNetworkAdapterName": None if adapter is None else adapter.name,
+        "GlueHostNetworkAdapterIPAddress": None if adapter is None else (adapter.ipv4 or adapter.ipv6 or [None])[0],
+        "GlueHostNetworkAdapterMTU": None if adapter is None else adapter.mtu,
+        "GlueHostNetworkAdapterInboundIP": None if no_static else static.inbound_ip,
+        "GlueHostNetworkAdapterOutboundIP": None if no_static else static.outbound_ip,
+        "GlueHostProcessorLoadLast1Min": loads[0],
+        "GlueHostProcessorLoadLast5Min": loads[1],
+        "GlueHostProcessorLoadLast15Min": loads[2],
+        "GlueHostSMPLoadLast1Min": loads[0],
+        "GlueHostSMPLoadLast5Min": loads[1],
+        "GlueHostSMPLoadLast15Min": loads[2],
+        "GlueHostOperatingSystemName": None if osinfo is None else osinfo.name,
+        "GlueHostOperatingSystemRelease": None if osinfo is None else osinfo.release,
+        "GlueHostOperatingSystemVersion": None if osinfo is None else osinfo.version,
+        "GlueHostBenchmarkSI00": None if no_static else static.si00,
+        "GlueHostBenchmarkSF00": None if no_static else static.sf00,
+    }
+    attributes = _attributes(HOST_CLASSES + ("GlueInformationService",) if info_url else HOST_CLASSES, raw.items())
+    if static is not None and static.runtime_environment:
+        attributes["GlueHostApplicationSoftwareRunTimeEnvironment"] = sorted(set(static.runtime_environment))
+    attributes["GlueChunkKey"] = ["GlueSubClusterUniqueID=" + subcluster_id]
+    if info_url:
+        attributes["GlueInformationServiceURL"] = [info_url]
+    attributes["GlueSchemaVersionMajor"] = [GLUE_MAJOR]
+    attributes["GlueSchemaVersionMinor"] = [GLUE_MINOR]
+    return Entry.from_lists(dn, attributes)
+
+
+# Values that ldif.dn_escape would return unchanged (most host names and
+# mount points): the DN is then built without the per-character escape loop.
+_DN_PLAIN = re.compile(r"[A-Za-z0-9._:/@-]+")
+
+
+def child_dn(attr: str, value: str, parent: str) -> str:
+    """ldif.make_dn, skipping the escape for plain values."""
+    if type(value) is str and _DN_PLAIN.fullmatch(value):
+        return f"{attr}={value},{parent}"
+    return make_dn(attr, value, parent)
+
+
+_FS_NAMES = {remote: tuple(f"GlueHost{'Remote' if remote else 'Local'}FileSystem{part}"
+                           for part in ("Name", "Root", "Type", "ReadOnly", "Size", "AvailableSpace", "Server"))
+             for remote in (False, True)}
 
 
 def filesystem_entry(fs: FileSystem, host_dn: str, hostname: str) -> Entry:
-    kind = "Remote" if fs.remote else "Local"
-    prefix = f"GlueHost{kind}FileSystem"
-    entry = Entry(make_dn(prefix + "Name", fs.mount_point, host_dn))
-    add = entry.add
-    add("objectClass", REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES)
-    add(prefix + "Name", fs.mount_point)
-    add(prefix + "Root", fs.mount_point)
-    add(prefix + "Type", fs.fs_type or None)
-    add(prefix + "ReadOnly", fs.read_only)
-    add(prefix + "Size", fs.size_mb * MB if fs.size_mb is not None else None)
-    add(prefix + "AvailableSpace", fs.available_mb * MB if fs.available_mb is not None else None)
-    if fs.remote:
-        add(prefix + "Server", fs.server)
-    add("GlueChunkKey", "GlueHostUniqueID=" + hostname)
-    add("GlueSchemaVersionMajor", GLUE_MAJOR)
-    add("GlueSchemaVersionMinor", GLUE_MINOR)
-    return entry
+    name, root, fs_type, read_only, size, available, server = _FS_NAMES[fs.remote]
+    return _entry(child_dn(name, fs.mount_point, host_dn), REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES, (
+        (name, fs.mount_point), (root, fs.mount_point), (fs_type, fs.fs_type), (read_only, fs.read_only),
+        (size, fs.size_mb * MB if fs.size_mb is not None else None),
+        (available, fs.available_mb * MB if fs.available_mb is not None else None),
+        (server, fs.server if fs.remote else None),
+        ("GlueChunkKey", "GlueHostUniqueID=" + hostname),
+        ("GlueSchemaVersionMajor", GLUE_MAJOR), ("GlueSchemaVersionMinor", GLUE_MINOR)))
 
 
 def job_entry(job: JobInfo, ce: CESpec, ce_dn: str) -> Entry:
-    entry = Entry(make_dn("GlueCEJobLocalID", job.local_id, ce_dn))
-    add = entry.add
-    add("objectClass", JOB_CLASSES)
-    add("GlueCEJobLocalID", job.local_id)
-    add("GlueCEJobGlobalID", f"{ce.unique_id}/{job.local_id}")
-    add("GlueCEJobLocalOwner", job.local_owner)
-    add("GlueCEJobGlobalOwner", job.global_owner)
-    add("GlueCEJobStatus", job.glue_status)
-    add("GlueCEJobSchedulerSpecific", job.scheduler_specific)
-    add("GlueSchemaVersionMajor", GLUE_MAJOR)
-    add("GlueSchemaVersionMinor", GLUE_MINOR)
-    return entry
+    return _entry(make_dn("GlueCEJobLocalID", job.local_id, ce_dn), JOB_CLASSES, (
+        ("GlueCEJobLocalID", job.local_id), ("GlueCEJobGlobalID", f"{ce.unique_id}/{job.local_id}"),
+        ("GlueCEJobLocalOwner", job.local_owner), ("GlueCEJobGlobalOwner", job.global_owner),
+        ("GlueCEJobStatus", job.glue_status), ("GlueCEJobSchedulerSpecific", job.scheduler_specific),
+        ("GlueSchemaVersionMajor", GLUE_MAJOR), ("GlueSchemaVersionMinor", GLUE_MINOR)))
 
 
 # -- the whole tree -------------------------------------------------------------------
@@ -274,15 +283,27 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
     if publish_hosts is None:
         publish_hosts = site.glue.publish_hosts
     info_url = site.glue.information_service_url
-    entry = site_entry(site, templates["site"])
-    if entry is not None:
-        yield entry
+    base = site.glue.base_dn
+    # Templated entries first, before anything is yielded: a template error
+    # (a custom template missing a variable) must stop the run before any
+    # output is written, not half-way through 100,000 hosts.
+    logical = {cluster.unique_id: cluster.logical_cpus for cluster in groups.clusters}
+    site_templated = site_entry(site, templates["site"])
+    clusters = []
     for cluster in groups.clusters:
-        cluster_dn = make_dn("GlueClusterUniqueID", cluster.unique_id, site.glue.base_dn)
-        yield cluster_entry(site, cluster, templates["cluster"])
-        for sc in cluster.subclusters:
-            sc_dn = make_dn("GlueSubClusterUniqueID", sc.unique_id, cluster_dn)
-            yield subcluster_entry(sc, cluster_dn, templates["subcluster"], info_url)
+        cluster_dn = make_dn("GlueClusterUniqueID", cluster.unique_id, base)
+        subclusters = [(sc, make_dn("GlueSubClusterUniqueID", sc.unique_id, cluster_dn),
+                        subcluster_entry(sc, cluster_dn, templates["subcluster"], info_url)) for sc in cluster.subclusters]
+        clusters.append((cluster_entry(site, cluster, templates["cluster"]), subclusters))
+    ces = [(ce, templates["ce"].render(ce_variables(site, ce, states.get(ce.unique_id), logical.get(ce.cluster))))
+           for ce in site.ces]
+
+    if site_templated is not None:
+        yield site_templated
+    for cluster_templated, subclusters in clusters:
+        yield cluster_templated
+        for sc, sc_dn, sc_templated in subclusters:
+            yield sc_templated
             if not publish_hosts:
                 continue
             seen_hosts: dict[str, str] = {}
@@ -293,7 +314,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                                     f"(names compare as ASCII, ignoring case and extra spaces); published once")
                     continue
                 seen_hosts[key] = host.hostname
-                host_dn = make_dn("GlueHostUniqueID", host.hostname, sc_dn)
+                host_dn = child_dn("GlueHostUniqueID", host.hostname, sc_dn)
                 yield host_entry(host, host_dn, sc.unique_id, info_url)
                 seen_fs: dict[tuple[bool, str], str] = {}
                 for fs in host.filesystems or ():
@@ -304,12 +325,11 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                         continue
                     seen_fs[fs_key] = fs.mount_point
                     yield filesystem_entry(fs, host_dn, host.hostname)
-    logical = {cluster.unique_id: cluster.logical_cpus for cluster in groups.clusters}
-    for ce in site.ces:
+    for ce, ce_templated in ces:
+        yield ce_templated
         state = states.get(ce.unique_id)
-        yield templates["ce"].render(ce_variables(site, ce, state, logical.get(ce.cluster)))
         if ce.publish_jobs and state is not None:
-            ce_dn = make_dn("GlueCEUniqueID", ce.unique_id, site.glue.base_dn)
+            ce_dn = make_dn("GlueCEUniqueID", ce.unique_id, base)
             seen_jobs: set[str] = set()
             for job in state.jobs:
                 key = name_key(job.local_id)

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return run_check(args.check, config)
 
     from glueinfo.cli import UsageError
-    from glueinfo.pipeline import build_site
+    from glueinfo.pipeline import write_site_ldif
     from glueinfo.templates import TemplateError
 
     if args.snapshots:
@@ -114,12 +114,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
         snapshots = [snapshot]
         local = snapshot.hostname
     try:
-        build = build_site(config, snapshots, publish_hosts=False if args.no_hosts else None, local_fqdn=local)
+        build = write_site_ldif(config, snapshots, sys.stdout, publish_hosts=False if args.no_hosts else None,
+                                local_fqdn=local)
     except TemplateError as exc:
         raise UsageError(str(exc)) from None
-    report_warnings(build.warnings, args.verbose)
-    sys.stdout.write(build.ldif())
     sys.stdout.flush()
+    report_warnings(build.warnings, args.verbose)
     for problem in build.errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
     return 1 if build.errors else 0

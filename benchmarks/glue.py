@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""GLUE 1.3 publication benchmarks (issue 3).  Not a test: it prints figures.
+
+    python3 benchmarks/glue.py ldif            # fresh `glueinfo ldif` processes on this host (median of 21)
+    python3 benchmarks/glue.py scale 10000 100000
+                                               # aggregate + render (+ check, + LDIF text) of synthetic sites,
+                                               # each size in a fresh child process: time per stage, peak RSS
+    python3 benchmarks/glue.py publish 10000   # `glueinfo publish` of a 10,000-host site into a private slapd:
+                                               # initial load, then a no-change run (writes counted by slapd)
+    python3 benchmarks/glue.py all
+
+Targets: `glueinfo ldif` median <= 150 ms; 100,000 hosts aggregated and
+rendered in <= 10 s and <= 1 GB, growing about linearly; the no-change
+publish of 10,000 hosts < 3 s with zero writes.
+
+Synthetic hosts come from tests/glue_sites.py: five hardware classes, three
+file systems per host (two local, one NFS), so each host is four entries.
+Building the snapshots is not timed (it stands for the collectors' work).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # A real install has byte-compiled modules; this sandbox sets PYTHONDONTWRITEBYTECODE,
+    # which would make every fresh process recompile glueinfo from source.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def bench_ldif(runs: int = 21) -> dict:
+    env = child_env()
+    command = [sys.executable, "-m", "glueinfo.cli", "ldif"]
+    baseline_cmd = [sys.executable, "-c", "pass"]
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)  # write .pyc
+    times, baseline = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(baseline_cmd, env=env, check=True)
+        baseline.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            raise SystemExit(f"glueinfo ldif failed with exit {proc.returncode}")
+    result = {"ldif_median_ms": round(statistics.median(times) * 1000, 1),
+              "ldif_min_ms": round(min(times) * 1000, 1),
+              "python_startup_median_ms": round(statistics.median(baseline) * 1000, 1),
+              "entries": proc.stdout.count(b"\ndn: ") + proc.stdout.startswith(b"dn: ")}
+    print(f"glueinfo ldif, fresh process, {runs} runs: median {result['ldif_median_ms']} ms "
+          f"(min {result['ldif_min_ms']} ms; bare `python -c pass` here: {result['python_startup_median_ms']} ms), "
+          f"{result['entries']} entries")
+    return result
+
+
+def _scale_child(hosts_count: int) -> dict:
+    """Runs in a fresh process: stage times and peak RSS for one site size."""
+    import io
+
+    from glue_sites import synthetic_site
+
+    from glueinfo import pipeline
+    from glueinfo.aggregate import aggregate
+    from glueinfo.config import parse_text
+    from glueinfo.ldif import write_ldif
+    from glueinfo.render_glue13 import iter_glue13
+    from glueinfo.site import site_from_config
+    from glueinfo.templates import load_templates
+
+    hosts = synthetic_site(hosts_count)
+    rss_snapshots = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    config = parse_text("[ce:default]\naccess = VO:atlas\n")
+    site = site_from_config(config, "ce01.example.org")
+    templates = load_templates()
+    schema = pipeline.load_glue_schema(site.glue.schema_dir)
+    clock = time.perf_counter
+
+    start = clock()
+    groups = aggregate(site, hosts)
+    t_aggregate = clock() - start
+    states = pipeline.query_states(site, groups)
+
+    start = clock()
+    entries = 0
+    for _ in iter_glue13(site, groups, states, templates):
+        entries += 1
+    t_render = clock() - start
+
+    start = clock()
+    checker = pipeline.TreeChecker(schema)
+    kept = sum(1 for e in iter_glue13(site, groups, states, templates) if checker(e) is not None)
+    t_render_check = clock() - start
+
+    sink = io.StringIO() if hosts_count <= 10_000 else open(os.devnull, "w")  # noqa: SIM115
+    start = clock()
+    build = pipeline.write_site_ldif(config, hosts, sink, local_fqdn="ce01.example.org", schema=schema,
+                                     templates=templates, states=states)
+    t_full = clock() - start
+    size = sink.tell()
+    sink.close()
+    assert kept == entries and not build.errors, build.errors[:3]
+    del write_ldif
+    return {"hosts": hosts_count, "entries": entries, "aggregate_s": round(t_aggregate, 2), "render_s": round(t_render, 2),
+            "render_check_s": round(t_render_check, 2), "aggregate_render_check_s": round(t_aggregate + t_render_check, 2),
+            "full_ldif_s": round(t_full, 2), "ldif_mb": round(size / 1e6, 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "rss_after_snapshots_mb": round(rss_snapshots)}
+
+
+def bench_scale(sizes: list[int]) -> list[dict]:
+    results = []
+    for size in sizes:
+        proc = subprocess.run([sys.executable, __file__, "_scale_child", str(size)], env=child_env(),
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SystemExit(f"scale {size} failed:\n{proc.stderr}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print(f"{size:>7} hosts ({result['entries']} entries): aggregate {result['aggregate_s']} s, "
+              f"render {result['render_s']} s, render+normalise+check {result['render_check_s']} s "
+              f"=> aggregate+render+check {result['aggregate_render_check_s']} s; whole `ldif` text "
+              f"({result['ldif_mb']} MB) {result['full_ldif_s']} s; peak RSS {result['peak_rss_mb']} MB "
+              f"(of which the snapshots {result['rss_after_snapshots_mb']} MB)")
+    return results
+
+
+def bench_publish(hosts_count: int) -> dict:
+    from glue_sites import synthetic_site
+    from servers import Slapd
+
+    from glueinfo.model import HostSnapshot
+
+    with tempfile.TemporaryDirectory(prefix="glueinfo-bench-") as tmp:
+        snapshots = os.path.join(tmp, "hosts.json")
+        with open(snapshots, "w") as handle:
+            json.dump([h.to_dict() for h in synthetic_site(hosts_count)], handle)
+        assert HostSnapshot
+        password = os.path.join(tmp, "password")
+        config = os.path.join(tmp, "glueinfo.conf")
+        with open(config, "w") as handle:
+            handle.write("[ce:default]\naccess = VO:atlas\nhost = ce01.example.org\n"
+                         "[cluster:main]\nunique_id = ce01.example.org\n")
+        with Slapd() as slapd:
+            with open(password, "w") as handle:
+                handle.write(slapd.password + "\n")
+            command = [sys.executable, "-m", "glueinfo.cli", "publish", "--config", config, "--snapshots", snapshots,
+                       "--ldap", slapd.url, "--bind-dn", slapd.bind_dn, "--password-file", password, "--stats"]
+            results = {}
+            for run in ("initial", "no_change"):
+                start = time.perf_counter()
+                proc = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
+                elapsed = time.perf_counter() - start
+                if proc.returncode != 0:
+                    raise SystemExit(f"publish ({run}) failed: {proc.stderr}")
+                stats = json.loads(proc.stdout.strip().splitlines()[-1])
+                results[run] = {"seconds": round(elapsed, 2), **stats}
+            print(f"publish {hosts_count} hosts into slapd: initial load {results['initial']['seconds']} s "
+                  f"({results['initial']['added']} adds), no-change run {results['no_change']['seconds']} s "
+                  f"(writes: {results['no_change']['writes']})")
+            return results
+
+
+def main(argv: list[str]) -> int:
+    what = argv[0] if argv else "all"
+    if what == "_scale_child":
+        print(json.dumps(_scale_child(int(argv[1]))))
+        return 0
+    if what in ("ldif", "all"):
+        bench_ldif()
+    if what in ("scale", "all"):
+        bench_scale([int(a) for a in argv[1:]] if what == "scale" and len(argv) > 1 else [10_000, 100_000])
+    if what in ("publish", "all"):
+        bench_publish(int(argv[1]) if what == "publish" and len(argv) > 1 else 10_000)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
