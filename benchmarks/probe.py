@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""How long a probe of this host takes.
+
+1. In-process: median time of ``glueinfo.collect.probe(Config())`` (every
+   built-in collector, plugin discovery, the isolated runner), after one
+   warm-up call.  Target: at most 3 ms.
+2. Fresh process: median wall time of ``glueinfo probe`` (the console script
+   next to this interpreter, else ``python -m glueinfo.cli``), output to
+   /dev/null.  Target: at most 120 ms.  The interpreter's own start-up
+   (``python -c pass``) is measured alongside, since it is part of that figure
+   and differs between a virtualenv and an interpreter whose site-packages runs
+   .pth start-up hooks.
+
+Usage: python3 benchmarks/probe.py [--runs N] [--process-runs N] [--json]
+Speed is measured here, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+IN_PROCESS_TARGET_MS = 3.0
+FRESH_PROCESS_TARGET_MS = 120.0
+
+
+def glueinfo_command() -> list[str]:
+    script = shutil.which("glueinfo", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "glueinfo.cli"]
+
+
+def run_ms(command: list[str], runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user + system) milliseconds of each run.  CPU time shows what
+    the process itself costs when other work on the machine stretches wall time."""
+    env = {k: v for k, v in os.environ.items() if k != "GLUEINFO_CONFIG"}
+    walls, cpus = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        _pid, status, usage = os.wait4(child.pid, 0)
+        walls.append((time.perf_counter() - start) * 1000)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} exited {child.returncode}")
+        cpus.append((usage.ru_utime + usage.ru_stime) * 1000)
+    return walls, cpus
+
+
+def in_process_ms(runs: int) -> tuple[list[float], dict[str, float]]:
+    from glueinfo.collect import probe
+    from glueinfo.config import Config
+
+    snapshot = probe(Config())  # warm-up: imports, first reads
+    times = []
+    per_collector: dict[str, list[float]] = {r.name: [] for r in snapshot.collectors}
+    for _ in range(runs):
+        start = time.perf_counter()
+        snapshot = probe(Config())
+        times.append((time.perf_counter() - start) * 1000)
+        for result in snapshot.collectors:
+            per_collector[result.name].append(result.duration_s * 1000)
+    failed = [r.name for r in snapshot.collectors if not r.success]
+    if failed:
+        raise SystemExit(f"probe: collectors failed: {', '.join(failed)}")
+    return times, {name: statistics.median(values) for name, values in per_collector.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=300, help="in-process probes (default 300)")
+    parser.add_argument("--process-runs", type=int, default=30, help="fresh processes (default 30)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+
+    probe_times, collectors = in_process_ms(args.runs)
+    command = glueinfo_command()
+    run_ms(command + ["probe"], 2)  # warm the page cache
+    process_times, process_cpu = run_ms(command + ["probe"], args.process_runs)
+    python_times, python_cpu = run_ms([sys.executable, "-c", "pass"], args.process_runs)
+    bare_times, _bare_cpu = run_ms([sys.executable, "-I", "-S", "-c", "pass"], args.process_runs)
+
+    figures = {
+        "in_process_median_ms": round(statistics.median(probe_times), 3),
+        "in_process_min_ms": round(min(probe_times), 3),
+        "in_process_target_ms": IN_PROCESS_TARGET_MS,
+        "collector_median_ms": {name: round(ms, 3) for name, ms in collectors.items()},
+        "fresh_process_median_ms": round(statistics.median(process_times), 1),
+        "fresh_process_min_ms": round(min(process_times), 1),
+        "fresh_process_cpu_median_ms": round(statistics.median(process_cpu), 1),
+        "fresh_process_target_ms": FRESH_PROCESS_TARGET_MS,
+        "python_startup_median_ms": round(statistics.median(python_times), 1),
+        "python_startup_cpu_median_ms": round(statistics.median(python_cpu), 1),
+        "python_bare_startup_median_ms": round(statistics.median(bare_times), 1),
+        "command": " ".join(command + ["probe"]),
+        "python": sys.executable,
+        "cpus": os.cpu_count(),
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    ok = lambda value, target: "ok" if value <= target else "OVER TARGET"  # noqa: E731
+    print(f"in-process probe : median {figures['in_process_median_ms']:.3f} ms, min {figures['in_process_min_ms']:.3f} ms "
+          f"over {args.runs} runs (target <= {IN_PROCESS_TARGET_MS:g} ms: "
+          f"{ok(figures['in_process_median_ms'], IN_PROCESS_TARGET_MS)})")
+    print("  per collector  : " + ", ".join(f"{n} {ms:.3f}" for n, ms in figures["collector_median_ms"].items()) + " (ms, median)")
+    print(f"fresh process    : median {figures['fresh_process_median_ms']:.1f} ms, min {figures['fresh_process_min_ms']:.1f} ms "
+          f"over {args.process_runs} runs of `{figures['command']}` (target <= {FRESH_PROCESS_TARGET_MS:g} ms: "
+          f"{ok(figures['fresh_process_median_ms'], FRESH_PROCESS_TARGET_MS)}); CPU time median "
+          f"{figures['fresh_process_cpu_median_ms']:.1f} ms")
+    print(f"  python start-up: `python -c pass` median {figures['python_startup_median_ms']:.1f} ms "
+          f"(CPU {figures['python_startup_cpu_median_ms']:.1f} ms), "
+          f"`python -I -S -c pass` {figures['python_bare_startup_median_ms']:.1f} ms")
+    print(f"  load average   : {' '.join(f'{x:.2f}' for x in os.getloadavg())} (others' work stretches wall times)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
