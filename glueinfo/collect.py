@@ -140,7 +140,11 @@ def _plugin_distributions() -> list[Any]:
         key = (directory, stat.st_mtime_ns)
         paths = _DECLARING.get(key)
         if paths is None:
-            paths = _DECLARING[key] = _scan_for_declaring(directory)
+            paths = _scan_for_declaring(directory)
+            # A change within the same clock tick as this scan would keep the mtime:
+            # remember only listings that have been quiet for a while ("racy git").
+            if time.time() - stat.st_mtime > 2.0:
+                _DECLARING[key] = paths
         if paths:
             # importlib.metadata (and the email parser it reads metadata with) costs
             # a fresh `glueinfo probe` tens of ms: only for distributions that need it.

@@ -62,6 +62,25 @@ def test_a_raising_and_a_hanging_collector_do_not_stop_the_others(release):
     assert snapshot.hostname == "h.example.org"
 
 
+def test_two_hanging_collectors_each_get_their_own_timeout(release):
+    def hang(ctx):
+        release.wait(30)
+        return {"late": True}
+
+    collectors = [Collector("hang1", hang), Collector("gpu", extra_facts), Collector("hang2", hang),
+                  Collector("memory", good_memory, field="memory")]
+    start = time.monotonic()
+    snapshot = collect_host(collectors, CollectContext(config={"hostname": "x"}), timeout_s=0.2)
+    assert time.monotonic() - start < 5
+    assert [(r.name, r.success, r.error) for r in snapshot.collectors] == [
+        ("hang1", False, "timed out after 0.2 s"), ("gpu", True, None),
+        ("hang2", False, "timed out after 0.2 s"), ("memory", True, None)]
+    assert snapshot.extra == {"gpu": {"gpus": 2, "model": "A100"}} and snapshot.memory == MemoryInfo(ram_mb=1024)
+    release.set()
+    time.sleep(0.1)  # the abandoned workers wake up: their late answers must not appear
+    assert snapshot.extra == {"gpu": {"gpus": 2, "model": "A100"}}
+
+
 def test_results_carry_durations():
     def slow(ctx):
         time.sleep(0.05)

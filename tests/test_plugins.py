@@ -106,3 +106,22 @@ def test_plugins_see_the_recorded_host_root(site_dir):
     snapshot = json.loads(done.stdout)
     assert snapshot["extra"]["example"]["live"] is False
     assert snapshot["hostname"] == "wn042.example.org"
+
+
+def test_a_package_installed_while_running_is_found_by_the_next_discovery(site_dir, tmp_path, monkeypatch):
+    """A long-running provider discovers collectors on every probe: one installed
+    after the first discovery shows up in the next (the scan memo follows the
+    directory's contents)."""
+    from glueinfo.collect import plugin_collectors
+
+    target = tmp_path / "site"
+    target.mkdir()
+    monkeypatch.syspath_prepend(str(target))
+    assert "example" not in {c.name for c in plugin_collectors()}
+    for name in os.listdir(site_dir):  # what pip put there, copied as an install would write it
+        if name.startswith("glueinfo_example_plugin"):
+            shutil.copytree(os.path.join(site_dir, name), target / name)
+    found = {c.name: c.source for c in plugin_collectors()}
+    assert found.get("example") == "glueinfo-example-plugin"
+    shutil.rmtree(target / next(n for n in os.listdir(target) if n.endswith(".dist-info")))
+    assert "example" not in {c.name for c in plugin_collectors()}
