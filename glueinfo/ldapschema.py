@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -264,7 +264,11 @@ class Schema:
         self.object_classes: dict[str, ObjectClass] = {}
         self.sources: list[str] = []
         self._oid_macros: dict[str, str] = {}
-        self._closure_cache: dict[frozenset[str], tuple] = {}
+        self._closure_cache: dict[tuple[str, ...], _Closure] = {}
+        self._plans: dict[str, _Plan] = {}
+        self._shapes: dict[tuple, _Shape] = {}
+        self._class_lists: dict[tuple, list[str]] = {}
+        self._plans_by_names: dict[tuple, list] = {}
 
     # -- loading
     def add_text(self, text: str, source: str) -> None:
@@ -301,6 +305,10 @@ class Schema:
                     self.object_classes[key.lower()] = definition_oc
         self.sources.append(source)
         self._closure_cache.clear()
+        self._plans.clear()
+        self._shapes.clear()
+        self._class_lists.clear()
+        self._plans_by_names.clear()
 
     def _expand_oid(self, value: str) -> str:
         prefix, sep, rest = value.partition(":")
@@ -363,9 +371,22 @@ class Schema:
         return out
 
     # -- checking
-    def _closure(self, classes: Sequence[str]) -> tuple:
-        """(all classes incl. superclasses, MUST oids, allowed oids or None for any, structural list)."""
-        key = frozenset(c.lower() for c in classes)
+    def _plan(self, name: str) -> _Plan:
+        """Everything check/normalise need about one attribute name, computed once."""
+        plan = self._plans.get(name)
+        if plan is None:
+            at = self.attribute(name)
+            if at is None:
+                plan = _Plan(None, name, None, None, False, "")
+            else:
+                equality = self.equality(name)
+                plan = _Plan(at, self.canonical_name(name), self.syntax(name), _matcher_for(equality) if equality else None,
+                             at.single_value, at.oid)
+            self._plans[name] = plan
+        return plan
+
+    def _closure(self, classes: Sequence[str]) -> _Closure:
+        key = tuple(classes)
         cached = self._closure_cache.get(key)
         if cached is not None:
             return cached
@@ -389,9 +410,64 @@ class Schema:
                 if at is not None and allowed is not None:
                     allowed.add(at.oid)
         structural = [d for d in everything.values() if d.kind == "STRUCTURAL"]
-        result = (everything, must, allowed, structural)
+        chain_problem = None
+        if classes and not structural:
+            chain_problem = f"no structural object class among {', '.join(classes)}"
+        elif structural:
+            # One chain: some structural class must have every other as a superclass.
+            for candidate in structural:
+                above = {d.oid for d in self.superclasses(candidate.name)}
+                if all(d.oid in above for d in structural):
+                    break
+            else:
+                names = " and ".join(sorted(d.name for d in structural))
+                chain_problem = f"structural object classes {names} are not in one superclass chain"
+        result = _Closure(everything, must, allowed, chain_problem)
         self._closure_cache[key] = result
         return result
+
+    def _shape(self, classes: tuple, names: tuple) -> _Shape:
+        """What can be known about an entry from its classes and attribute
+        names alone; entries of one kind share it, so it is computed once."""
+        key = (classes, names)
+        shape = self._shapes.get(key)
+        if shape is not None:
+            return shape
+        static: list[tuple[str, Optional[str]]] = []
+        class_names = [value_text(c) for c in classes]
+        if not class_names:
+            static.append(("no objectClass attribute", None))
+        unknown = [c for c in class_names if self.object_class(c) is None]
+        for name in unknown:
+            static.append((f"unknown object class {name!r}", "objectClass"))
+        closure = self._closure([c for c in class_names if c not in unknown])
+        if class_names and not unknown and closure.chain_problem:
+            static.append((closure.chain_problem, "objectClass"))
+        groups: dict[str, tuple[_Plan, list[str]]] = {}
+        for name in names:
+            plan = self._plan(name)
+            if plan.at is None:
+                static.append((f"attribute {name} is not in the schema", name))
+            elif plan.oid in groups:
+                groups[plan.oid][1].append(name)  # another spelling: slapd merges them
+            else:
+                groups[plan.oid] = (plan, [name])
+        for plan, spellings in groups.values():
+            name = spellings[0]
+            if plan.at.usage != "userApplications":  # type: ignore[union-attr]
+                static.append((f"attribute {name} is operational ({plan.at.usage}); the server sets it", name))  # type: ignore[union-attr]
+            elif closure.allowed is not None and plan.oid not in closure.allowed and not unknown:
+                static.append((f"attribute {name} is not allowed by the object classes {', '.join(class_names)}", name))
+        if not unknown:
+            for oid, name in closure.must.items():
+                if oid not in groups:
+                    static.append((f"required attribute {name} is missing (MUST of {self._who_requires(oid, closure.everything)})",
+                                   name))
+        shape = _Shape(tuple(static), tuple((plan, tuple(spellings)) for plan, spellings in groups.values()))
+        if len(self._shapes) > 10_000:  # only hostile input has this many kinds of entries
+            self._shapes.clear()
+        self._shapes[key] = shape
+        return shape
 
     def check(self, entry: Entry) -> list[Problem]:
         """What slapd would reject this entry for (empty list: it loads)."""
@@ -409,101 +485,38 @@ class Schema:
         if not rdns and not problems:
             problem("empty DN")
 
-        classes = [value_text(v) for v in entry.get("objectClass")]
-        if not classes:
-            problem("no objectClass attribute")
-        unknown = [c for c in classes if self.object_class(c) is None]
-        for name in unknown:
-            problem(f"unknown object class {name!r}", "objectClass")
-        known = [c for c in classes if self.object_class(c) is not None]
-        everything, must, allowed, structural = self._closure(known)
-        if classes and not unknown:
-            if not structural:
-                problem(f"no structural object class among {', '.join(classes)}", "objectClass")
-            else:
-                # One chain: some structural class must have every other as a superclass.
-                for candidate in structural:
-                    above = {d.oid for d in self.superclasses(candidate.name)}
-                    if all(d.oid in above for d in structural):
-                        break
-                else:
-                    names = " and ".join(sorted(d.name for d in structural))
-                    problem(f"structural object classes {names} are not in one superclass chain", "objectClass")
-
-        # Group by attribute type: two spellings of one attribute are one to slapd.
-        groups: dict[str, tuple[AttributeType, str, list]] = {}
-        for name, values in entry.attributes.items():
-            if not values:
-                continue
-            at = self.attribute(name)
-            if at is None:
-                problem(f"attribute {name} is not in the schema", name)
-                continue
-            if at.oid in groups:
-                groups[at.oid][2].extend(values)
-            else:
-                groups[at.oid] = (at, name, list(values))
-        present = {oid: name for oid, (_, name, _) in groups.items()}
-        for at, name, values in groups.values():
-            self._check_values(entry, at, name, values, problem)
-            if at.usage != "userApplications":
-                problem(f"attribute {name} is operational ({at.usage}); the server sets it", name)
-            elif allowed is not None and at.oid not in allowed and not unknown:
-                problem(f"attribute {name} is not allowed by the object classes {', '.join(classes)}", name)
-        if not unknown:
-            for oid, name in must.items():
-                if oid not in present:
-                    problem(f"required attribute {name} is missing (MUST of {self._who_requires(oid, everything)})", name)
+        attributes = entry.attributes
+        names = tuple(name for name, values in attributes.items() if values)
+        shape = self._shape(tuple(entry.get("objectClass")), names)
+        for message, attribute in shape.static:
+            problems.append(Problem(dn, message, attribute))
+        by_oid: dict[str, tuple[_Plan, list]] = {}
+        for plan, spellings in shape.groups:
+            values = attributes[spellings[0]] if len(spellings) == 1 else [v for n in spellings for v in attributes[n]]
+            _check_values(plan, spellings[0], values, problem)
+            by_oid[plan.oid] = (plan, values)
 
         for rdn in rdns[:1]:
             for attr, value in rdn:
-                at = self.attribute(attr)
-                if at is None:
+                plan = self._plan(attr)
+                if plan.at is None:
                     problem(f"naming attribute {attr} of the DN is not in the schema", attr)
                     continue
-                if not value.strip(" ") and (value == "" or self.syntax(attr) == SYNTAX_IA5_STRING):
+                if not value.strip(" ") and (value == "" or plan.syntax == SYNTAX_IA5_STRING):
                     # slapd: "invalid DN" (an IA5 value normalises to nothing without its spaces)
                     problem(f"naming attribute {attr} of the DN has an empty or all-space value", attr)
                     continue
-                matcher = self._matcher(at)
-                values = groups[at.oid][2] if at.oid in groups else []
+                values = by_oid[plan.oid][1] if plan.oid in by_oid else []
+                if value in values:
+                    continue
+                matcher = plan.matcher or value_text
                 if matcher(value) not in {matcher(v) for v in values}:
-                    problem(f"naming attribute {attr}={value!r} of the DN is not among the entry's {at.name} values", attr)
+                    problem(f"naming attribute {attr}={value!r} of the DN is not among the entry's {plan.at.name} values", attr)
         return problems
 
     def _who_requires(self, oid: str, everything: dict[str, ObjectClass]) -> str:
         names = {d.name for d in everything.values() for attr in d.must if (self.attribute(attr) or _NONE).oid == oid}
         return ", ".join(sorted(names)) or "a class of the entry"
-
-    def _matcher(self, at: AttributeType):
-        equality = (self.equality(at.name) or "").lower()
-        if equality.startswith("caseignore"):
-            return lambda v: " ".join(value_text(v).casefold().split())
-        if equality == "integermatch":
-            return lambda v: _int_or_text(value_text(v))
-        if equality == "objectidentifiermatch":  # object class names
-            return lambda v: value_text(v).casefold()
-        if equality.startswith("caseexact"):
-            return lambda v: " ".join(value_text(v).split())
-        return value_text
-
-    def _check_values(self, entry: Entry, at: AttributeType, name: str, values: list, problem) -> None:
-        if at.single_value and len(values) > 1:
-            shown = ", ".join(repr(value_text(v)) for v in values[:4])
-            problem(f"{name} is single-valued but has {len(values)} values ({shown})", name)
-        syntax = self.syntax(at.name)
-        for v in values:
-            message = syntax_error(syntax, v)
-            if message:
-                problem(f"{name}: {message}", name)
-        if self.equality(at.name) and len(values) > 1:
-            matcher = self._matcher(at)
-            seen: set = set()
-            for v in values:
-                key = matcher(v)
-                if key in seen:
-                    problem(f"{name} has the value {value_text(v)!r} twice", name)
-                seen.add(key)
 
     def check_entries(self, entries: Iterable[Entry]) -> list[Problem]:
         """check() over many entries, plus duplicate DNs and children written
@@ -539,35 +552,29 @@ class Schema:
         warnings: list[Problem] = []
         dn = self._normalise_dn(entry.dn, warnings)
         out = Entry(dn)
-        for name, values in entry.attributes.items():
-            at = self.attribute(name)
-            canonical = self.canonical_name(name)
-            if name.lower() == "objectclass":
-                classes: dict[str, str] = {}
-                for v in values:
-                    canonical_class = self.canonical_class(value_text(v))
-                    classes.setdefault(canonical_class.casefold(), canonical_class)
-                if len(classes) != len(values):
-                    warnings.append(Problem(dn, "objectClass: dropped duplicate class names", "objectClass"))
-                out.add("objectClass", list(classes.values()))
+        attributes = entry.attributes
+        names = tuple(attributes)
+        plans = self._plans_by_names.get(names)
+        if plans is None:
+            plans = [(name, self._plan(name), _FAST_TYPES.get(self._plan(name).syntax)) for name in names]  # type: ignore[arg-type]
+            if len(self._plans_by_names) < 10_000:
+                self._plans_by_names[names] = plans
+        for name, plan, fast in plans:
+            values = attributes[name]
+            if not values:
                 continue
-            syntax = self.syntax(name) if at else None
-            kept = []
-            for v in values:
-                fixed = _normalise_value(syntax, v)
-                if fixed is None:
-                    warnings.append(Problem(dn, f"{canonical}: dropped {_shown(v)}: {syntax_error(syntax, v) or 'empty value'}", canonical))
-                    continue
-                if isinstance(v, str) and fixed != v:
-                    if fixed == "":
-                        warnings.append(Problem(dn, f"{canonical}: dropped {_shown(v)}: no ASCII form ({SYNTAX_NAMES[syntax]})",
-                                                canonical))
-                        continue
-                    warnings.append(Problem(dn, f"{canonical}: {_shown(v)} is not ASCII ({SYNTAX_NAMES.get(syntax, syntax)}); "
-                                                f"published as {fixed!r}", canonical))
-                kept.append(fixed)
-            if at is not None and self.equality(name) and len(kept) > 1:
-                matcher = self._matcher(at)
+            if plan.oid == _OBJECT_CLASS_OID:
+                kept = self._normalise_classes(tuple(values))
+                if len(kept) != len(values):
+                    warnings.append(Problem(dn, "objectClass: dropped duplicate class names", "objectClass"))
+                _put(out, "objectClass", kept)
+                continue
+            if fast is not None and all(type(v) is fast and (fast is not str or (v and v.isascii())) for v in values):
+                kept = list(values)  # the usual case: nothing to change
+            else:
+                kept = self._normalise_values(dn, plan, values, warnings)
+            if plan.matcher is not None and len(kept) > 1:
+                matcher = plan.matcher
                 unique, seen = [], set()
                 for v in kept:
                     key = matcher(v)
@@ -575,12 +582,45 @@ class Schema:
                         seen.add(key)
                         unique.append(v)
                 if len(unique) != len(kept):
-                    warnings.append(Problem(dn, f"{canonical}: dropped {len(kept) - len(unique)} duplicate value(s)", canonical))
+                    warnings.append(Problem(dn, f"{plan.canonical}: dropped {len(kept) - len(unique)} duplicate value(s)",
+                                            plan.canonical))
                 kept = unique
-            out.add(canonical, kept)
+            if kept:
+                _put(out, plan.canonical, kept)
         return out, warnings
 
+    def _normalise_classes(self, values: tuple) -> list[str]:
+        cached = self._class_lists.get(values)
+        if cached is None:
+            classes: dict[str, str] = {}
+            for v in values:
+                canonical_class = self.canonical_class(value_text(v))
+                classes.setdefault(canonical_class.casefold(), canonical_class)
+            cached = list(classes.values())
+            if len(self._class_lists) < 10_000:
+                self._class_lists[values] = cached
+        return list(cached)
+
+    @staticmethod
+    def _normalise_values(dn: str, plan: _Plan, values: list, warnings: list[Problem]) -> list:
+        syntax, canonical = plan.syntax, plan.canonical
+        kept = []
+        for v in values:
+            fixed = _normalise_value(syntax, v)
+            if fixed is None:
+                warnings.append(Problem(dn, f"{canonical}: dropped {_shown(v)}: {syntax_error(syntax, v) or 'empty value'}", canonical))
+                continue
+            if type(v) is str and fixed != v and syntax == SYNTAX_IA5_STRING:
+                if fixed == "":
+                    warnings.append(Problem(dn, f"{canonical}: dropped {_shown(v)}: no ASCII form (IA5String)", canonical))
+                    continue
+                warnings.append(Problem(dn, f"{canonical}: {_shown(v)} is not ASCII (IA5String); published as {fixed!r}", canonical))
+            kept.append(fixed)
+        return kept
+
     def _normalise_dn(self, dn: str, warnings: list[Problem]) -> str:
+        if dn.isascii() and "\\" not in dn:  # nothing to transliterate, not even a hex-escaped byte
+            return dn
         try:
             rdns = parse_dn(dn)
         except DNError:
@@ -590,7 +630,7 @@ class Schema:
         for rdn in rdns:
             fixed_rdn = []
             for attr, value in rdn:
-                new = to_ascii(value) if self.syntax(attr) == SYNTAX_IA5_STRING else value
+                new = to_ascii(value) if self._plan(attr).syntax == SYNTAX_IA5_STRING else value
                 changed |= new != value
                 fixed_rdn.append((attr, new))
             fixed_rdns.append(fixed_rdn)
@@ -611,6 +651,85 @@ class Schema:
 
 
 _NONE = AttributeType(oid="", names=())
+
+
+@dataclass(frozen=True)
+class _Plan:
+    at: Optional[AttributeType]
+    canonical: str
+    syntax: Optional[str]
+    matcher: Optional[Callable[[object], object]]  # the EQUALITY rule, approximated; None without one
+    single_value: bool
+    oid: str
+
+
+@dataclass(frozen=True)
+class _Closure:
+    everything: dict[str, ObjectClass]  # the classes and all their superclasses, by OID
+    must: dict[str, str]  # OID -> name
+    allowed: Optional[set[str]]  # OIDs; None: any (extensibleObject)
+    chain_problem: Optional[str]
+
+
+@dataclass(frozen=True)
+class _Shape:
+    static: tuple[tuple[str, Optional[str]], ...]  # (message, attribute) true of every entry of this shape
+    groups: tuple[tuple[_Plan, tuple[str, ...]], ...]  # known attribute types, with the spellings used
+
+
+_OBJECT_CLASS_OID = "2.5.4.0"
+# Syntax -> the Python type whose values pass it unchanged (str: when ASCII and not empty).
+_FAST_TYPES = {SYNTAX_IA5_STRING: str, SYNTAX_INTEGER: int, SYNTAX_BOOLEAN: bool}
+_CHECKED_SYNTAXES = frozenset({SYNTAX_BOOLEAN, SYNTAX_DIRECTORY_STRING, SYNTAX_GENERALIZED_TIME, SYNTAX_IA5_STRING, SYNTAX_INTEGER})
+
+
+def _put(entry: Entry, name: str, values: list) -> None:
+    """Add values to an entry being built, fast when the name is new."""
+    key = name.lower()
+    if key in entry._index:
+        entry.attributes[entry._index[key]].extend(values)
+    else:
+        entry._index[key] = name
+        entry.attributes[name] = values
+
+
+def _matcher_for(equality: str) -> Callable[[object], object]:
+    equality = equality.lower()
+    if equality.startswith("caseignore"):
+        return lambda v: " ".join(value_text(v).casefold().split())
+    if equality == "integermatch":
+        return lambda v: _int_or_text(value_text(v))
+    if equality == "objectidentifiermatch":  # object class names
+        return lambda v: value_text(v).casefold()
+    if equality.startswith("caseexact"):
+        return lambda v: " ".join(value_text(v).split())
+    return value_text
+
+
+def _check_values(plan: _Plan, name: str, values: list, problem: Callable[..., None]) -> None:
+    if plan.single_value and len(values) > 1:
+        shown = ", ".join(repr(value_text(v)) for v in values[:4])
+        problem(f"{name} is single-valued but has {len(values)} values ({shown})", name)
+    syntax = plan.syntax
+    if syntax not in _CHECKED_SYNTAXES:
+        values_to_check: list = []
+    else:
+        values_to_check = values
+    for v in values_to_check:
+        kind = type(v)
+        if (syntax == SYNTAX_IA5_STRING and kind is str and v.isascii()) or (syntax == SYNTAX_INTEGER and kind is int) \
+                or (syntax == SYNTAX_BOOLEAN and kind is bool):
+            continue
+        message = syntax_error(syntax, v)
+        if message:
+            problem(f"{name}: {message}", name)
+    if plan.matcher is not None and len(values) > 1:
+        seen: set = set()
+        for v in values:
+            key = plan.matcher(v)
+            if key in seen:
+                problem(f"{name} has the value {value_text(v)!r} twice", name)
+            seen.add(key)
 
 
 def _int_or_text(text: str):

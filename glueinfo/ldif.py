@@ -82,26 +82,40 @@ class Entry:
         self.attributes: dict[str, list[Value]] = {}
         self._index: dict[str, str] = {}  # lower-case name -> spelling used
         if attributes:
+            add = self.add
+            index = self._index
+            own = self.attributes
             for name, values in attributes.items():
-                self.add(name, values)
+                # Fast path for the usual case: a new name with one plain value.
+                kind = type(values)
+                if (kind is str or kind is int or kind is bool) and name.lower() not in index:
+                    index[name.lower()] = name
+                    own[name] = [values]
+                else:
+                    add(name, values)
 
     def add(self, name: str, values: Union[Value, None, Sequence[Optional[Value]]]) -> None:
         """Append value(s) to an attribute; None (and an empty list) adds nothing."""
         if values is None:
             return
-        if isinstance(values, (str, int)):  # bool is an int
-            values = [values]
-        kept = [v for v in values if v is not None]
-        for v in kept:
-            if not isinstance(v, (str, int)):
-                raise TypeError(f"{self.dn}: {name}: LDAP values must be str, int or bool, not {type(v).__name__} ({v!r})")
-        if not kept:
-            return
+        kind = type(values)
+        if kind is str or kind is int or kind is bool:
+            kept = [values]
+        elif isinstance(values, (str, int)):
+            kept = [values]
+        else:
+            kept = [v for v in values if v is not None]
+            for v in kept:
+                kind = type(v)
+                if kind is not str and kind is not int and kind is not bool and not isinstance(v, (str, int)):
+                    raise TypeError(f"{self.dn}: {name}: LDAP values must be str, int or bool, not {type(v).__name__} ({v!r})")
+            if not kept:
+                return
         key = name.lower()
         spelling = self._index.get(key)
         if spelling is None:
             self._index[key] = name
-            self.attributes[name] = list(kept)
+            self.attributes[name] = kept
         else:
             self.attributes[spelling].extend(kept)
 
@@ -251,9 +265,19 @@ def _parse_value(dn: str, i: int) -> tuple[str, int]:
         raise DNError(f"DN {dn!r} has escapes that are not UTF-8") from None
 
 
+# A DN with nothing to unescape: type=value pairs whose values need no escaping.
+_SIMPLE_DN = re.compile(r" *[A-Za-z][A-Za-z0-9-]* *= *[A-Za-z0-9._:/@ -]*(?:, *[A-Za-z][A-Za-z0-9-]* *= *[A-Za-z0-9._:/@ -]*)*")
+
+
 def parse_dn(dn: str) -> list[RDN]:
     """Split a DN into RDNs, each a list of (attribute type, value) with
     escapes undone.  The empty DN gives [].  Raises DNError."""
+    if _SIMPLE_DN.fullmatch(dn):
+        out: list[RDN] = []
+        for rdn in dn.split(","):
+            attr, _, value = rdn.partition("=")
+            out.append([(attr.strip(" "), value.strip(" "))])
+        return out
     rdns: list[RDN] = []
     if not dn.strip():
         return rdns
@@ -284,7 +308,11 @@ def format_dn(rdns: Sequence[RDN]) -> str:
     return ",".join("+".join(f"{attr}={dn_escape(value)}" for attr, value in rdn) for rdn in rdns)
 
 
-_PLAIN_DN = re.compile(r"[^\\\"+;]*")
+_SPACED_SEPARATOR = re.compile(r" *([,=]) *")
+
+
+def _group1(match: re.Match) -> str:
+    return match.group(1)
 
 
 def normalise_dn(dn: str) -> str:
@@ -292,15 +320,9 @@ def normalise_dn(dn: str) -> str:
     escapes undone and redone one way, spaces around separators removed,
     multi-valued RDNs sorted.  Equal keys mean the same entry to slapd and BDII
     for the GLUE naming attributes (all case-insensitive)."""
-    if _PLAIN_DN.fullmatch(dn):  # fast path: no escapes, quotes or multi-valued RDNs
-        parts = []
-        for rdn in dn.split(","):
-            attr, sep, value = rdn.partition("=")
-            if not sep or not attr.strip(" "):
-                break
-            parts.append(f"{attr.strip(' ').lower()}={dn_escape(value.strip(' ').casefold())}")
-        else:
-            return ",".join(parts) if dn.strip() else ""
+    if _SIMPLE_DN.fullmatch(dn):  # nothing to unescape or escape: ASCII, so lower() is casefold()
+        lowered = dn.lower()
+        return _SPACED_SEPARATOR.sub(_group1, lowered).strip(" ") if " " in lowered else lowered
     rdns = parse_dn(dn)
     return ",".join(
         "+".join(sorted(f"{attr.lower()}={dn_escape(value.casefold())}" for attr, value in rdn)) for rdn in rdns
@@ -313,6 +335,10 @@ def same_dn(a: str, b: str) -> bool:
 
 def split_dn(dn: str) -> tuple[str, str]:
     """(first RDN as written, parent DN as written); parent is '' for a one-RDN DN."""
+    if "\\" not in dn and '"' not in dn:
+        rdn, _, parent = dn.partition(",")
+        if ";" not in rdn:
+            return rdn, parent.lstrip()
     i, n = 0, len(dn)
     quoted = False
     while i < n:
@@ -357,18 +383,23 @@ def _line(name: str, text: str) -> str:
     return line if len(line) <= LINE_WIDTH else _fold(line)
 
 
-def format_entry(entry: Entry) -> str:
+def format_entry(entry: Entry, _cache: Optional[dict] = None) -> str:
     """One entry as LDIF text, ending with a blank line."""
+    cache = _cache if _cache is not None else {}
     lines = [_line("dn", entry.dn)]
     attributes = entry.attributes
     object_class = entry._index.get("objectclass")
-    if object_class is not None:
-        lines.extend(_line(object_class, value_text(v)) for v in attributes[object_class])
-    for name, values in attributes.items():
-        if name is object_class:
-            continue
-        for v in values:
-            lines.append(_line(name, v if type(v) is str else value_text(v)))
+    names = attributes if object_class is None else [object_class, *(n for n in attributes if n is not object_class)]
+    for name in names:
+        for v in attributes[name]:
+            # Attribute lines repeat across entries (classes, platform, OS...): format each once per run.
+            key = (name, v, type(v))
+            line = cache.get(key)
+            if line is None:
+                line = _line(name, v if type(v) is str else value_text(v))
+                if len(cache) < 100_000:
+                    cache[key] = line
+            lines.append(line)
     lines.append("\n")
     return "\n".join(lines)
 
@@ -406,8 +437,9 @@ def iter_ldif(entries: Iterable[Entry], sort: bool = True) -> Iterator[str]:
     """LDIF text entry by entry (see the module docstring for the order);
     with sort=False the caller's order is kept as it is."""
     ordered = tree_order(entries) if sort else entries
+    cache: dict = {}
     for entry in ordered:
-        yield format_entry(entry)
+        yield format_entry(entry, cache)
 
 
 def write_ldif(entries: Iterable[Entry], stream: IO[str], sort: bool = True) -> int:
