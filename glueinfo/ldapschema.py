@@ -164,32 +164,15 @@ class ObjectClass:
 
 # ---------------------------------------------------------------- parsing
 
-_TOKEN = re.compile(r"\s*(?:(\()|(\))|(\$)|'((?:[^'\\]|\\.)*)'|([^\s()$']+))")
+_TOKEN = re.compile(r"\(|\)|\$|'(?:[^'\\]|\\.)*'|[^\s()$']+")
 
 
 def _tokens(text: str, where: str) -> list[str]:
-    out: list[str] = []
-    pos = 0
-    text = text.rstrip()
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if not match or match.end() == pos:
-            raise SchemaError(f"{where}: cannot parse {text[pos:pos + 40]!r}")
-        lp, rp, dollar, quoted, bare = match.groups()
-        if lp:
-            out.append("(")
-        elif rp:
-            out.append(")")
-        elif dollar:
-            out.append("$")
-        elif quoted is not None:
-            out.append("'" + quoted)  # mark quoted strings
-        elif bare is not None:
-            out.append(bare)
-        pos = match.end()
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
-    return out
+    """'(' ')' '$', bare words, and quoted strings marked by a leading "'"."""
+    leftover = _TOKEN.sub(" ", text)
+    if leftover.strip():
+        raise SchemaError(f"{where}: cannot parse {leftover.strip()[:40]!r} in {text[:60]!r}")
+    return [token[:-1] if token[0] == "'" else token for token in _TOKEN.findall(text)]
 
 
 def _word(token: str) -> str:
