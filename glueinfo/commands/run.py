@@ -1,0 +1,106 @@
+"""`glueinfo run`: the periodic provider, a long-running service (systemd: etc/systemd/glueinfo.service).
+
+Wiring only: logging, the config file to re-read on SIGHUP, then
+glueinfo.service.Provider (what each job does) under glueinfo.scheduler.Service
+(when, signals, stop).  APScheduler is imported here, inside run(), never by
+the one-shot commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import sys
+
+from glueinfo.config import Config
+
+log = logging.getLogger("glueinfo.run")
+
+LOG_FORMAT = "%(asctime)s glueinfo[%(process)d]: %(levelname)s: %(message)s"
+SYSLOG_FORMAT = "glueinfo[%(process)d]: %(levelname)s: %(message)s"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-file", metavar="FILE",
+                        help="also log to FILE (reopened when logrotate moves it)")
+    parser.add_argument("--syslog", nargs="?", const="/dev/log", metavar="SOCKET",
+                        help="also log to syslog (default socket /dev/log), facility daemon")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only (no line per cycle)")
+    parser.add_argument("--once", action="store_true",
+                        help="one refresh of everything (restore, collect, gather, publish), then exit: 0 when every output was written")
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """INFO by default (one line per cycle); -v for debug, -q for warnings only; stderr plus --log-file / --syslog."""
+    from glueinfo.cli import UsageError
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    level = logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO
+    root.setLevel(level)
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(stream)
+    if args.log_file:
+        try:
+            handler: logging.Handler = logging.handlers.WatchedFileHandler(args.log_file, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--log-file {args.log_file}: cannot open: {exc.strerror or exc}") from None
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        root.addHandler(handler)
+    if args.syslog:
+        try:
+            handler = logging.handlers.SysLogHandler(address=args.syslog, facility=logging.handlers.SysLogHandler.LOG_DAEMON)
+        except OSError as exc:
+            raise UsageError(f"--syslog {args.syslog}: cannot connect: {exc.strerror or exc}") from None
+        handler.setFormatter(logging.Formatter(SYSLOG_FORMAT))
+        root.addHandler(handler)
+    # APScheduler logs every run at INFO: ours say more, once per cycle.
+    logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose > 1 else logging.WARNING)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    from glueinfo.cli import UsageError
+    from glueinfo.config import load
+    from glueinfo.service import Provider, ServiceError
+
+    setup_logging(args)
+    config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
+    try:
+        provider = Provider(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector)
+    except ServiceError as exc:
+        raise UsageError(str(exc)) from None
+
+    if args.once:
+        return run_once(provider)
+
+    from glueinfo.scheduler import Service
+
+    service = Service(provider, reload_config=lambda: load(config_path))
+    try:
+        code = service.run()
+    except ServiceError as exc:
+        raise UsageError(str(exc)) from None
+    if service.abandoned:
+        # A hung job's thread would keep the interpreter from exiting: leave now, the outputs are whole.
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(code)
+    return code
+
+
+def run_once(provider) -> int:
+    """Every job once, in order, then one publish; for cron and for trying a config."""
+    provider.start_server()
+    if provider.restore():
+        provider.publish("restart")
+    if provider.local_enabled:
+        provider.run_job("slow")
+        provider.run_job("fast")
+    if provider.gathers:
+        provider.run_job("gather")
+    provider.close()
+    return 1 if provider.write_errors or provider.publishes == 0 else 0
