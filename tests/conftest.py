@@ -28,7 +28,8 @@ def pytest_runtest_makereport(item, call):
 # `slapd`: a fresh private slapd with the GLUE schema for each test (it starts
 # in about 0.15 s, so tests never see each other's entries).  `bdii`: one
 # Debian BDII per test module (an update cycle takes a few seconds); tests
-# use their own DNs and call bdii.wait_for_update().  Both skip with the
+# use their own DNs, call bdii.wait_for_update() after adding providers, and
+# bdii.clear() to start again from the package's default tree.  Both skip with the
 # missing package named when the binaries are absent -- which CI
 # (GLUEINFO_FORBID_SKIPS=1) turns into a failure.
 
