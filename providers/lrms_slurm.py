@@ -43,6 +43,7 @@ Mappings (also in README.md, "Batch systems"):
 from __future__ import annotations
 
 import calendar
+import datetime
 import json
 import os
 import re
@@ -388,7 +389,7 @@ def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
 
 # -- jobs ----------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class SlurmJob:
     job_id: str
     state: str
@@ -407,29 +408,26 @@ class SlurmJob:
     nodelist: str
     qos: Optional[str]
     name: str
-
-    @property
-    def mapped(self) -> Optional[tuple[str, str, bool]]:
-        mapped = JOB_STATES.get(self.state)
-        if mapped and self.state == "PENDING" and self.reason in HELD_REASONS:
-            return ("WAITING", "Hold", False)
-        return mapped
-
-    @property
-    def finished(self) -> bool:
-        mapped = self.mapped
-        return bool(mapped and mapped[2])
+    # From JOB_STATES (None for a state this version does not know): set by parse_squeue.
+    glue_status: Optional[str] = None
+    sss_state: Optional[str] = None
+    finished: bool = False
 
     @property
     def running(self) -> bool:
-        mapped = self.mapped
-        return bool(mapped and mapped[0] == "RUNNING")
+        return self.glue_status == "RUNNING"
 
     @property
     def eligible_pending(self) -> bool:
-        """Waiting for resources or priority only: what a new job would queue behind."""
-        mapped = self.mapped
-        return bool(mapped and mapped[0] == "SCHEDULED")
+        """Queued and not held: what a new job would queue behind."""
+        return self.glue_status == "SCHEDULED"
+
+
+def map_state(state: str, reason: str) -> tuple[Optional[str], Optional[str], bool]:
+    """(GLUE status, SSS state, finished?) of a Slurm job state; held PENDING jobs are (WAITING, Hold)."""
+    if state == "PENDING" and reason in HELD_REASONS:
+        return "WAITING", "Hold", False
+    return JOB_STATES.get(state, (None, None, False))
 
 
 def _opt(text: str) -> Optional[str]:
@@ -457,9 +455,45 @@ def squeue_format(token: str) -> str:
     return ",".join(f"{name}:{sep}" for name in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:{record_end(token)}"
 
 
-def parse_squeue(text: str, token: str) -> list[SlurmJob]:
+def _memo(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``convert`` with a cache for one parse: queues repeat the same limits,
+    sizes, states and forecast minutes thousands of times."""
+    cache: dict[str, Any] = {}
+
+    def cached(text: str) -> Any:
+        try:
+            return cache[text]
+        except KeyError:
+            value = cache[text] = convert(text)
+            return value
+
+    return cached
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def fast_timestamp(text: str) -> Optional[float]:
+    """parse_timestamp, about 3x faster on the common well-formed case (C's fromisoformat
+    after the strict shape check; fromisoformat alone would also take other ISO forms)."""
+    if len(text) != 19 or text[10] != "T" or text[4] != "-" or text[7] != "-" or text[13] != ":" or text[16] != ":":
+        return parse_timestamp(text)  # N/A, Unknown, ... or a ValueError naming the text
+    return (datetime.datetime.fromisoformat(text) - _EPOCH).total_seconds()
+
+
+def _memory_of_tres(tres: str) -> Optional[int]:
+    memory = parse_tres(tres).get("mem")
+    return parse_memory_mb(memory) if memory else None
+
+
+def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     """``squeue -h -r -t all -O squeue_format(token)`` -> jobs.  Any malformed record fails the whole
-    parse: counts from a partly understood queue would be wrong, not just incomplete."""
+    parse: counts from a partly understood queue would be wrong, not just incomplete.
+
+    ``full=False`` reads only what the counts and estimates need (state, reason,
+    start, time limit, time used, CPUs) and leaves the rest None: half the cost
+    when no job list is published.
+    """
     jobs = []
     n_fields = len(SQUEUE_FIELDS)
     sep, end = field_separator(token), record_end(token) + "\n"
@@ -467,40 +501,60 @@ def parse_squeue(text: str, token: str) -> list[SlurmJob]:
     if records[-1].strip():
         raise SlurmOutputError(f"squeue: output does not end with a complete job record: "
                                f"{_clip(records[-1].replace(sep, '|'))!r}")
-    for number, record in enumerate(records[:-1], 1):
+    timestamp, duration, number, memory, opt = (fast_timestamp, _memo(parse_duration_s), _memo(_int_or_none),
+                                                _memo(_memory_of_tres), _memo(_opt))
+    mapping = _memo(lambda key: map_state(*key.split("|", 1)))
+    valid_state = _memo(lambda state: bool(re.fullmatch(r"[A-Z_]+", state)))
+    for number_of_record, record in enumerate(records[:-1], 1):
         parts = record.split(sep)
         if len(parts) != n_fields:
-            raise SlurmOutputError(f"squeue: unexpected output in job record {number}: {_clip(record.replace(sep, '|'))!r}")
-        (job_id, state, reason, user, account, partition, submit, start, end, limit, used, cpus, tres, node_count,
+            raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
+                                   f"{_clip(record.replace(sep, '|'))!r}")
+        (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres, node_count,
          nodelist, qos, name) = parts
         try:
-            state = state.strip().upper()
-            if not job_id.strip() or not re.fullmatch(r"[A-Z_]+", state):
+            job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
+            if not job_id or not valid_state(state):
                 raise ValueError("no job id or state")
-            memory = parse_tres(tres).get("mem")
-            jobs.append(SlurmJob(
-                job_id=job_id.strip(), state=state, reason=reason.strip(), user=_opt(user), account=_opt(account),
-                partition=_opt(partition), submit_time=parse_timestamp(submit), start_time=parse_timestamp(start),
-                end_time=parse_timestamp(end), time_limit_s=parse_duration_s(limit), elapsed_s=parse_duration_s(used),
-                cpus=_int_or_none(cpus), memory_mb=parse_memory_mb(memory) if memory else None,
-                node_count=_int_or_none(node_count), nodelist=nodelist.strip(), qos=_opt(qos), name=name))
+            glue_status, sss_state, finished = mapping(f"{state}|{reason}")
+            if full:
+                jobs.append(SlurmJob(
+                    job_id, state, reason, opt(user), opt(account), opt(partition), timestamp(submit), timestamp(start),
+                    timestamp(end_text), duration(limit), duration(used), number(cpus), memory(tres), number(node_count),
+                    nodelist.strip(), opt(qos), name, glue_status, sss_state, finished))
+            else:
+                jobs.append(SlurmJob(
+                    job_id, state, reason, None, None, None, None, timestamp(start), None, duration(limit), duration(used),
+                    number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
         except ValueError as exc:
-            raise SlurmOutputError(f"squeue: unexpected output in job record {number} ({exc}): "
+            raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
                                    f"{_clip(record.replace(sep, '|'))!r}") from None
     return jobs
 
 
-def job_info(job: SlurmJob, hostname_of: Mapping[str, str]) -> JobInfo:
+def node_names(hostname_of: Mapping[str, str]) -> Callable[[str], list[str]]:
+    """Slurm node list -> host names (via sinfo's NodeHostName), cached for one refresh:
+    thousands of jobs share a handful of node lists.  A list that does not expand gives []."""
+
+    def expand(nodelist: str) -> list[str]:
+        if "[" not in nodelist and "," not in nodelist:
+            return [hostname_of.get(nodelist, nodelist)] if nodelist and nodelist.upper() not in _NONE_WORDS else []
+        try:
+            return [hostname_of.get(n, n) for n in expand_hostlist(nodelist)]
+        except ValueError:
+            return []
+
+    return _memo(expand)
+
+
+def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
+             nodes_of: Optional[Callable[[str], list[str]]] = None) -> JobInfo:
     """The model's view of one Slurm job (GLUE CE Job / SSS Job)."""
-    mapped = job.mapped
-    glue_status, sss_state, finished = mapped if mapped else (None, None, False)
+    glue_status, sss_state, finished = job.glue_status, job.sss_state, job.finished
     started = sss_state in ("Running", "Suspended", "Completed") and job.start_time is not None
     pending = not started and not finished
     reason = job.reason if job.reason and job.reason.upper() not in _NONE_WORDS else None
-    try:
-        nodes = [hostname_of.get(n, n) for n in expand_hostlist(job.nodelist)]
-    except ValueError:
-        nodes = []
+    nodes = list((nodes_of or node_names(hostname_of))(job.nodelist)) if started else []
     return JobInfo(
         local_id=job.job_id, name=job.name or None, local_owner=job.user, account=job.account, queue=job.partition,
         lrms_state=job.state, sss_state=sss_state, glue_status=glue_status,
@@ -512,7 +566,7 @@ def job_info(job: SlurmJob, hostname_of: Mapping[str, str]) -> JobInfo:
         requested_nodes=job.node_count,
         delivered_processors=job.cpus if started else None,
         delivered_wall_s=job.elapsed_s if started else None,
-        nodes=nodes if started else [],
+        nodes=nodes,
         scheduler_specific=reason if not started and not finished else None,
     )
 
@@ -692,7 +746,8 @@ def query(ctx: LrmsContext) -> QueueState:
     nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
     token = secrets.token_hex(8)
     jobs: Optional[list[SlurmJob]] = step(lambda: parse_squeue(
-        tools("squeue", "-h", "-r", "-t", "all", "-p", ctx.queue, "-O", squeue_format(token)), token))  # type: ignore[arg-type]
+        tools("squeue", "-h", "-r", "-t", "all", "-p", ctx.queue, "-O", squeue_format(token)), token,  # type: ignore[arg-type]
+        full=ctx.with_jobs))
     qos = None
     if partition is not None and partition.qos:
         qos = step(lambda: parse_qos(tools("sacctmgr", "-nP", "show", "qos", partition.qos, f"format={QOS_FORMAT}"),
@@ -724,7 +779,8 @@ def query(ctx: LrmsContext) -> QueueState:
         state.waiting_jobs = state.total_jobs - state.running_jobs
         if ctx.with_jobs:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
-            state.jobs = [job_info(j, hostname_of) for j in jobs]
+            nodes_of = node_names(hostname_of)
+            state.jobs = [job_info(j, hostname_of, nodes_of) for j in jobs]
     if state.free_cpus is not None and state.status is not None:
         slots = state.free_cpus if state.status == "Production" else 0
         if state.max_running_jobs is not None and state.running_jobs is not None:

@@ -288,7 +288,7 @@ def test_garbled_squeue_record_fails_the_whole_job_step():
         token = re.search(r"\|([0-9a-f]+)\.$", argv[-1]).group(1)
         return 0, bad.replace("~", token), ""
 
-    context = LrmsContext(queue="short", ce_config={}, hosts=[], timeout_s=5,
+    context = LrmsContext(queue="short", ce_config={}, hosts=[], timeout_s=5, with_jobs=True,
                           run=lambda argv, t, e: squeue_answer(argv, t, e) if argv[0] == "squeue" else runner(argv, t, e))
     state = queue_state("slurm", context)
     assert state.total_jobs is None and state.running_jobs is None

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""LRMS refresh benchmark (issue 7).  Not a test: it prints figures.
+
+    python3 benchmarks/lrms.py [JOBS] [NODES]     # default 10000 jobs on 500 nodes
+
+One refresh = glueinfo.lrms.queue_state("slurm", ...) for one partition:
+sinfo --version, scontrol show partition, sinfo (JSON or text), squeue, and
+every parse, count and estimate.  The outputs are generated here in the exact
+formats of Slurm 22.05 (as recorded in tests/fixtures/slurm/22.05) and
+answered two ways:
+
+- in-process: the commands' outputs handed over from memory (parsing and
+  model cost only);
+- subprocess: fake sinfo/scontrol/squeue scripts that print the same files,
+  so process start-up and reading 10,000 jobs through a pipe are counted too
+  (the real Slurm tools add the controller's own time on top).
+
+Target: one refresh of a 10,000-job queue under 300 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import resource
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from glueinfo.lrms import LrmsContext, queue_state  # noqa: E402
+from glueinfo.render_job_xml import render_jobs  # noqa: E402
+
+NOW = 1_710_000_000
+PARTITION = "batch"
+
+
+def iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch))
+
+
+def duration(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def generate(jobs: int, nodes: int, seed: int = 7) -> dict[str, str]:
+    """Recorded-style outputs for one partition: half the jobs running, half waiting."""
+    rng = random.Random(seed)
+    cpus_per_node = 64
+    names = [f"n{i:04d}" for i in range(1, nodes + 1)]
+    partition = (f"PartitionName={PARTITION} AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
+                 f"QoS=N/A DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
+                 f"MaxTime=2-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[0001-{nodes:04d}] "
+                 f"PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE "
+                 f"PreemptMode=OFF State=UP TotalCPUs={nodes * cpus_per_node} TotalNodes={nodes} "
+                 f"SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED\n")
+    allocated = {name: 0 for name in names}
+    records = []
+    for i in range(jobs):
+        job_id = str(100000 + i) if i % 10 else f"{100000 + i}_{i % 7}"
+        cpus = rng.choice((1, 1, 2, 4, 8, 16))
+        limit = rng.choice((600, 3600, 14400, 86400))
+        submit = NOW - rng.randint(60, 86400)
+        user = f"user{rng.randint(1, 200):03d}"
+        name = rng.choice(("sim", "analysis|step 2", "train model", "a" * 60))
+        if i < jobs // 2:
+            node = names[i % nodes]
+            allocated[node] = min(cpus_per_node, allocated[node] + cpus)
+            start = NOW - rng.randint(0, limit - 1)
+            fields = [job_id, "RUNNING", "None", user, "acct", PARTITION, iso(submit), iso(start), iso(start + limit),
+                      duration(limit), duration(NOW - start), str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
+                      "1", node, "normal", name]
+        else:
+            forecast = iso(NOW + rng.randint(60, 7 * 86400)) if i % 2 else "N/A"
+            reason = "Resources" if i % 3 else "Priority"
+            fields = [job_id, "PENDING", reason, user, "acct", PARTITION, iso(submit), forecast, "N/A",
+                      duration(limit), "0:00", str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
+                      "1", "", "normal", name]
+        records.append("|~|".join(fields) + "|~.\n")
+    sinfo_text = "".join(f"{n}|{n}|{a}/{cpus_per_node - a}/0/{cpus_per_node}|{'mixed' if a else 'idle'}\n"
+                         for n, a in allocated.items())
+    sinfo_json = json.dumps({
+        "meta": {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"release": "22.05.8"}}, "errors": [],
+        "nodes": [{"name": n, "hostname": n, "cpus": cpus_per_node, "alloc_cpus": a, "idle_cpus": cpus_per_node - a,
+                   "state": "mixed" if a else "idle", "state_flags": [], "partitions": [PARTITION]}
+                  for n, a in allocated.items()]}, indent=2)
+    return {"version": "slurm-wlm 22.05.8\n", "partition": partition, "sinfo_text": sinfo_text,
+            "sinfo_json": sinfo_json, "squeue": "".join(records)}
+
+
+def memory_runner(outputs: dict[str, str]):
+    def run(argv, timeout, env):
+        tool, args = os.path.basename(argv[0]), list(argv[1:])
+        if tool == "sinfo" and args == ["--version"]:
+            return 0, outputs["version"], ""
+        if tool == "scontrol":
+            return 0, outputs["partition"], ""
+        if tool == "sinfo":
+            return 0, outputs["sinfo_json" if "--json" in args else "sinfo_text"], ""
+        token = re.search(r"\|([0-9a-f]+)\.$", args[-1]).group(1)
+        return 0, outputs["squeue"].replace("~", token), ""
+    return run
+
+
+def write_fake_tools(outputs: dict[str, str], directory: str) -> None:
+    for key, text in outputs.items():
+        with open(os.path.join(directory, key + ".out"), "w") as handle:
+            handle.write(text)
+    scripts = {
+        "sinfo": f"""case "$*" in --version) exec cat {directory}/version.out;; *--json*) exec cat {directory}/sinfo_json.out;;
+                     *) exec cat {directory}/sinfo_text.out;; esac""",
+        "scontrol": f"exec cat {directory}/partition.out",
+        # the -O argument is last; its record end is |TOKEN.
+        "squeue": f"""for last; do :; done; token=${{last##*|}}; token=${{token%.}}
+                      exec sed -e "s/~/$token/g" {directory}/squeue.out""",
+    }
+    for name, body in scripts.items():
+        path = os.path.join(directory, name)
+        with open(path, "w") as handle:
+            handle.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(path, 0o755)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children: unlike wall time, not
+    inflated when other work shares the machine's cores."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(ctx: LrmsContext, runs: int) -> tuple[float, float, float, object]:
+    """(median wall ms, min wall ms, median CPU ms, last state)."""
+    walls, cpus = [], []
+    state = None
+    for _ in range(runs):
+        started, cpu_started = time.perf_counter(), cpu_seconds()
+        state = queue_state("slurm", ctx)
+        walls.append(time.perf_counter() - started)
+        cpus.append(cpu_seconds() - cpu_started)
+        assert state.error is None, state.error
+    return statistics.median(walls) * 1000, min(walls) * 1000, statistics.median(cpus) * 1000, state
+
+
+def main() -> None:
+    jobs = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    nodes = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+    outputs = generate(jobs, nodes)
+    print(f"slurm refresh, partition of {jobs} jobs on {nodes} nodes "
+          f"(squeue output {len(outputs['squeue']) / 1e6:.2f} MB, sinfo --json {len(outputs['sinfo_json']) / 1e3:.0f} kB)")
+    print(f"  load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (wall times grow with it; CPU times do not)")
+    runs = 11
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for label, cfg, with_jobs in (("in-process, counts only, sinfo --json", {}, False),
+                                  ("in-process, counts only, sinfo text  ", {"slurm_json": "no"}, False),
+                                  ("in-process, with the job list       ", {}, True)):
+        ctx = LrmsContext(queue=PARTITION, ce_config=cfg, hosts=[], clock=lambda: float(NOW), timeout_s=30,
+                          with_jobs=with_jobs, run=memory_runner(outputs))
+        median, best, cpu, state = timed(ctx, runs)
+        print(f"  {label}  wall median {median:6.1f} ms  min {best:6.1f} ms   CPU median {cpu:6.1f} ms")
+    print(f"  state: running {state.running_jobs}, waiting {state.waiting_jobs}, total CPUs {state.total_cpus}, "
+          f"free {state.free_cpus}, ERT {state.estimated_response_time_s} s, WRT {state.worst_response_time_s} s")
+    with tempfile.TemporaryDirectory() as directory:
+        write_fake_tools(outputs, directory)
+        for label, with_jobs in (("subprocess, counts only              ", False),
+                                 ("subprocess, with the job list        ", True)):
+            ctx = LrmsContext(queue=PARTITION, ce_config={"slurm_bin_dir": directory}, hosts=[], clock=lambda: float(NOW),
+                              timeout_s=30, with_jobs=with_jobs)
+            median, best, cpu, _ = timed(ctx, runs)
+            print(f"  {label}  wall median {median:6.1f} ms  min {best:6.1f} ms   CPU median {cpu:6.1f} ms")
+    started = time.perf_counter()
+    xml = render_jobs(state.jobs)
+    print(f"  Job XML of {len(state.jobs)} jobs: {(time.perf_counter() - started) * 1000:.0f} ms, {len(xml) / 1e6:.1f} MB")
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"  peak RSS {rss_after / 1024:.0f} MB (grew {(rss_after - rss_before) / 1024:.0f} MB during the runs)")
+    print("  target: one refresh of a 10,000-job queue < 300 ms")
+
+
+if __name__ == "__main__":
+    main()
