@@ -200,3 +200,31 @@ def context_for_ce(ce_config: Mapping[str, Any], hosts: Sequence[HostSnapshot], 
                        ce_config=ce_config, hosts=hosts, clock=clock,
                        timeout_s=float(timeout) if timeout else 10.0, with_jobs=with_jobs)
 
+
+def site_jobs(ces: Sequence[Any], clock: Callable[[], float] = time.time,
+              ask: Optional[Callable[[str, LrmsContext], QueueState]] = None) -> tuple[list[tuple[Any, str]], list[str]]:
+    """Every batch job of the given CEs (site.CESpec values) once, as (JobInfo, cluster id) pairs,
+    and the CE ids whose LRMS could not list its jobs.
+
+    fork CEs are skipped (processes are not jobs); two CEs on one partition
+    of one Slurm (same LRMS, slurm_conf and job id) list each job once.
+    """
+    ask = ask or queue_state
+    jobs: list[tuple[Any, str]] = []
+    failed: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for ce in ces:
+        if ce.lrms == "fork":
+            continue
+        # Job lists need no host snapshots: batch systems know their own jobs.
+        ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=[], clock=clock,
+                          timeout_s=ce.lrms_timeout, with_jobs=True)
+        state = ask(ce.lrms, ctx)  # logs its own failure once
+        if state.error and state.total_jobs is None:
+            failed.append(ce.unique_id)
+        for job in state.jobs:
+            key = (ce.lrms, str(ce.options.get("slurm_conf") or ""), job.local_id)
+            if key not in seen:
+                seen.add(key)
+                jobs.append((job, ce.cluster))
+    return jobs, failed

@@ -238,3 +238,25 @@ def test_glue_ce_entries_in_slapd_match_squeue(slurm, busy, tmp_path, slapd):
     assert owners == {slurm.run("squeue", "-h", "-p", "short", "-o", "%u").split()[0]}
     assert not slapd.ldapsearch(ces["long"].dn, "(objectClass=GlueCEJob)", scope="one")
     assert os.environ.get("SLURM_CONF") != str(slurm.conf)  # the plugin got its slurm.conf from the config only
+
+
+def test_sssrmap_job_queries_answer_from_the_live_queue(slurm, busy, tmp_path):
+    from glueinfo.config import load
+    from glueinfo.serve_jobs import JobObjects
+    from glueinfo.sssrmap import QueryService
+
+    jobs = JobObjects(load(str(write_config(slurm, tmp_path))))
+    jobs.refresh()
+    assert jobs.failed == []
+    service = QueryService()
+    jobs.register(service)
+    request = b"""<Request action="Query" actor="tester"><Object>Job</Object><Get name="Id" op="Sort"/>
+                  <Where name="State">Running</Where><Where name="Queue">short</Where></Request>"""
+    (response,) = service.handle(request)
+    root = etree.fromstring(response)
+    assert root.findtext(".//Status/Value") == "Success"
+    running = sorted((row[0] for row in squeue_rows(slurm, "short", "R")), key=str)
+    assert [job.findtext("Id") for job in root.iter("Job")] == running
+    (response,) = service.handle(b"""<Request action="Query" actor="tester"><Object>Job</Object>
+        <Get name="Requested/Processors" op="Count"/><Where name="State">Hold</Where></Request>""")
+    assert etree.fromstring(response).findtext(".//Processors") == "1"  # the one held job

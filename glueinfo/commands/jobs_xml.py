@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.lrms import LrmsContext, queue_state
+    from glueinfo.lrms import site_jobs
     from glueinfo.pipeline import default_local_fqdn
     from glueinfo.render_job_xml import render_jobs
     from glueinfo.site import site_from_config
@@ -40,22 +40,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if unknown:
             known = ", ".join(ce.section or ce.unique_id for ce in site.ces)
             raise UsageError(f"--ce {', '.join(sorted(unknown))}: no such CE (known: {known})")
-    failed = False
-    seen: set[tuple[str, str, str]] = set()
-    jobs = []
-    for ce in ces:
-        if ce.lrms == "fork":  # processes, not jobs: nothing to list
-            continue
-        # Job lists need no host snapshots: batch systems know their own jobs.
-        ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=[], clock=time.time,
-                          timeout_s=ce.lrms_timeout, with_jobs=True)
-        state = queue_state(ce.lrms, ctx)  # logs its own failure once
-        if state.error and state.total_jobs is None:
-            failed = True
-        for job in state.jobs:
-            key = (ce.lrms, str(ce.options.get("slurm_conf") or ""), job.local_id)
-            if key not in seen:
-                seen.add(key)
-                jobs.append((job, ce.cluster))
+    jobs, failed = site_jobs(ces, clock=time.time)
     sys.stdout.buffer.write(render_jobs(jobs, pretty=not args.compact))
     return 1 if failed else 0
