@@ -38,7 +38,9 @@ def glueinfo_command() -> list[str]:
 def run_ms(command: list[str], runs: int) -> tuple[list[float], list[float]]:
     """Wall and CPU (user + system) milliseconds of each run.  CPU time shows what
     the process itself costs when other work on the machine stretches wall time."""
-    env = {k: v for k, v in os.environ.items() if k != "GLUEINFO_CONFIG"}
+    # Bytecode caches as an installed glueinfo has them (pip writes them; a
+    # PYTHONDONTWRITEBYTECODE in the caller's environment would make every run recompile).
+    env = {k: v for k, v in os.environ.items() if k not in ("GLUEINFO_CONFIG", "PYTHONDONTWRITEBYTECODE")}
     walls, cpus = [], []
     for _ in range(runs):
         start = time.perf_counter()

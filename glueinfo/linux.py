@@ -45,7 +45,6 @@ gives.  Every key is optional; a fact it does not give stays unknown::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -226,6 +225,8 @@ class LinuxHost:
         text = self.read(RECORDED_FILE)
         if text is None:
             return {}
+        import json
+
         try:
             data = json.loads(text)
         except ValueError as exc:
