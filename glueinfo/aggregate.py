@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.model import HostSnapshot
-from glueinfo.site import ClusterSpec, HostMatcher, SiteModel, assign_clusters
+from glueinfo.site import ClusterSpec, HostMatcher, SiteModel, assign_clusters, rdn_too_long
 
 
 def _cpu(attr: str) -> Callable[[HostSnapshot], Any]:
@@ -223,7 +223,7 @@ def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
         parts.append(_VENDORS.get(str(vendor).lower()) or slug(vendor))
     model = key_facts.get("cpu_model")
     if model:
-        parts.append(slug(_MODEL_NOISE.sub(" ", str(model))))
+        parts.append(slug(_MODEL_NOISE.sub(" ", str(model)))[:40].strip("-._"))
     if key_facts.get("logical_cpus"):
         parts.append(f"{key_facts['logical_cpus']}cpu")
     if key_facts.get("ram"):
@@ -231,7 +231,7 @@ def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
     os_name = key_facts.get("os_name")
     if os_name:
         release = key_facts.get("os_release") or ""
-        parts.append(slug(str(os_name).split()[0] + str(release)))
+        parts.append(slug(str(os_name).split()[0][:20] + str(release)[:12]))
     text = "-".join(p for p in parts if p)
     return text or "hosts"
 
@@ -319,6 +319,8 @@ def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot]) -> SiteGroups:
             unique_id = f"{spec.unique_id}-{summary}"
             if unique_id.casefold() in taken:  # an admin pin already uses this id
                 unique_id = f"{unique_id}-{_key_hash(key)}"
+            while rdn_too_long("GlueSubClusterUniqueID", unique_id):  # a very long cluster id: keep its start
+                unique_id = f"{unique_id[:len(unique_id) - 16]}-{_key_hash(key)}"
             taken.add(unique_id.casefold())
             groups.append(_finish(SubClusterGroup(unique_id=unique_id, name=summary, cluster_id=spec.unique_id,
                                                   hosts=group_hosts, tmp_dir=spec.tmp_dir, wn_tmp_dir=spec.wn_tmp_dir),

@@ -34,6 +34,7 @@ Reading of the schema (glue-schema 2.0.11, Glue-CE.schema):
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
@@ -42,7 +43,7 @@ from glueinfo.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
 from glueinfo.ldapschema import to_ascii
 from glueinfo.ldif import Entry, make_dn
 from glueinfo.model import FileSystem, HostSnapshot, JobInfo, QueueState
-from glueinfo.site import CESpec, SiteModel
+from glueinfo.site import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
 from glueinfo.templates import Template
 
 GLUE_MAJOR, GLUE_MINOR = 1, 3
@@ -174,7 +175,7 @@ def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) 
     return Entry.from_lists(dn, _attributes(classes, pairs))
 
 
-def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "") -> Entry:
+def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "", host_id: Optional[str] = None) -> Entry:
     """One GlueHost entry with every host auxiliary class of the schema.
 
     Built as one dict (Entry.from_lists): a site may have 100,000 hosts.
@@ -186,7 +187,7 @@ def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = 
     no_memory = memory is None
     no_static = static is None
     raw = {
-        "GlueHostUniqueID": host.hostname,
+        "GlueHostUniqueID": host_id or host.hostname,
         "GlueHostName": host.hostname,
         "GlueHostArchitecturePlatformType": None if osinfo is None else osinfo.platform_type,
         "GlueHostArchitectureSMPSize": None if no_cpu else cpu.logical_cpus,
@@ -244,25 +245,43 @@ def child_dn(attr: str, value: str, parent: str) -> str:
     return make_dn(attr, value, parent)
 
 
+def naming_value(attr: str, value: str) -> str:
+    """The value an entry is named by: ``value`` itself, or, when ``attr=value``
+    is too long for slapd (site.MAX_RDN_BYTES), its ASCII start and a hash of
+    the whole (the full value is still published in a non-naming attribute)."""
+    if len(value) < 100 and _DN_PLAIN.fullmatch(value):
+        return value
+    if not rdn_too_long(attr, to_ascii(value)):
+        return value
+    digest = "~" + hashlib.sha1(value.encode("utf-8")).hexdigest()[:10]
+    keep = to_ascii(value)[:MAX_RDN_BYTES]
+    while keep and rdn_too_long(attr, keep + digest):
+        keep = keep[:-8]
+    return keep + digest
+
+
 _FS_NAMES = {remote: tuple(f"GlueHost{'Remote' if remote else 'Local'}FileSystem{part}"
                            for part in ("Name", "Root", "Type", "ReadOnly", "Size", "AvailableSpace", "Server"))
              for remote in (False, True)}
 
 
-def filesystem_entry(fs: FileSystem, host_dn: str, hostname: str) -> Entry:
+def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Optional[str] = None) -> Entry:
+    """A file system entry under its host; named by its mount point (shortened when too long, see naming_value)."""
     name, root, fs_type, read_only, size, available, server = _FS_NAMES[fs.remote]
-    return _entry(child_dn(name, fs.mount_point, host_dn), REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES, (
-        (name, fs.mount_point), (root, fs.mount_point), (fs_type, fs.fs_type), (read_only, fs.read_only),
+    fs_name = fs_name or naming_value(name, fs.mount_point)
+    return _entry(child_dn(name, fs_name, host_dn), REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES, (
+        (name, fs_name), (root, fs.mount_point), (fs_type, fs.fs_type), (read_only, fs.read_only),
         (size, fs.size_mb * MB if fs.size_mb is not None else None),
         (available, fs.available_mb * MB if fs.available_mb is not None else None),
         (server, fs.server if fs.remote else None),
-        ("GlueChunkKey", "GlueHostUniqueID=" + hostname),
+        ("GlueChunkKey", "GlueHostUniqueID=" + host_id),
         ("GlueSchemaVersionMajor", GLUE_MAJOR), ("GlueSchemaVersionMinor", GLUE_MINOR)))
 
 
 def job_entry(job: JobInfo, ce: CESpec, ce_dn: str) -> Entry:
-    return _entry(make_dn("GlueCEJobLocalID", job.local_id, ce_dn), JOB_CLASSES, (
-        ("GlueCEJobLocalID", job.local_id), ("GlueCEJobGlobalID", f"{ce.unique_id}/{job.local_id}"),
+    local_id = naming_value("GlueCEJobLocalID", job.local_id)
+    return _entry(make_dn("GlueCEJobLocalID", local_id, ce_dn), JOB_CLASSES, (
+        ("GlueCEJobLocalID", local_id), ("GlueCEJobGlobalID", f"{ce.unique_id}/{job.local_id}"),
         ("GlueCEJobLocalOwner", job.local_owner), ("GlueCEJobGlobalOwner", job.global_owner),
         ("GlueCEJobStatus", job.glue_status), ("GlueCEJobSchedulerSpecific", job.scheduler_specific),
         ("GlueSchemaVersionMajor", GLUE_MAJOR), ("GlueSchemaVersionMinor", GLUE_MINOR)))
@@ -308,23 +327,25 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                 continue
             seen_hosts: dict[str, str] = {}
             for host in sc.hosts:
-                key = name_key(host.hostname)
+                host_id = naming_value("GlueHostUniqueID", host.hostname)
+                key = name_key(host_id)
                 if key in seen_hosts or not key:
                     warnings.append(f"host {host.hostname!r}: same LDAP name as {seen_hosts.get(key, '')!r} "
                                     f"(names compare as ASCII, ignoring case and extra spaces); published once")
                     continue
                 seen_hosts[key] = host.hostname
-                host_dn = child_dn("GlueHostUniqueID", host.hostname, sc_dn)
-                yield host_entry(host, host_dn, sc.unique_id, info_url)
+                host_dn = child_dn("GlueHostUniqueID", host_id, sc_dn)
+                yield host_entry(host, host_dn, sc.unique_id, info_url, host_id)
                 seen_fs: dict[tuple[bool, str], str] = {}
                 for fs in host.filesystems or ():
-                    fs_key = (fs.remote, name_key(fs.mount_point))
+                    fs_name = naming_value(_FS_NAMES[fs.remote][0], fs.mount_point)
+                    fs_key = (fs.remote, name_key(fs_name))
                     if fs_key in seen_fs or not fs_key[1]:
                         warnings.append(f"host {host.hostname}: file system {fs.mount_point!r} has the same LDAP name as "
                                         f"{seen_fs.get(fs_key, '')!r}; published once")
                         continue
                     seen_fs[fs_key] = fs.mount_point
-                    yield filesystem_entry(fs, host_dn, host.hostname)
+                    yield filesystem_entry(fs, host_dn, host_id, fs_name)
     for ce, ce_templated in ces:
         yield ce_templated
         state = states.get(ce.unique_id)

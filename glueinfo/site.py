@@ -23,8 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.config import Config, ConfigError
+from glueinfo.ldif import dn_escape
 
 DEFAULT_QUEUE = "default"
+
+# slapd's mdb backend keeps each entry's RDN twice in one LMDB key of at most
+# 511 bytes: an RDN much over 220 bytes is refused with "Other error (80)".
+# Ids that name entries must fit, with room to spare.
+MAX_RDN_BYTES = 200
 
 # Names usable in [glue] aggregation_key; aggregate.KEY_FACTS maps each to a host fact.
 KEY_NAMES = ("platform", "cpu_vendor", "cpu_model", "cpu_version", "cpu_clock", "instruction_set", "logical_cpus",
@@ -173,6 +179,17 @@ def _where(config: Config, section: str, key: Optional[str] = None) -> str:
     return f"{config.path or '<config>'}:{line}"
 
 
+def rdn_too_long(attr: str, value: str) -> bool:
+    """Would ``attr=value`` be too long a DN component for slapd (MAX_RDN_BYTES)?"""
+    return len(f"{attr}={dn_escape(value)}".encode()) > MAX_RDN_BYTES
+
+
+def _check_id(config: Config, section: str, key: str, attr: str, value: str) -> None:
+    if rdn_too_long(attr, value):
+        raise ConfigError(f"{_where(config, section, key)}: [{section}] {key}: {attr} {value[:40]!r}... is too long "
+                          f"to name an LDAP entry (at most about {MAX_RDN_BYTES - len(attr) - 1} characters)")
+
+
 def _tuple(values: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
 
@@ -187,6 +204,8 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
         user_support_contact=raw_site["user_support_contact"], security_contact=raw_site["security_contact"],
         sponsor=_tuple(raw_site["sponsor"]), other_info=_tuple(raw_site["other_info"]))
 
+    if site.unique_id:
+        _check_id(config, "site", "id", "GlueSiteUniqueID", site.unique_id)
     raw_glue = config.section("glue")
     unknown = [k for k in raw_glue["aggregation_key"] if k not in KEY_NAMES]
     if unknown:
@@ -204,6 +223,7 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
     by_section: dict[str, ClusterSpec] = {}
     for name, raw in config.sections("cluster").items():
         unique_id = raw["unique_id"] or name
+        _check_id(config, f"cluster:{name}", "unique_id", "GlueClusterUniqueID", unique_id)
         spec = ClusterSpec(section=name, unique_id=unique_id, name=raw["name"] or unique_id,
                            host_patterns=_tuple(raw["hosts"]), tmp_dir=raw["tmp_dir"], wn_tmp_dir=raw["wn_tmp_dir"])
         if any(c.unique_id.lower() == unique_id.lower() for c in clusters):
@@ -236,6 +256,7 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
             raise ConfigError(f"{_where(config, section)}: [{section}] hosts: required (names or patterns of the pinned hosts)")
         cluster = cluster_ref(section, raw["cluster"])
         unique_id = raw["unique_id"] or name
+        _check_id(config, section, "unique_id", "GlueSubClusterUniqueID", unique_id)
         if any(p.unique_id.lower() == unique_id.lower() for p in pins):
             raise ConfigError(f"{_where(config, section)}: [{section}] unique_id: {unique_id!r} is used twice")
         pins.append(SubClusterPin(section=name, cluster=cluster.unique_id, unique_id=unique_id,
@@ -252,6 +273,7 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
         host = raw["host"] or local_fqdn
         queue = raw["queue"] or name or DEFAULT_QUEUE
         unique_id = raw["unique_id"] or ce_unique_id(host, raw["port"], raw["jobmanager"], raw["lrms"], queue)
+        _check_id(config, section, "unique_id", "GlueCEUniqueID", unique_id)
         if any(c.unique_id.lower() == unique_id.lower() for c in ces):
             raise ConfigError(f"{_where(config, section)}: [{section}]: CE id {unique_id!r} is used twice")
         options = dict(raw)

@@ -71,6 +71,8 @@ lrms = slurm
      "[subcluster:p] cluster: required when there are several"),
     ("[subcluster:p]\n", "[subcluster:p] hosts: required"),
     ("[ce:a]\n[ce:b]\nqueue = a\n", "CE id 'ce01.example.org:2119/jobmanager-fork-a' is used twice"),
+    ("[ce:a]\nunique_id = " + "x" * 300 + "\n", ":2: [ce:a] unique_id: GlueCEUniqueID 'xxxx"),
+    ("[cluster:" + "c" * 190 + "]\n", "too long to name an LDAP entry"),
 ])
 def test_config_mistakes_are_one_line_errors_naming_the_key(text, expected):
     with pytest.raises(ConfigError) as err:
@@ -191,3 +193,13 @@ def test_two_snapshots_of_one_host_the_last_collected_wins():
     for order in ([old, new], [new, old]):
         (sc,) = aggregate(site(), order).clusters[0].subclusters
         assert [h.collected_at for h in sc.hosts] == [200.0]
+
+
+def test_subcluster_ids_stay_short_enough_to_name_an_ldap_entry():
+    host = make_host(XEON, 0)
+    host.cpu = dataclasses.replace(host.cpu, model_name="Xeon " * 500)
+    long_cluster = "c" * 170
+    groups = aggregate(site(f"[cluster:{long_cluster}]\n"), [host, make_host(XEON, 1)])
+    ids_ = [sc.unique_id for sc in groups.clusters[0].subclusters]
+    assert len(ids_) == 2 and all(i.startswith("c" * 100) and len(i) <= 200 - len("GlueSubClusterUniqueID=") for i in ids_)
+    assert len(set(ids_)) == 2
