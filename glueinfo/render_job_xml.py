@@ -45,14 +45,19 @@ EXTENSION_TYPE = "Scheduler"
 
 def xml_text(value: Any) -> str:
     text = value if isinstance(value, str) else str(value)
+    if text.isascii() and text.isprintable():  # the usual case, and cheap to prove safe
+        return text
     return _NOT_XML_CHAR.sub("\ufffd", text)
 
 
 def _sub(parent: etree._Element, tag: str, value: Any, **attributes: str) -> Optional[etree._Element]:
     if value is None or value == "":
         return None
-    element = etree.SubElement(parent, tag, {k: xml_text(v) for k, v in attributes.items()})
-    element.text = xml_text(value)
+    if attributes:
+        element = etree.SubElement(parent, tag, {k: xml_text(v) for k, v in attributes.items()})
+    else:
+        element = etree.SubElement(parent, tag)
+    element.text = str(value) if type(value) is int else xml_text(value)
     return element
 
 
