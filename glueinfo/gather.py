@@ -74,34 +74,47 @@ _MAX_ITEMS = 10_000
 _CLOCK_SLACK_S = 300.0  # boot times this far in the future are a wrong clock, not a report
 
 
-def _walk(value: Any, path: str, problems: list[str]) -> None:
-    if len(problems) >= 3:
-        return
-    if dataclasses.is_dataclass(value):
-        for f in dataclasses.fields(value):
-            _walk(getattr(value, f.name), f"{path}.{f.name}" if path else f.name, problems)
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, (int, float)):
-        name = path.rsplit(".", 1)[-1].split("[", 1)[0]
-        if isinstance(value, float) and not math.isfinite(value):
-            problems.append(f"{path} is {value}")
-        elif value < 0:
-            problems.append(f"{path} is negative ({value})")
-        elif value > _LIMITS.get(name, math.inf):
-            problems.append(f"{path} = {value} is beyond belief")
-    elif isinstance(value, str):
-        if len(value) > _MAX_TEXT:
-            problems.append(f"{path} is {len(value)} characters long")
-    elif isinstance(value, list):
-        if len(value) > _MAX_ITEMS:
-            problems.append(f"{path} has {len(value)} items")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _walk(obj: Any, path: str, problems: list[str]) -> None:
+    """Check every number, text and list of a model dataclass, recursively (kept lean: it runs for every host)."""
+    for name in _field_names(type(obj)):
+        value = getattr(obj, name)
+        kind = value.__class__
+        if value is None or kind is bool:
+            continue
+        if kind is int or kind is float:
+            if kind is float and not math.isfinite(value):
+                problems.append(f"{path}{name} is {value}")
+            elif value < 0:
+                problems.append(f"{path}{name} is negative ({value})")
+            elif value > _LIMITS.get(name, math.inf):
+                problems.append(f"{path}{name} = {value} is beyond belief")
+        elif kind is str:
+            if len(value) > _MAX_TEXT:
+                problems.append(f"{path}{name} is {len(value)} characters long")
+        elif kind is list or kind is dict:
+            if len(value) > _MAX_ITEMS:
+                problems.append(f"{path}{name} has {len(value)} items")
+            elif kind is list:
+                for index, item in enumerate(value):
+                    if item.__class__ is str:
+                        if len(item) > _MAX_TEXT:
+                            problems.append(f"{path}{name}[{index}] is {len(item)} characters long")
+                    elif dataclasses.is_dataclass(item):
+                        _walk(item, f"{path}{name}[{index}].", problems)
+        elif dataclasses.is_dataclass(value):
+            _walk(value, f"{path}{name}.", problems)
+        if len(problems) >= 3:
             return
-        for index, item in enumerate(value):
-            _walk(item, f"{path}[{index}]", problems)
-    elif isinstance(value, dict):
-        if len(value) > _MAX_ITEMS:
-            problems.append(f"{path} has {len(value)} entries")
 
 
 def check_snapshot(snapshot: HostSnapshot, now: float) -> Optional[str]:
@@ -109,8 +122,7 @@ def check_snapshot(snapshot: HostSnapshot, now: float) -> Optional[str]:
     if not snapshot.hostname or not _HOSTNAME.match(snapshot.hostname):
         return f"host name {snapshot.hostname[:80]!r} is not a host name"
     problems: list[str] = []
-    for name in ("cpu", "memory", "load", "network", "filesystems", "os", "static"):
-        _walk(getattr(snapshot, name), name, problems)
+    _walk(snapshot, "", problems)
     if not problems:
         cpu, memory = snapshot.cpu, snapshot.memory
         if cpu and cpu.logical_cpus is not None and cpu.logical_cpus == 0:

@@ -271,6 +271,7 @@ def gather(ctx: SourceContext) -> SourceReport:
     for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
         del pins[target_name]
 
+    claimed = {key: target_name for target_name, (key, _) in pins.items()}  # host key -> the agent that reports it
     for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
         target = outcome.target
         name = str(target)
@@ -286,7 +287,8 @@ def gather(ctx: SourceContext) -> SourceReport:
             report.failures.append(SourceFailure(target=name, host=expected, error=str(exc)))
             continue
         key = host_key(snapshot.hostname)
-        claimed_by = next((t for t, (k, _) in pins.items() if k == key and t != name), None)
+        claimed_by = claimed.get(key)
+        claimed_by = claimed_by if claimed_by != name else None
         if expected is not None and not same_host(snapshot.hostname, expected):
             report.failures.append(SourceFailure(
                 target=name, host=expected,
@@ -297,7 +299,10 @@ def gather(ctx: SourceContext) -> SourceReport:
                 target=name, host=expected or snapshot.hostname[:80],
                 error=f"Node claims to be {snapshot.hostname[:80]!r}, which agent {claimed_by} reports: refused"))
             continue
+        if pinned is not None and pinned[0] != key:
+            claimed.pop(pinned[0], None)
         pins[name] = (key, outcome.received_at)
+        claimed[key] = name
         if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
             snapshot.collected_at = outcome.received_at
         report.snapshots.append(snapshot)

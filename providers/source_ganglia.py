@@ -73,6 +73,24 @@ def without_doctype(data: bytes) -> bytes:
     return data[:start] + data[close + 1:]
 
 
+def without_extra_data(data: bytes) -> bytes:
+    """Cut every ``<EXTRA_DATA>...</EXTRA_DATA>`` block (gmond's GROUP/DESC/TITLE
+    metadata, unused here) out before parsing: it is over half of the bytes and
+    three quarters of the elements of a gmetad document, so this halves the
+    parse.  ``<`` cannot occur raw inside attribute values, so the cut only
+    ever meets markup; whatever remains is parsed by glueinfo.xmlsafe as usual."""
+    pieces = data.split(b"<EXTRA_DATA>")
+    if len(pieces) == 1:
+        return data
+    kept = [pieces[0]]
+    for piece in pieces[1:]:
+        end = piece.find(b"</EXTRA_DATA>")
+        if end == -1:
+            raise GangliaError("an EXTRA_DATA element is not closed")
+        kept.append(piece[end + len(b"</EXTRA_DATA>"):])
+    return b"".join(kept)
+
+
 def _number(name: str, raw: Optional[str], kind: Optional[str]) -> Optional[float]:
     if raw is None or (kind is not None and kind not in _NUMERIC_TYPES):
         return None
@@ -185,7 +203,7 @@ def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "G
     from glueinfo.xmlsafe import XMLInputError, parse_xml
 
     try:
-        root = parse_xml(without_doctype(data), max_bytes=max_bytes, what=what)
+        root = parse_xml(without_extra_data(without_doctype(data)), max_bytes=max_bytes, what=what)
     except (XMLInputError, GangliaError) as exc:
         raise GangliaError(str(exc)) from None
     if root.tag != "GANGLIA_XML":
