@@ -445,3 +445,21 @@ def test_every_mapped_state_has_valid_glue_and_sss_words():
     sss = {"Idle", "Hold", "Running", "Suspended", "Completed"}
     for slurm_state_name, glue_status, sss_state in lrms_slurm.iter_states():
         assert glue_status in glue and sss_state in sss, slurm_state_name
+
+
+def test_auto_falls_back_to_the_text_format_when_sinfo_json_fails():
+    # A Slurm built without its openapi/serializer plugins answers --json with an error.
+    runner = replay("22.05")
+    calls = []
+
+    def run(argv, timeout, env):
+        calls.append(list(argv))
+        if "--json" in argv:
+            return 1, "", "sinfo: error: cannot load serializer plugin for mime type application/json\n"
+        return runner(argv, timeout, env)
+
+    context = LrmsContext(queue="short", ce_config={"slurm_json": "auto"}, hosts=[], timeout_s=5, run=run)
+    state = queue_state("slurm", context)
+    assert state.error is None
+    assert (state.total_cpus, state.free_cpus, state.hosts) == (2, 0, ["vm"])
+    assert [c for c in calls if c[0] == "sinfo" and "-o" in c]  # the text format was asked for
