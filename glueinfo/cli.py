@@ -57,17 +57,23 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``.  Only the module of the command named there is
+    imported (all of them when none is named, for --help): importing every
+    command's module was a visible share of a fresh `glueinfo probe`."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((word for word in words if not word.startswith("-")), None)  # top-level options take no value
     parser = OneLineErrorParser(prog="glueinfo", description="GLUE / SSS grid information provider")
     parser.add_argument("--version", action="version", version=f"glueinfo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     common = common_options()
     for name, (module, help_text) in COMMANDS.items():
-        command = importlib.import_module(f"glueinfo.commands.{module}")
         sp = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
-        command.add_arguments(sp)
-        sp.set_defaults(_module=command)
+        if chosen is None or chosen == name:
+            command = importlib.import_module(f"glueinfo.commands.{module}")
+            command.add_arguments(sp)
+            sp.set_defaults(_module=command)
     return parser
 
 
@@ -79,7 +85,7 @@ def setup_logging(verbosity: int) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from glueinfo.config import ConfigError, load
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     setup_logging(args.verbose)
     try:
         config = load(args.config)
