@@ -29,7 +29,6 @@ A figure whose inputs are unknown is left out: nothing is invented.
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import ipaddress
 import json
@@ -45,6 +44,7 @@ from lxml import etree
 from glueinfo import sss_node
 from glueinfo.model import FileSystem, HostSnapshot
 from glueinfo.units import format_number
+from glueinfo.xmlsafe import parse_xml
 
 # Characters XML 1.0 cannot carry at all; replaced so hostile strings never break a document.
 _NOT_XML_CHAR = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -263,27 +263,53 @@ def describe(snapshot: HostSnapshot) -> Optional[str]:
 
 
 # -- XML ------------------------------------------------------------------------------
+# The markup is written as text and parsed once by libxml2 (through glueinfo.xmlsafe):
+# an order of magnitude faster than building ~80 lxml elements one by one per host,
+# which matters for a site of thousands of hosts re-rendered every refresh.
 
 
-def _sub(parent: etree._Element, tag: str, text: Optional[str] = None, **attributes: Optional[str]) -> etree._Element:
-    element = etree.SubElement(parent, tag)
-    for name, value in attributes.items():
-        if value is not None:
-            element.set(name, xml_text(value))
-    if text is not None:
-        element.text = xml_text(text)
-    return element
+def _text(value: str) -> str:
+    if not (value.isascii() and value.isprintable()):
+        value = xml_text(value)
+    if "&" in value:
+        value = value.replace("&", "&amp;")
+    if "<" in value:
+        value = value.replace("<", "&lt;")
+    if ">" in value:
+        value = value.replace(">", "&gt;")
+    if "\r" in value:  # a bare CR would come back as LF
+        value = value.replace("\r", "&#13;")
+    return value
 
 
-def _consumable(parent: etree._Element, tag: str, value: Optional[float], **attributes: Optional[str]) -> None:
+def _attribute(value: str) -> str:
+    value = _text(value)
+    if '"' in value:
+        value = value.replace('"', "&quot;")
+    if "\n" in value or "\t" in value:
+        value = value.replace("\n", "&#10;").replace("\t", "&#9;")
+    return value
+
+
+def _sub(parts: list[str], tag: str, text: Optional[str] = None, **attributes: Optional[str]) -> None:
+    attrs = "".join(f' {name}="{_attribute(str(value))}"' for name, value in attributes.items() if value is not None)
+    parts.append(f"<{tag}{attrs}>{_text(text)}</{tag}>" if text else f"<{tag}{attrs}/>")
+
+
+def _consumable(parts: list[str], tag: str, value: Optional[float], **attributes: Optional[str]) -> None:
     if value is None or not math.isfinite(value) or value < 0:
         return
-    _sub(parent, tag, format_number(value), **attributes)
+    _sub(parts, tag, format_number(value), **attributes)
 
 
-def _extension(node: etree._Element, name: str, etype: str, text: Optional[str]) -> None:
+def _extension(parts: list[str], name: str, etype: str, text: Optional[str]) -> None:
     if text is not None:
-        _sub(node, "Extension", text, name=name, type=etype)
+        opening = _EXTENSION_OPENING.get((name, etype)) or f'<Extension name="{_attribute(name)}" type="{_attribute(etype)}">'
+        parts.append(f"{opening}{_text(text)}</Extension>")
+
+
+# Opening tags of glueinfo's own extensions, written once (their names need no escaping).
+_EXTENSION_OPENING = {(f.name, f.type): f'<Extension name="{f.name}" type="{f.type}">' for f in sss_node.EXTENSIONS}
 
 
 def _json(value: Any) -> str:
@@ -296,19 +322,19 @@ def _resources(snapshot: HostSnapshot) -> list[dict[str, Any]]:
     return [r for r in records or () if isinstance(r, dict) and r.get("name")]
 
 
-def _resource_elements(category: etree._Element, key: str, resources: list[dict[str, Any]], metric: Optional[str]) -> None:
+def _resource_elements(parts: list[str], key: str, resources: list[dict[str, Any]], metric: Optional[str]) -> None:
     for record in resources:
         amount = record.get(key)
         if isinstance(amount, (int, float)) and not isinstance(amount, bool):
-            _consumable(category, "Resource", float(amount), name=str(record["name"]), type=record.get("type"),
+            _consumable(parts, "Resource", float(amount), name=str(record["name"]), type=record.get("type"),
                         units=record.get("units"), metric=metric)
 
 
-def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> etree._Element:
-    """The ``<Node>`` element of one host (see the module docstring for every figure)."""
+def node_markup(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> str:
+    """The ``<Node>`` of one host as compact XML text (see the module docstring for every figure)."""
     if not snapshot.hostname:
         raise NodeRenderError("snapshot has no host name: cannot give the Node an Id")
-    node = etree.Element("Node")
+    node: list[str] = []
     _sub(node, "Id", snapshot.hostname)
     _sub(node, "Name", short_name(snapshot.hostname))
     _sub(node, "State", node_state(snapshot, now, settings))
@@ -330,7 +356,7 @@ def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = No
     primary = snapshot.primary_adapter()
     resources = _resources(snapshot)
 
-    configured = etree.Element("Configured")
+    configured: list[str] = []
     if cpus is not None and cpus >= 0:
         _consumable(configured, "Processors", cpus)
     if memory:
@@ -341,8 +367,8 @@ def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = No
         _consumable(configured, "Network", primary.speed_mbps, units="Mbps")
     _resource_elements(configured, "configured", resources, None)
 
-    available = etree.Element("Available")
-    utilized = etree.Element("Utilized")
+    available: list[str] = []
+    utilized: list[str] = []
     if use is not None and cpus:
         busy, seconds = use
         busy_capped = min(busy, float(cpus))
@@ -363,15 +389,20 @@ def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = No
         _consumable(utilized, "Disk", max(0, disk_size - disk_available), units="MB", metric="Instantaneous")
     _resource_elements(available, "available", resources, "Instantaneous")
     _resource_elements(utilized, "utilized", resources, "Instantaneous")
-    for category in (configured, available, utilized):
-        if len(category):
-            node.append(category)
+    for tag, parts in (("Configured", configured), ("Available", available), ("Utilized", utilized)):
+        if parts:
+            node.append(f"<{tag}>{''.join(parts)}</{tag}>")
 
     _extensions(node, snapshot)
-    return node
+    return f"<Node>{''.join(node)}</Node>"
 
 
-def _extensions(node: etree._Element, snapshot: HostSnapshot) -> None:
+def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> etree._Element:
+    """The ``<Node>`` element of one host."""
+    return parse_xml(node_markup(snapshot, now, settings), what=f"Node XML of {snapshot.hostname}")
+
+
+def _extensions(node: list[str], snapshot: HostSnapshot) -> None:
     for field in sss_node.EXTENSIONS:
         value = _section_value(snapshot, field.section, field.attribute)
         _extension(node, field.name, field.type, format_value(field.kind, value))
@@ -382,10 +413,10 @@ def _extensions(node: etree._Element, snapshot: HostSnapshot) -> None:
         for key, value in static.extensions.items():
             _extension(node, key, sss_node.TYPE_SITE, str(value))
     for adapter in snapshot.network or ():
-        record = dataclasses.asdict(adapter)
+        record = dict(vars(adapter))  # flat dataclass: a shallow copy is its dict form (asdict is 10x slower)
         _extension(node, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
     for fs in snapshot.filesystems or ():
-        record = dataclasses.asdict(fs)
+        record = dict(vars(fs))
         _extension(node, record.pop("mount_point") or "", sss_node.TYPE_FILESYSTEM, _json(record))
     for name, facts in snapshot.extra.items():
         if name == sss_node.RESOURCES_EXTRA:

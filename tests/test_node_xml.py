@@ -90,7 +90,7 @@ def test_hostile_strings_still_give_a_valid_document():
         cpu=CpuInfo(logical_cpus=4, model_name="Xeon\x00\x1b[31m <script>&amp;\"'</script> \ud800 ]]> \u202e"),
         memory=MemoryInfo(ram_mb=1024),
         os=OsInfo(name="Linux\x07", pretty_name="\ufffe\uffff"),
-        static=StaticFacts(features=["]]>", "a&b", "<Feature>"], extensions={"k\"ey": "v\x01al<ue>"},
+        static=StaticFacts(features=["]]>", "a&b", "<Feature>"], extensions={"k\"ey": "v\x01al<ue>", "tab\there\nnew\rline": "x"},
                            runtime_environment=["\r\n\t"]),
         extra={"plugin": {"weird \x00 key": "\x1f value", "nested": [1, {"x": "<y/>"}]}},
     )
@@ -100,7 +100,8 @@ def test_hostile_strings_still_give_a_valid_document():
     assert [f.text for f in root.findall("Feature")] == ["]]>", "a&b", "<Feature>"]
     back = read_node(etree.tostring(root))
     assert back.static.features == ["]]>", "a&b", "<Feature>"]
-    assert back.static.extensions == {"k\"ey": "v\ufffdal<ue>"}
+    assert back.static.extensions == {"k\"ey": "v\ufffdal<ue>", "tab\there\nnew\rline": "x"}
+    assert back.static.runtime_environment == ["\r\n\t"] and back.extra["plugin"]["weird \x00 key"] == "\x1f value"
     assert back.extra["plugin"]["nested"] == [1, {"x": "<y/>"}]
 
 
