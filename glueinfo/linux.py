@@ -162,6 +162,32 @@ def parse_cache_size_kb(text: str) -> Optional[int]:
     return int(digits) * scale if digits.isdigit() else None
 
 
+def _recorded_problem(data: Any) -> Optional[str]:
+    """What is wrong with the shape of a recorded.json, or None."""
+    if not isinstance(data, dict):
+        return "expected a JSON object"
+    for key in ("hostname", "machine"):
+        if key in data and not isinstance(data[key], str):
+            return f"{key!r} must be a string"
+    interfaces = data.get("interfaces", {})
+    if not isinstance(interfaces, dict):
+        return "'interfaces' must map adapter names to {\"ipv4\": [...], \"ipv6\": [...]}"
+    for name, addresses in interfaces.items():
+        if not isinstance(addresses, dict) or not all(
+                isinstance(addresses.get(family, []), list) and all(isinstance(a, str) for a in addresses.get(family, []))
+                for family in ("ipv4", "ipv6")):
+            return f"interfaces[{name!r}] must be {{\"ipv4\": [strings], \"ipv6\": [strings]}}"
+    statvfs = data.get("statvfs", {})
+    if not isinstance(statvfs, dict):
+        return "'statvfs' must map mount points to {\"frsize\", \"blocks\", \"bavail\"}"
+    for mount_point, entry in statvfs.items():
+        if not isinstance(entry, dict) or not all(
+                isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) and entry.get(k) >= 0
+                for k in ("frsize", "blocks", "bavail")):
+            return f"statvfs[{mount_point!r}] must have whole numbers frsize, blocks and bavail"
+    return None
+
+
 def _cpu_dirs(names: list[str]) -> list[str]:
     return sorted((n for n in names if n.startswith("cpu") and n[3:].isdigit()), key=lambda n: int(n[3:]))
 
@@ -231,8 +257,9 @@ class LinuxHost:
             data = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"{self.path(RECORDED_FILE)}: not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{self.path(RECORDED_FILE)}: expected a JSON object")
+        problem = _recorded_problem(data)
+        if problem:
+            raise ValueError(f"{self.path(RECORDED_FILE)}: {problem}")
         return data
 
     # -- identity ----------------------------------------------------------
@@ -255,8 +282,7 @@ class LinuxHost:
         """uname -m: the system call when live, recorded.json otherwise."""
         if self.live:
             return os.uname().machine
-        machine = self.recorded.get("machine")
-        return machine if isinstance(machine, str) and machine else None
+        return self.recorded.get("machine") or None
 
     def kernel_release(self) -> Optional[str]:
         return self.read_line("proc/sys/kernel/osrelease") or None
@@ -519,13 +545,9 @@ class LinuxHost:
             recorded = self.recorded.get("statvfs") or {}
             found = {}
             for mount_point in mount_points:
-                entry = recorded.get(mount_point)
-                if isinstance(entry, dict):
-                    try:
-                        frsize = int(entry["frsize"])
-                        found[mount_point] = Space(int(entry["blocks"]) * frsize, int(entry["bavail"]) * frsize)
-                    except (KeyError, TypeError, ValueError):
-                        continue
+                entry = recorded.get(mount_point)  # its shape is checked when recorded.json is read
+                if entry is not None:
+                    found[mount_point] = Space(entry["blocks"] * entry["frsize"], entry["bavail"] * entry["frsize"])
             return found
 
         found = {}

@@ -302,16 +302,23 @@ def test_probe_of_a_recorded_tree_runs_every_collector(host):
     assert snapshot.filesystems == EXPECTED_FILESYSTEMS[host]
 
 
-def test_a_broken_recording_fails_only_the_collectors_that_need_it(tmp_path):
+@pytest.mark.parametrize("content, why", [
+    ("{not json", "not valid JSON"),
+    ('{"statvfs": {"/": {"frsize": "4k", "blocks": 1, "bavail": 1}}}', "statvfs['/'] must have whole numbers frsize, blocks and bavail"),
+    ('{"interfaces": ["eth0"]}', "'interfaces' must map adapter names to"),
+    ('{"machine": 64}', "'machine' must be a string"),
+])
+def test_a_broken_recording_fails_only_the_collectors_that_need_it(tmp_path, content, why):
     root = tmp_path / "host"
     shutil.copytree(os.path.join(HOSTS, "wn-nfs-lustre"), root)
-    (root / ".glueinfo" / "recorded.json").write_text("{not json", encoding="utf-8")
+    (root / ".glueinfo" / "recorded.json").write_text(content, encoding="utf-8")
     snapshot = probe(Config(), host_root=str(root))
     results = {r.name: r for r in snapshot.collectors}
     # uname -m, addresses and mount sizes live in recorded.json: these collectors say so
     for name in ("cpu", "network", "filesystems", "os"):
         assert not results[name].success
-        assert results[name].error.startswith(f"ValueError: {root}/.glueinfo/recorded.json: not valid JSON")
+        assert results[name].error.startswith(f"ValueError: {root}/.glueinfo/recorded.json: {why}")
+        assert "\n" not in results[name].error
     assert snapshot.cpu is None and snapshot.network is None and snapshot.filesystems is None and snapshot.os is None
     # the others read /proc files only and are not affected
     assert snapshot.memory == EXPECTED_MEMORY["wn-nfs-lustre"]
