@@ -161,7 +161,8 @@ def main() -> int:
     ratio = figures["glueinfo"]["requests_per_s"] / figures["node_exporter"]["requests_per_s"]
     result = {"figures": figures, "ratio": round(ratio, 2), "target_ratio": TARGET_RATIO, "target_met": ratio >= TARGET_RATIO,
               "client": "one keep-alive HTTP/1.1 connection per server, sequential requests",
-              "seconds_per_round": args.seconds, "rounds": args.rounds, "cpus": os.cpu_count()}
+              "seconds_per_round": args.seconds, "rounds": args.rounds, "cpus": os.cpu_count(),
+              "load_average": os.getloadavg()[0]}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -170,7 +171,8 @@ def main() -> int:
             f = figures[name]
             print(f"{name:<15}{path:<11}{f['requests_per_s']:>9.1f}{f['median_ms']:>11.3f}{f['p95_ms']:>9.3f}{f['answer_bytes']:>9}")
         print(f"glueinfo / node_exporter request rate: {ratio:.2f}x (target >= {TARGET_RATIO:g}x: "
-              f"{'met' if ratio >= TARGET_RATIO else 'NOT met'}); {result['client']}; {os.cpu_count()} CPUs")
+              f"{'met' if ratio >= TARGET_RATIO else 'NOT met'}); {result['client']}; "
+              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -9,8 +9,10 @@ parsed, Where evaluated, Gets projected, Response and Envelope serialized:
     <Get name="Id"/><Get name="Configured/Processors"/><Get name="Available/Memory"/>
     <Where name="Configured/Memory" op="GE">64GB</Where>
 
-"cold" is the first query on a fresh object set (per-path value caches still
-empty, as after every refresh); "warm" the median of the following ones.
+"cold" is the first query on a fresh object set with empty per-path caches;
+`glueinfo serve` fills the common paths' caches in its refresh thread right
+after each refresh ("warm-up"), so its clients see the "first query after
+warm-up" figure instead; "warm" is the median of the following queries.
 Also reported: the same with an HMAC-signed request and response, and a
 GroupBy aggregate.  Target: warm median under 50 ms.
 
@@ -25,6 +27,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import random
 import statistics
 import sys
@@ -104,6 +107,18 @@ def main() -> int:
     nodes = list(data_element(hosts, time.time()))
     build_ms = (time.perf_counter() - start) * 1000
 
+    from glueinfo.serve import WARM_PATHS
+
+    objects = ObjectSet("Node", nodes, sss_node.DEFAULT_UNITS)
+    start = time.perf_counter()
+    objects.warm(WARM_PATHS)
+    warm_up_ms = (time.perf_counter() - start) * 1000
+    service = QueryService()
+    service.register("Node", lambda: objects)
+    start = time.perf_counter()
+    service.handle(request(QUERY))
+    after_warm_up_ms = (time.perf_counter() - start) * 1000
+
     figures = {}
     for name, inner, signing in (("where+3 gets", QUERY, None), ("where+3 gets, signed", QUERY, key), ("groupby+count+sum", GROUP, None)):
         objects = ObjectSet("Node", nodes, sss_node.DEFAULT_UNITS)  # fresh caches, as after a refresh
@@ -118,8 +133,9 @@ def main() -> int:
                          "warm_max_ms": round(max(warm), 2), "objects_returned": count, "answer_bytes": len(answers[0])}
 
     main_figure = figures["where+3 gets"]["warm_median_ms"]
-    result = {"nodes": args.nodes, "build_ms": round(build_ms, 1), "figures": figures, "target_ms": TARGET_MS,
-              "target_met": main_figure < TARGET_MS}
+    result = {"nodes": args.nodes, "build_ms": round(build_ms, 1), "serve_warm_up_ms": round(warm_up_ms, 1),
+              "first_query_after_warm_up_ms": round(after_warm_up_ms, 2), "figures": figures, "target_ms": TARGET_MS,
+              "target_met": main_figure < TARGET_MS, "load_average": os.getloadavg()[0], "cpus": os.cpu_count()}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -128,8 +144,10 @@ def main() -> int:
         for name, f in figures.items():
             print(f"{name:<24}{f['cold_ms']:>9.2f}{f['warm_median_ms']:>13.2f}{f['warm_max_ms']:>10.2f}"
                   f"{f['objects_returned']:>10}{f['answer_bytes']:>10}")
+        print(f"glueinfo serve warms {', '.join(WARM_PATHS)} after each refresh: {warm_up_ms:.0f} ms in the refresh thread; "
+              f"the first query after it took {after_warm_up_ms:.1f} ms")
         print(f"Where Configured/Memory + 3 Gets, warm median {main_figure:.2f} ms (target < {TARGET_MS:g} ms: "
-              f"{'met' if result['target_met'] else 'NOT met'})")
+              f"{'met' if result['target_met'] else 'NOT met'}); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -55,6 +55,10 @@ DEFAULT_PORT = 7170
 XML_TYPE = "application/xml; charset=utf-8"
 SSSRMAP_TYPE = 'text/xml; charset="utf-8"'
 
+# Query paths whose values are cached right after each refresh (in the refresh
+# thread), so that the first query on a large site does not pay for them.
+WARM_PATHS = ("Id", "State", "Configured/Processors", "Configured/Memory", "Available/Processors", "Available/Memory")
+
 
 def parse_listen(text: str) -> tuple[str, int]:
     """'HOST:PORT', '[v6]:PORT', 'HOST' or ':PORT' -> (host, port); ValueError names the problem."""
@@ -189,7 +193,7 @@ class NodeStore:
         began = time.perf_counter()
         try:
             data = self._refresh()
-            view = self._render(data, self.clock())
+            view = self._render(data, self.clock(), warm=True)
         except Exception as exc:  # the last good documents stay served
             if raise_errors:
                 raise
@@ -224,7 +228,7 @@ class NodeStore:
         self._stop.set()
 
     # -- rendering ---------------------------------------------------------------------------
-    def _render(self, data: Refreshed, now: float) -> View:
+    def _render(self, data: Refreshed, now: float, warm: bool = False) -> View:
         settings = self.settings
         snapshots = []
         for snapshot in data.snapshots:
@@ -241,21 +245,27 @@ class NodeStore:
         for node in data_root:
             state = node.findtext("State") or "Unknown"
             states[state] = states.get(state, 0) + 1
+        objects = ObjectSet("Node", list(data_root), sss_node.DEFAULT_UNITS)
+        if warm:
+            objects.warm(WARM_PATHS)
         return View(rendered_at=now, valid_until=_state_change_time(snapshots, now, settings.stale_after_s),
-                    node_xml=node_xml, nodes_xml=to_bytes(data_root), states=states,
-                    objects=ObjectSet("Node", list(data_root), sss_node.DEFAULT_UNITS))
+                    node_xml=node_xml, nodes_xml=to_bytes(data_root), states=states, objects=objects)
 
     def view(self) -> Optional[View]:
         """The current documents, re-rendered first if a host's State has changed with the clock."""
         view = self._view
         if view is None or self.clock() < view.valid_until:
             return view
-        with self._render_lock:
+        if not self._render_lock.acquire(blocking=False):
+            return view  # another request is re-rendering: answer with the current documents meanwhile
+        try:
             view = self._view
             data = self._data
             if view is not None and data is not None and self.clock() >= view.valid_until:
                 view = self._render(data, self.clock())
                 self._view = view
+        finally:
+            self._render_lock.release()
         return view
 
     def ldif(self) -> tuple[Optional[str], Optional[str]]:

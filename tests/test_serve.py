@@ -480,3 +480,10 @@ def test_serve_command_refuses_a_bad_listen_address_in_one_line():
     result = subprocess.run([sys.executable, "-m", "glueinfo.cli", "serve", "--listen", "nowhere:99999"],
                             capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, GLUEINFO_CONFIG=os.devnull), timeout=60)
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "port '99999'" in result.stderr
+
+
+def test_job_objects_are_served_too(server):
+    # The default site is fork-only: Job is served, with no jobs in it (Slurm jobs: tests/test_slurm_live.py).
+    body = b'<Envelope><Body><Request action="Query" actor="t"><Object>Job</Object><Get name="Id"/></Request></Body></Envelope>'
+    response = response_of(exchange(server, post(body)).body)
+    assert (response.findtext("Status/Value"), response.findtext("Count")) == ("Success", "0")

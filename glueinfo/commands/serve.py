@@ -3,7 +3,8 @@
 Wiring only: each refresh probes this host, runs the configured sources
 ([sources]: agents, spool, ganglia) through glueinfo.gather, adds the
 [node] site_snapshots files, and builds the GLUE LDIF; glueinfo.serve does
-the HTTP and keeps the results in memory.
+the HTTP and keeps the results in memory; glueinfo.serve_jobs adds the
+CEs' batch jobs as SSSRMAP Job objects.
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
         server = Server(settings, store)
     except OSError as exc:
         raise UsageError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+    jobs = None
+    try:  # <Object>Job</Object>: the CEs' batch jobs, refreshed on the same interval (none on a fork-only site)
+        from glueinfo.serve_jobs import JobObjects
+    except ImportError:
+        log.info("no Job objects: glueinfo.serve_jobs is not installed")
+    else:
+        jobs = JobObjects(config, local_fqdn=local_probe[-1].hostname if local_probe else None)
+        jobs.register(server.service)
+        jobs.start(settings.refresh_interval_s)
     host, port = server.address
     shown = f"[{host}]" if ":" in host else host
     print(f"glueinfo: serving http://{shown}:{port}/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3), "
@@ -108,5 +118,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         pass
     finally:
         store.stop()
+        if jobs is not None:
+            jobs.stop()
         server.httpd.server_close()
     return 0
