@@ -42,6 +42,7 @@ from typing import Any, Optional
 from lxml import etree
 
 from glueinfo import sss_node
+from glueinfo.freshness import is_stale
 from glueinfo.model import FileSystem, HostSnapshot
 from glueinfo.units import format_number
 from glueinfo.xmlsafe import parse_xml
@@ -207,8 +208,7 @@ def node_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> st
     """Idle / Busy / Offline / Unknown / Configured by the rules in this module's docstring."""
     if _matches(snapshot.hostname, settings.offline_hosts):
         return "Offline"
-    age = now - snapshot.collected_at
-    if not snapshot.collected_at or snapshot.collected_at <= 0 or abs(age) > settings.stale_after_s:
+    if is_stale(snapshot, now, settings.stale_after_s):  # the one staleness rule, shared with glueinfo.gather
         return "Unknown"
     use = processor_use(snapshot)
     if use is not None:
