@@ -180,6 +180,9 @@ def test_no_get_returns_whole_nodes():
     (node,) = data
     whole = data_element([HostSnapshot.from_dict(RAW[6])], NOW, NodeSettings(offline_hosts=OFFLINE))[0]
     assert etree.tostring(node) == etree.tostring(whole)
+    everything = ok(request(""))
+    schema = etree.XMLSchema(etree.parse(str(ROOT / "glueinfo" / "data" / "sss-node.xsd")))
+    assert len(everything) == 50 and schema.validate(everything), schema.error_log
 
 
 def test_sort_and_tros():
