@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -87,8 +89,12 @@ def read_key_file(path: str) -> bytes:
     try:
         with open(path, "rb") as handle:
             key = handle.read(65537).strip()
+            mode = os.fstat(handle.fileno()).st_mode
     except OSError as exc:
         raise ValueError(f"key_file {path}: cannot read: {exc.strerror or exc}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("key_file %s can be read by other users (mode %o): anyone who reads it can sign requests",
+                    path, stat.S_IMODE(mode))
     if not key:
         raise ValueError(f"key_file {path}: empty")
     if len(key) > 65536:
