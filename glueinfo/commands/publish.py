@@ -1,0 +1,99 @@
+"""`glueinfo publish`: synchronise the GLUE 1.3 tree into an LDAP server (ldap3).
+
+    glueinfo publish --ldap ldap://HOST:PORT --bind-dn DN --password-file FILE
+
+(or [ldap] url / bind_dn / password_file in the config).  Builds the same
+checked tree as `glueinfo ldif`, then adds, modifies only changed attributes
+and deletes so the server's tree under the base ([glue] base_dn) equals it;
+a run with nothing changed sends no writes.  Every write the server refuses
+is printed with its DN, result code and message, and the exit code is 1;
+the other writes still go ahead.  An unreachable server is one line on
+stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from glueinfo.config import Config
+
+log = logging.getLogger("glueinfo.publish")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ldap", metavar="URL", help="LDAP server, e.g. ldap://127.0.0.1:2170 (config: [ldap] url)")
+    parser.add_argument("--bind-dn", metavar="DN", help="DN to bind as (config: [ldap] bind_dn)")
+    parser.add_argument("--password-file", metavar="FILE", help="file whose first line is the bind password "
+                                                                "(config: [ldap] password_file)")
+    parser.add_argument("--base", metavar="DN", help="publish under this DN (config: [glue] base_dn)")
+    parser.add_argument("--no-hosts", action="store_true", help="publish only site, cluster, SubCluster and CE entries")
+    parser.add_argument("--snapshots", action="append", default=[], metavar="PATH",
+                        help="host snapshots (JSON file or directory) instead of probing this host (repeatable)")
+    parser.add_argument("--state-file", metavar="FILE",
+                        help="where to remember what was published (default: ~/.cache/glueinfo/publish-*.json)")
+    parser.add_argument("--no-state", action="store_true", help="compare every entry with the server in full")
+    parser.add_argument("--stats", action="store_true", help="print the outcome as one JSON line on stdout")
+
+
+def read_password(path: str) -> str:
+    from glueinfo.cli import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--password-file {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    from glueinfo.cli import UsageError
+    from glueinfo.commands.ldif import read_snapshots, report_warnings
+    from glueinfo.pipeline import build_site
+    from glueinfo.publish_ldap import LdapTarget, PublishError, default_state_file, sync_tree
+    from glueinfo.templates import TemplateError
+
+    settings = config.section("ldap")
+    url = args.ldap or settings["url"]
+    if not url:
+        raise UsageError("publish: no LDAP server: give --ldap ldap://HOST:PORT or [ldap] url")
+    bind_dn = args.bind_dn if args.bind_dn is not None else settings["bind_dn"]
+    password_file = args.password_file or settings["password_file"]
+    password = read_password(password_file) if password_file else ""
+    if bind_dn and not password_file:
+        raise UsageError("publish: --bind-dn needs --password-file (or [ldap] password_file)")
+    if args.base:  # the tree is rendered under the base it is published under
+        config = Config(path=config.path, values={**config.values, "glue": {**config.values.get("glue", {}), "base_dn": args.base}},
+                        lines=config.lines)
+    base = config.get("glue", "base_dn")
+
+    if args.snapshots:
+        snapshots, local = read_snapshots(args.snapshots), None
+    else:
+        from glueinfo.commands.probe import collect_from_args
+
+        snapshot = collect_from_args(args, config)
+        snapshots, local = [snapshot], snapshot.hostname
+    try:
+        build = build_site(config, snapshots, publish_hosts=False if args.no_hosts else None, local_fqdn=local)
+    except TemplateError as exc:
+        raise UsageError(str(exc)) from None
+    report_warnings(build.warnings, args.verbose)
+    for problem in build.errors:
+        print(f"glueinfo: left out {problem}", file=sys.stderr)
+    state_file = None if args.no_state else (args.state_file or default_state_file(url, base))
+    target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=base,
+                        timeout_s=settings["timeout"], state_file=state_file)
+    try:
+        report = sync_tree(build.entries, target)
+    except PublishError as exc:
+        print(f"glueinfo: publish: {exc}", file=sys.stderr)
+        return 1
+    for rejection in report.rejected:
+        print(f"glueinfo: {rejection}", file=sys.stderr)
+    log.info("published to %s under %s: %s", url, base, report.summary())
+    if args.stats:
+        print(json.dumps(report.as_dict()))
+    return 0 if report.ok and not build.errors else 1
