@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("probe", "print this host's snapshot as JSON"),
     "collectors": ("collectors", "list collectors, where they come from and whether they are enabled"),
     "ldif": ("ldif", "print the GLUE 1.3 resource tree as LDIF (a BDII provider); --check FILE checks any LDIF"),
+    "publish": ("publish", "synchronise the GLUE 1.3 tree into an LDAP server (adds, changed attributes, deletes)"),
     "node-xml": ("node_xml", "print this host as an SSS Node (XML), or with --site a <Data> of every host's Node"),
     "serve": ("serve", "serve /node.xml, /nodes.xml, /ldif, /health and SSSRMAP queries (POST /SSSRMAP3) over HTTP"),
     "gather": ("gather", "gather the site's hosts from every enabled source (local, agents, spool, ganglia) once and print them"),
