@@ -428,8 +428,9 @@ def _extensions(node: list[str], snapshot: HostSnapshot) -> None:
         _extension(node, name, sss_node.TYPE_EXTRA, text)
     for result in snapshot.collectors:
         text = f"{'ok' if result.success else 'failed'} {float(result.duration_s)!r} {result.source or 'builtin'}"
-        if result.error:
-            text += f": {' '.join(result.error.split())}"
+        error = " ".join((result.error or "").split())
+        if error:
+            text += f": {error}"
         _extension(node, result.name, sss_node.TYPE_COLLECTOR, text)
 
 
