@@ -58,8 +58,8 @@ def setup_logging(args: argparse.Namespace) -> None:
             raise UsageError(f"--syslog {args.syslog}: cannot connect: {exc.strerror or exc}") from None
         handler.setFormatter(logging.Formatter(SYSLOG_FORMAT))
         root.addHandler(handler)
-    # APScheduler logs every run at INFO: ours say more, once per cycle.
-    logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose > 1 else logging.WARNING)
+    # APScheduler logs every run at INFO and overruns at WARNING: ours say more, once (glueinfo.scheduler).
+    logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose > 1 else logging.ERROR)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
