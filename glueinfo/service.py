@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -182,7 +183,7 @@ class LdapSync:
         self.backoff_s = 0.0
         self.next_attempt_at = 0.0
         for line in outcome.rejected:
-            log.warning("LDAP %s: rejected %s", self.url, line)
+            log.warning("LDAP %s: %s", self.url, line)
         if outcome.rejected:
             self.stats.failures += 1
             self.stats.last_error = f"{len(outcome.rejected)} entries rejected"
@@ -201,10 +202,37 @@ class LdapSync:
 
 
 def make_ldap_sync(config: Config, clock: Callable[[], float]) -> Callable[[Sequence[Any]], LdapOutcome]:
-    """The synchronisation step: glueinfo.publish_ldap, reading [ldap] and [glue] base_dn."""
-    from glueinfo import publish_ldap
+    """The synchronisation step: glueinfo.publish_ldap.sync_tree into [ldap] url under [glue] base_dn.
 
-    return publish_ldap.run_sync_function(config, clock)  # type: ignore[attr-defined]
+    The password file is read at every attempt (a changed password applies
+    without a restart); publish_ldap's state file lives in [run] state_dir.
+    """
+    from glueinfo.publish_ldap import LdapTarget, PublishError, sync_tree
+
+    ldap = config.section("ldap")
+    base = config.get("glue", "base_dn")
+    state_dir = config.get("run", "state_dir")
+    state_file = os.path.join(state_dir, "ldap-publish.json") if state_dir else None
+
+    def sync(entries: Sequence[Any]) -> LdapOutcome:
+        password = ""
+        if ldap["password_file"]:
+            try:
+                with open(ldap["password_file"], encoding="utf-8") as handle:
+                    password = handle.readline().rstrip("\r\n")
+            except (OSError, UnicodeDecodeError) as exc:
+                why = getattr(exc, "strerror", None) or exc
+                return LdapOutcome(error=f"[ldap] password_file {ldap['password_file']}: cannot read: {why}")
+        target = LdapTarget(url=ldap["url"], bind_dn=ldap["bind_dn"], password=password, base_dn=base,
+                            timeout_s=ldap["timeout"], state_file=state_file)
+        try:
+            report = sync_tree(entries, target)
+        except PublishError as exc:
+            return LdapOutcome(error=_one_line(exc))
+        return LdapOutcome(added=report.added, modified=report.modified, deleted=report.deleted,
+                           rejected=[_one_line(r) for r in report.rejected])
+
+    return sync
 
 
 # -- the provider ----------------------------------------------------------------------------
