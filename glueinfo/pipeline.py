@@ -121,6 +121,8 @@ def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
 
 
 _INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+# slapd (mdb) stores an entry's RDN twice in one 511-byte key: measured, 244 bytes pass and 246 fail.
+MAX_SLAPD_RDN_BYTES = 240
 
 
 def dn_key(dn: str) -> str:
@@ -133,6 +135,11 @@ def dn_key(dn: str) -> str:
 
 def parent_key(key: str) -> str:
     return key.partition(",")[2] if "\\" not in key and '"' not in key else parent_dn(key)
+
+
+# Value kinds of a plan (TreeChecker._plan): what a value must look like to need no normalising.
+_IA5, _INT, _BOOL, _CLASSES, _OTHER = range(5)
+_KINDS = {SYNTAX_IA5_STRING: _IA5, SYNTAX_INTEGER: _INT, SYNTAX_BOOLEAN: _BOOL}
 
 
 class TreeChecker:
@@ -152,74 +159,69 @@ class TreeChecker:
         self.schema = schema
         self.errors: list[Problem] = []
         self.warnings: list[str] = []
-        self._attr: dict[str, tuple] = {}
-        self._classes: dict[str, bool] = {}
+        self._plans: dict[tuple, Any] = {}
+        self._classes: dict[tuple, bool] = {}
         self._good_shapes: set[tuple] = set()
         self._seen: set[str] = set()
         self._dropped: set[str] = set()
 
-    def _info(self, name: str) -> tuple:
-        """(canonical spelling, syntax, single-valued, fold values for duplicate detection)."""
-        info = self._attr.get(name)
-        if info is None:
+    def _plan(self, names: tuple[str, ...]) -> Any:
+        """Per attribute of an entry shape: (kind, single-valued, fold case for duplicates);
+        None when some name is unknown or not in the schema's spelling (normalise or check must look)."""
+        plan = self._plans.get(names)
+        if plan is None:
             schema = self.schema
-            at = schema.attribute(name) if schema is not None else None
-            if at is None:
-                info = (None, None, False, False)
-            else:
-                equality = (schema.equality(name) or "").lower()
-                info = (schema.canonical_name(name), schema.syntax(name), at.single_value, equality.startswith("caseignore"))
-            self._attr[name] = info
-        return info
+            items = []
+            for name in names:
+                at = schema.attribute(name)
+                if at is None or schema.canonical_name(name) != name:
+                    items = None
+                    break
+                kind = _CLASSES if name == "objectClass" else _KINDS.get(schema.syntax(name), _OTHER)
+                items.append((kind, at.single_value, (schema.equality(name) or "").lower().startswith("caseignore")))
+            plan = self._plans[names] = tuple(items) if items is not None else False
+        return plan or None
 
-    def _is_normal(self, entry: Entry) -> bool:
-        """True when Schema.normalise would return the entry unchanged."""
+    def _is_normal(self, entry: Entry, plan: tuple) -> Optional[bool]:
+        """True when Schema.normalise would return the entry unchanged and no
+        single-valued attribute has several values; False when it needs
+        normalising; None when it is normal but needs the full check."""
         if not entry.dn.isascii():
             return False
-        cache = self._attr
+        verdict: Optional[bool] = True
         integer_text = _INTEGER_TEXT.fullmatch
-        for name, values in entry.attributes.items():
-            info = cache.get(name) or self._info(name)
-            canonical, syntax = info[0], info[1]
-            if canonical is None:
-                return True  # unknown attribute: normalising cannot help, check() reports it
-            if canonical != name:
-                return False
-            if syntax == SYNTAX_IA5_STRING:
-                for value in values:
-                    kind = type(value)
-                    if kind is str:
+        for (kind, single, fold), values in zip(plan, entry.attributes.values()):  # noqa: B905 - same length by construction
+            if kind == _CLASSES:
+                key = tuple(values)
+                ok = self._classes.get(key)
+                if ok is None:
+                    ok = self._classes[key] = all(isinstance(v, str) and self.schema.canonical_class(v) == v for v in values)
+                if not ok:
+                    return False
+                continue
+            for value in values:
+                kind_of = type(value)
+                if kind == _IA5:
+                    if kind_of is str:
                         if not value or not value.isascii():
                             return False
-                    elif kind is not int:
+                    elif kind_of is not int:
                         return False
-            elif syntax == SYNTAX_INTEGER:
-                for value in values:
-                    kind = type(value)
-                    if kind is not int and not (kind is str and integer_text(value)):
+                elif kind == _INT:
+                    if kind_of is not int and not (kind_of is str and integer_text(value)):
                         return False
-            elif syntax == SYNTAX_BOOLEAN:
-                for value in values:
-                    if type(value) is not bool and value not in ("TRUE", "FALSE"):
+                elif kind == _BOOL:
+                    if kind_of is not bool and value not in ("TRUE", "FALSE"):
                         return False
-            elif name == "objectClass":
-                for value in values:
-                    ok = self._classes.get(value)
-                    if ok is None:
-                        ok = self._classes[value] = isinstance(value, str) and self.schema.canonical_class(value) == value
-                    if not ok:
-                        return False
-            else:
-                for value in values:
-                    kind = type(value)
-                    if not ((kind is str and value) or kind is int):
-                        return False
+                elif not ((kind_of is str and value) or kind_of is int):
+                    return False
             if len(values) > 1:
-                fold = info[3]
+                if single:
+                    verdict = None
                 keys = [" ".join(value_text(v).casefold().split()) if fold else value_text(v) for v in values]
                 if len(set(keys)) != len(keys):
                     return False
-        return True
+        return verdict
 
     def _rdn_present(self, entry: Entry) -> Optional[bool]:
         """Is the first RDN's value among the entry's values?  None: not a plain RDN, ask check()."""
@@ -230,36 +232,38 @@ class TreeChecker:
         value = value.strip()
         if not sep or not value:
             return None
+        values = entry.attributes.get(attr.strip())
+        if values is None:
+            values = entry.get(attr.strip())
+        if len(values) == 1 and values[0] == value:
+            return True
         wanted = " ".join(value.casefold().split())
-        return any(" ".join(value_text(v).casefold().split()) == wanted for v in entry.get(attr.strip()))
+        return any(" ".join(value_text(v).casefold().split()) == wanted for v in values)
 
-    def _problems(self, entry: Entry) -> list[Problem]:
-        schema = self.schema
-        if schema is None:
-            return []
-        shape = (tuple(entry.attributes.get("objectClass", ())), tuple(entry.attributes))
-        if shape in self._good_shapes:
-            single_ok = True
-            for name, values in entry.attributes.items():
-                if len(values) > 1 and self._info(name)[2]:
-                    single_ok = False
-                    break
-            if single_ok and self._rdn_present(entry):
-                return []
-        problems = schema.check(entry)
-        if not problems:
+    def _full_check(self, entry: Entry, shape: Optional[tuple]) -> list[Problem]:
+        problems = self.schema.check(entry) if self.schema is not None else []
+        if not problems and shape is not None:
             self._good_shapes.add(shape)
         return problems
 
     def __call__(self, entry: Entry) -> Optional[Entry]:
         """The entry as it will be published, or None when it is left out (see errors)."""
         schema = self.schema
+        shape = None
+        quick = False
         if schema is None:
             entry, notes = normalise_unchecked(entry)
             self.warnings.extend(str(note) for note in notes)
-        elif not self._is_normal(entry):
-            entry, notes = schema.normalise(entry)
-            self.warnings.extend(str(note) for note in notes)
+        else:
+            names = tuple(entry.attributes)
+            plan = self._plan(names)
+            verdict = self._is_normal(entry, plan) if plan is not None else False
+            if verdict is False:
+                entry, notes = schema.normalise(entry)
+                self.warnings.extend(str(note) for note in notes)
+                names = tuple(entry.attributes)
+            shape = (tuple(entry.attributes.get("objectClass", ())), names)
+            quick = verdict is True and shape in self._good_shapes
         key = dn_key(entry.dn)
         if parent_key(key) in self._dropped:
             self._dropped.add(key)
@@ -268,7 +272,15 @@ class TreeChecker:
         if key in self._seen:
             self.errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
             return None
-        problems = self._problems(entry)
+        if len(entry.dn.partition(",")[0].encode()) > MAX_SLAPD_RDN_BYTES:
+            problems = [Problem(entry.dn, f"the first DN component is over {MAX_SLAPD_RDN_BYTES} bytes: "
+                                          "slapd's mdb backend refuses it (Other error, 80)")]
+        elif quick and self._rdn_present(entry):
+            problems = []
+        elif schema is not None:
+            problems = self._full_check(entry, shape)
+        else:
+            problems = []
         if problems:
             self.errors.extend(problems)
             self._dropped.add(key)
