@@ -91,6 +91,17 @@ def without_extra_data(data: bytes) -> bytes:
     return b"".join(kept)
 
 
+_LATIN1_DECLARATION = re.compile(rb"""^(<\?xml[^>]*encoding=["'])(ISO-8859-1|iso-8859-1|latin-?1)(["'])""")
+
+
+def _ascii_as_utf8(data: bytes) -> bytes:
+    """gmond declares ISO-8859-1; a document that is all ASCII reads the same as
+    UTF-8, which libxml2 parses without a conversion pass (about 10% faster)."""
+    if data.isascii():
+        return _LATIN1_DECLARATION.sub(rb"\1UTF-8\3", data[:200], count=1) + data[200:]
+    return data
+
+
 def _number(name: str, raw: Optional[str], kind: Optional[str]) -> Optional[float]:
     if raw is None or (kind is not None and kind not in _NUMERIC_TYPES):
         return None
@@ -103,16 +114,37 @@ def _number(name: str, raw: Optional[str], kind: Optional[str]) -> Optional[floa
     return value
 
 
-def _mb(metrics: dict[str, tuple[Optional[str], Optional[str], Optional[str]]], name: str) -> Optional[int]:
-    entry = metrics.get(name)
-    if entry is None:
-        return None
-    raw, kind, units = entry
-    value = _number(name, raw, kind)
-    factor = _TO_MB.get((units or "").strip().upper())
-    if value is None or factor is None:  # a unit we do not know: unknown, not guessed
-        return None
-    return math.floor(value * factor)  # rounded down, as the collectors do
+_SIZE_METRICS = frozenset({"mem_total", "mem_free", "mem_buffers", "mem_cached", "swap_total", "swap_free", "disk_total", "disk_free"})
+_TEXT_METRICS = frozenset({"machine_type", "os_name", "os_release"})
+
+
+def _metric_values(host: Any) -> dict[str, Any]:
+    """The wanted METRICs of one HOST: text stripped, numbers as floats, sizes in MB (rounded down,
+    as the collectors do; None in a unit glueinfo does not know: unknown, not guessed)."""
+    values: dict[str, Any] = {}
+    for metric in host.iterchildren("METRIC"):
+        get = metric.get
+        name = get("NAME")
+        if name not in _WANTED:
+            continue
+        raw = get("VAL")
+        if name in _TEXT_METRICS:
+            values[name] = (raw.strip() or None) if raw else None
+            continue
+        value = _number(name, raw, get("TYPE"))
+        if value is not None and name in _SIZE_METRICS:
+            factor = _TO_MB.get((get("UNITS") or "").strip().upper())
+            value = None if factor is None else math.floor(value * factor)
+        values[name] = value
+    return values
+
+
+def _int(value: Optional[float]) -> Optional[int]:
+    return None if value is None else int(round(value))
+
+
+def _sum(*values: Optional[int]) -> Optional[int]:
+    return None if None in values else sum(values)  # type: ignore[arg-type]
 
 
 def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -> HostSnapshot:
@@ -120,27 +152,7 @@ def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -
     name = (host.get("NAME") or "").strip()
     if not name:
         raise GangliaError("HOST without a NAME")
-    metrics: dict[str, tuple[Optional[str], Optional[str], Optional[str]]] = {}
-    for metric in host:
-        if metric.tag == "METRIC":
-            metric_name = metric.get("NAME")
-            if metric_name in _WANTED:
-                metrics[metric_name] = (metric.get("VAL"), metric.get("TYPE"), metric.get("UNITS"))
-
-    def num(key: str) -> Optional[float]:
-        entry = metrics.get(key)
-        return None if entry is None else _number(key, entry[0], entry[1])
-
-    def text(key: str) -> Optional[str]:
-        entry = metrics.get(key)
-        return entry[0].strip() or None if entry is not None and entry[0] is not None else None
-
-    def integer(key: str) -> Optional[int]:
-        value = num(key)
-        return None if value is None else int(round(value))
-
-    tn = host.get("TN")
-    reported = host.get("REPORTED")
+    tn, reported = host.get("TN"), host.get("REPORTED")
     try:
         if tn is not None:
             collected_at = fetched_at - float(tn)
@@ -153,49 +165,47 @@ def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -
     if not math.isfinite(collected_at):
         raise GangliaError(f"HOST TN/REPORTED is not a number ({tn!r}/{reported!r})")
 
-    machine = text("machine_type")
-    cpu = CpuInfo(logical_cpus=integer("cpu_num"), clock_mhz=integer("cpu_speed"), instruction_set=machine)
+    v = _metric_values(host).get
+    snapshot = HostSnapshot(hostname=name, collected_at=collected_at, source=SOURCE_NAME)
+    machine = v("machine_type")
+    if v("cpu_num") is not None or v("cpu_speed") is not None or machine is not None:
+        snapshot.cpu = CpuInfo(logical_cpus=_int(v("cpu_num")), clock_mhz=_int(v("cpu_speed")), instruction_set=machine)
 
-    ram, swap, swap_free = _mb(metrics, "mem_total"), _mb(metrics, "swap_total"), _mb(metrics, "swap_free")
-    free, buffers, cached = _mb(metrics, "mem_free"), _mb(metrics, "mem_buffers"), _mb(metrics, "mem_cached")
+    ram, swap, swap_free, free = v("mem_total"), v("swap_total"), v("swap_free"), v("mem_free")
     # Ganglia's mem_free is MemFree; with buffers and page cache it is the
     # classic "free -/+ buffers/cache" figure of available memory.
-    available = free + buffers + cached if None not in (free, buffers, cached) else free
-    memory = MemoryInfo(
-        ram_mb=ram, ram_available_mb=available, swap_mb=swap, swap_free_mb=swap_free,
-        virtual_mb=ram + swap if ram is not None and swap is not None else None,
-        virtual_available_mb=available + swap_free if available is not None and swap_free is not None else None,
-    )
+    available = _sum(free, v("mem_buffers"), v("mem_cached"))
+    available = free if available is None else available
+    if ram is not None or swap is not None or swap_free is not None or available is not None:
+        snapshot.memory = MemoryInfo(ram_mb=ram, ram_available_mb=available, swap_mb=swap, swap_free_mb=swap_free,
+                                     virtual_mb=_sum(ram, swap), virtual_available_mb=_sum(available, swap_free))
 
-    idle, wio = num("cpu_idle"), num("cpu_wio")
+    idle, wio = v("cpu_idle"), v("cpu_wio")
     load = LoadInfo(
-        load1=num("load_one"), load5=num("load_five"), load15=num("load_fifteen"),
-        runnable_tasks=integer("proc_run"), total_tasks=integer("proc_total"),
+        load1=v("load_one"), load5=v("load_five"), load15=v("load_fifteen"),
+        runnable_tasks=_int(v("proc_run")), total_tasks=_int(v("proc_total")),
         # Busy share as psutil counts it (idle and iowait are not busy); gmond
         # does not say over how long, so the interval stays unknown.
         cpu_utilisation_percent=round(100.0 - idle - wio, 1) if idle is not None and wio is not None else None,
     )
-    boot = num("boottime")
-    opsys = OsInfo(kernel_release=text("os_release"), platform_type=machine, boot_time=boot)
+    if any(x is not None for x in (load.load1, load.load5, load.load15, load.runnable_tasks, load.total_tasks,
+                                   load.cpu_utilisation_percent)):
+        snapshot.load = load
+    if v("os_release") is not None or machine is not None or v("boottime") is not None:
+        snapshot.os = OsInfo(kernel_release=v("os_release"), platform_type=machine, boot_time=v("boottime"))
 
     facts: dict[str, Any] = {}
     for key, value in (("cluster", cluster), ("ip", host.get("IP")), ("location", host.get("LOCATION")),
-                       ("tags", host.get("TAGS")), ("os_name", text("os_name")),
-                       ("disk_total_mb", _mb(metrics, "disk_total")), ("disk_free_mb", _mb(metrics, "disk_free"))):
+                       ("tags", host.get("TAGS")), ("os_name", v("os_name")),
+                       ("disk_total_mb", v("disk_total")), ("disk_free_mb", v("disk_free"))):
         if value not in (None, "", "unspecified"):
             facts[key] = value
     gmond_started = host.get("GMOND_STARTED")
     if gmond_started and gmond_started.isdigit():
         facts["gmond_started"] = int(gmond_started)
-
-    return HostSnapshot(
-        hostname=name, collected_at=collected_at, source=SOURCE_NAME,
-        cpu=cpu if any(v is not None for v in (cpu.logical_cpus, cpu.clock_mhz, cpu.instruction_set)) else None,
-        memory=memory if any(v is not None for v in vars(memory).values()) else None,
-        load=load if any(v is not None for v in vars(load).values()) else None,
-        os=opsys if any(v is not None for v in vars(opsys).values()) else None,
-        extra={SOURCE_NAME: facts} if facts else {},
-    )
+    if facts:
+        snapshot.extra[SOURCE_NAME] = facts
+    return snapshot
 
 
 def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ganglia XML") -> SourceReport:
@@ -203,7 +213,7 @@ def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "G
     from glueinfo.xmlsafe import XMLInputError, parse_xml
 
     try:
-        root = parse_xml(without_extra_data(without_doctype(data)), max_bytes=max_bytes, what=what)
+        root = parse_xml(_ascii_as_utf8(without_extra_data(without_doctype(data))), max_bytes=max_bytes, what=what)
     except (XMLInputError, GangliaError) as exc:
         raise GangliaError(str(exc)) from None
     if root.tag != "GANGLIA_XML":
