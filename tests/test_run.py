@@ -207,6 +207,20 @@ def base_sections(workdir: Path, head_root: Path, agents: list[Agent] = (), **ru
     return sections
 
 
+def with_ldap(sections: dict[str, dict[str, Any]], server: Any, workdir: Path, **run: Any) -> dict[str, dict[str, Any]]:
+    password = workdir / "ldap.password"
+    password.write_text(server.password + "\n")
+    sections["run"].update({"ldap_sync": "yes", "ldap_retry_min": 1, "ldap_retry_max": 2, **run})
+    sections["ldap"] = {"url": server.url, "bind_dn": server.bind_dn, "password_file": password, "timeout": 2}
+    return sections
+
+
+def normalise(dn: str) -> str:
+    from glueinfo.ldif import normalise_dn
+
+    return normalise_dn(dn)
+
+
 def nodes(path: Path) -> dict[str, etree._Element]:
     return {node.findtext("Id"): node for node in etree.fromstring(path.read_bytes()).iter("Node")}
 
@@ -230,12 +244,14 @@ def host_entry(entries, hostname: str):
 
 # -- end to end -------------------------------------------------------------------------------------
 
-def test_changes_reach_the_outputs_within_two_cycles_and_sigterm_exits_cleanly(tmp_path, processes):
+@pytest.mark.integration
+def test_changes_reach_ldap_and_node_xml_within_two_cycles_and_sigterm_exits_cleanly(tmp_path, processes, slapd):
     head_root = copy_machine(HEAD, tmp_path)
     roots = {name: copy_machine(name, tmp_path) for name in WORKERS}
     agents = {name: Agent(root, tmp_path) for name, root in roots.items()}
     processes.extend(agents.values())
-    config = write_config(tmp_path / "glueinfo.conf", base_sections(tmp_path, head_root, list(agents.values())))
+    sections = base_sections(tmp_path, head_root, list(agents.values()))
+    config = write_config(tmp_path / "glueinfo.conf", with_ldap(sections, slapd, tmp_path))
     run = Run(config, tmp_path)
     processes.append(run)
     xml_path, ldif_path = tmp_path / "out" / "nodes.xml", tmp_path / "out" / "glue.ldif"
@@ -244,7 +260,7 @@ def test_changes_reach_the_outputs_within_two_cycles_and_sigterm_exits_cleanly(t
     wait_for(lambda: set(nodes(xml_path)) == {head_name, *names.values()}, 30, "every host in nodes.xml")
 
     def glue_load(entries, hostname: str) -> Optional[int]:
-        entry = host_entry(entries.values(), hostname)
+        entry = host_entry(entries.values() if isinstance(entries, dict) else entries, hostname)
         return int(entry.first("GlueHostProcessorLoadLast1Min")) if entry is not None and "GlueHostProcessorLoadLast1Min" in entry else None
 
     def visible_within_two_cycles(kind: str, agent: Optional[Agent], check_agent, check_outputs, what: str) -> None:
@@ -260,7 +276,8 @@ def test_changes_reach_the_outputs_within_two_cycles_and_sigterm_exits_cleanly(t
     set_load(worker, 4.25)
     visible_within_two_cycles(
         "gather", agents["wn-nfs-lustre"], lambda node: extension(node, "LoadAverage1") == "4.25",
-        lambda: (glue_load(ldif_entries(ldif_path), names["wn-nfs-lustre"]) == round((cpus - 4.25) * 100)
+        lambda: (glue_load(slapd.ldapsearch(BASE), names["wn-nfs-lustre"]) == round((cpus - 4.25) * 100)
+                 and glue_load(ldif_entries(ldif_path), names["wn-nfs-lustre"]) == round((cpus - 4.25) * 100)
                  and extension(nodes(xml_path)[names["wn-nfs-lustre"]], "LoadAverage1") == "4.25"),
         "the worker's new load")
 
@@ -268,7 +285,8 @@ def test_changes_reach_the_outputs_within_two_cycles_and_sigterm_exits_cleanly(t
     add_mount(roots["arm-altra-q32"], "/scratch/new disk")
     visible_within_two_cycles(
         "gather", agents["arm-altra-q32"], lambda node: extension(node, "/scratch/new disk", "FileSystem") is not None,
-        lambda: (any(e.first("GlueHostLocalFileSystemRoot") == "/scratch/new disk" for e in ldif_entries(ldif_path).values())
+        lambda: (slapd.ldapsearch(BASE, "(GlueHostLocalFileSystemRoot=/scratch/new disk)")
+                 and any(e.first("GlueHostLocalFileSystemRoot") == "/scratch/new disk" for e in ldif_entries(ldif_path).values())
                  and extension(nodes(xml_path)[names["arm-altra-q32"]], "/scratch/new disk", "FileSystem") is not None),
         "the new mount")
 
@@ -277,7 +295,8 @@ def test_changes_reach_the_outputs_within_two_cycles_and_sigterm_exits_cleanly(t
     set_load(head_root, 1.5)
     visible_within_two_cycles(
         "fast", None, None,
-        lambda: (glue_load(ldif_entries(ldif_path), head_name) == round((head_cpus - 1.5) * 100)
+        lambda: (glue_load(slapd.ldapsearch(BASE), head_name) == round((head_cpus - 1.5) * 100)
+                 and glue_load(ldif_entries(ldif_path), head_name) == round((head_cpus - 1.5) * 100)
                  and extension(nodes(xml_path)[head_name], "LoadAverage1") == "1.5"),
         "the head node's new load")
 
@@ -288,15 +307,18 @@ def test_changes_reach_the_outputs_within_two_cycles_and_sigterm_exits_cleanly(t
     killed_at = time.monotonic()
     wait_for(lambda: nodes(xml_path)[gone].findtext("State") == "Unknown", 15, "the vanished worker to turn Unknown")
     assert time.monotonic() - killed_at >= 2.5  # not before it was stale (stale_after 4 s; its last pull up to 1 s earlier)
-    wait_for(lambda: gone not in nodes(xml_path) and host_entry(ldif_entries(ldif_path).values(), gone) is None,
-             20, "the vanished worker to be dropped")
+    wait_for(lambda: gone not in nodes(xml_path) and host_entry(ldif_entries(ldif_path).values(), gone) is None
+             and host_entry(slapd.ldapsearch(BASE), gone) is None, 20, "the vanished worker to be dropped")
+    # What slapd holds is exactly the LDIF file: a broker sees what BDII would.
+    assert {normalise(e.dn) for e in slapd.ldapsearch(BASE) if normalise(e.dn) != normalise(BASE)} == set(ldif_entries(ldif_path))
     assert set(nodes(xml_path)) == {head_name, names["wn-nfs-lustre"], names["arm-altra-q32"]}
     assert nodes(xml_path)[names["wn-nfs-lustre"]].findtext("State") != "Unknown"
     assert re.search(rf"WARNING: agents: .*{agents['epyc-container'].target}", run.log()), "the dead agent is not named"
 
     # The log: one INFO line per cycle with hosts, entries, changes and duration.
     line = re.findall(r"INFO: cycle gather: .*", run.log())[-1]
-    assert re.fullmatch(r"INFO: cycle gather: \d+ hosts \(\d+ stale\), \d+ entries \(\w+ changed.*\), 2 files written.*, \d+\.\d\d s", line)
+    assert re.fullmatch(r"INFO: cycle gather: \d+ hosts \(\d+ stale\), \d+ entries \(\w+ changed.*\), 2 files written, "
+                        r"LDAP \+\d+ ~\d+ -\d+, \d+\.\d\d s", line), line
 
     code, seconds = run.stop()
     assert code == 0 and seconds < 5, (code, seconds)
@@ -507,6 +529,141 @@ def test_a_restart_publishes_last_known_hosts_at_once_with_their_age(tmp_path, p
     state = json.loads((tmp_path / "state" / "hosts" / f"{worker}.json").read_text())
     assert "agents" in state["sources"]
     assert second.stop()[0] == 0
+
+
+# -- the LDAP server ---------------------------------------------------------------------------------
+
+def slapd_down(server: Any) -> None:
+    """Stop the test slapd by its PID; its database and port stay for slapd_up."""
+    server.process.terminate()
+    server.process.wait(10)
+
+
+def slapd_up(server: Any) -> None:
+    """Start the same slapd again, same config, database and port (as a restarted server would be)."""
+    from servers import find_slapd
+
+    with open(server.log_path, "ab") as log:
+        server.process = subprocess.Popen([find_slapd(), "-f", str(server.conf_path), "-h", f"{server.url}/", "-d", "0"],
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def listening() -> bool:
+        assert server.process.poll() is None, "slapd exited"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
+            return True
+
+    wait_for(listening, 20, "slapd to listen again")
+
+
+def ldap_dns(server: Any) -> set[str]:
+    return {normalise(e.dn) for e in server.ldapsearch(BASE) if normalise(e.dn) != normalise(BASE)}
+
+
+@pytest.mark.integration
+def test_ldap_down_at_start_then_back_then_down_mid_run_then_back_loses_nothing(tmp_path, processes, slapd):
+    head_root = copy_machine(HEAD, tmp_path)
+    ldif_path, xml_path = tmp_path / "out" / "glue.ldif", tmp_path / "out" / "nodes.xml"
+    config = write_config(tmp_path / "glueinfo.conf", with_ldap(base_sections(tmp_path, head_root), slapd, tmp_path))
+    unreachable = rf"WARNING: LDAP {re.escape(slapd.url)}: {re.escape(slapd.url)}: cannot reach the LDAP server"
+
+    # Down at start: the files are written anyway, the server is retried with doubling waits.
+    slapd_down(slapd)
+    run = Run(config, tmp_path)
+    processes.append(run)
+    wait_for(lambda: run.count(unreachable) >= 3, 30, "three failed attempts")
+    assert ldif_path.exists() and xml_path.exists()
+    waits = [float(w) for w in re.findall(unreachable + r".*next attempt in (\d+) s", run.log())]
+    assert waits[:3] == [1, 2, 2], waits  # [run] ldap_retry_min 1 s, doubled, capped at ldap_retry_max 2 s
+    assert run.count("cycle fast:") > run.count(unreachable)  # publishes between attempts skip the LDAP step
+    assert "LDAP waiting to retry" in run.log()
+
+    # Back: a full sync at the next attempt.
+    slapd_up(slapd)
+    wait_for(lambda: "answering again" in run.log(), 15, "the server to be noticed back")
+    assert re.search(r"INFO: LDAP .* answering again after \d+ s: full re-sync: \d+ added", run.log())
+    wait_for(lambda: ldap_dns(slapd) == set(ldif_entries(ldif_path)), 10, "slapd to hold exactly the LDIF file's entries")
+
+    # Down mid-run, while the machine changes: the files follow, LDAP catches up when it is back.
+    slapd_down(slapd)
+    failures = run.count(unreachable)
+    wait_for(lambda: run.count(unreachable) > failures, 15, "the outage to be noticed")
+    head_name, cpus = machine(head_root)["hostname"], machine(head_root)["cpus"]
+    set_load(head_root, 7.75)
+    expected = str(round((cpus - 7.75) * 100))
+    wait_for(lambda: host_entry(ldif_entries(ldif_path).values(), head_name).first("GlueHostProcessorLoadLast1Min") == expected
+             and extension(nodes(xml_path)[head_name], "LoadAverage1") == "7.75", 10, "the files to keep updating")
+    slapd_up(slapd)
+    wait_for(lambda: run.count("answering again") >= 2, 15, "the server to be noticed back again")
+    wait_for(lambda: host_entry(slapd.ldapsearch(BASE), head_name).first("GlueHostProcessorLoadLast1Min") == expected, 10,
+             "the change made during the outage to reach LDAP")
+    assert ldap_dns(slapd) == set(ldif_entries(ldif_path))
+    # The self-metrics in the head node's Node (written before each cycle's LDAP step: one cycle behind).
+    metrics = wait_for(lambda: (lambda m: m if m["state"] == "ok" else None)(
+        json.loads(extension(nodes(xml_path)[head_name], "glueinfo-run-ldap", "Extra"))), 10, "the LDAP metrics to say ok")
+    assert metrics["failures"] >= 4 and metrics["last_success_at"] and metrics["url"] == slapd.url
+    code, seconds = run.stop()
+    assert code == 0 and seconds < 5
+
+
+class ConstrainedSlapd:
+    """The test slapd with slapo-constraint on o=grid: GlueHostOperatingSystemName may not start with U
+    (a site policy, say), so entries for Ubuntu hosts are refused with constraintViolation."""
+
+    @staticmethod
+    def start(workdir: Path):
+        from servers import Slapd
+
+        class Constrained(Slapd):
+            def _config(self) -> str:
+                text = super()._config().replace("moduleload back_mdb", "moduleload back_mdb\nmoduleload constraint")
+                head, grid = text.split('suffix "o=grid"', 1)
+                grid = grid.replace("\n\ndatabase mdb", "\noverlay constraint\n"
+                                    "constraint_attribute GlueHostOperatingSystemName regex ^[^U]\n\ndatabase mdb", 1)
+                return head + 'suffix "o=grid"' + grid
+
+        return Constrained(workdir).start()
+
+
+@pytest.mark.integration
+def test_entries_the_server_refuses_are_reported_by_dn_every_cycle_until_fixed(tmp_path, processes):
+    from servers import missing_slapd_tools
+
+    missing = missing_slapd_tools()
+    if missing:
+        pytest.skip("real slapd needed, missing: " + ", ".join(missing))
+    server = ConstrainedSlapd.start(tmp_path / "slapd")
+    try:
+        head_root = copy_machine("arm-altra-q32", tmp_path)  # Ubuntu: its SubCluster and host carry the OS name
+        assert 'NAME="Ubuntu"' in (head_root / "etc/os-release").read_text()
+        ldif_path = tmp_path / "out" / "glue.ldif"
+        config = write_config(tmp_path / "glueinfo.conf", with_ldap(base_sections(tmp_path, head_root), server, tmp_path))
+        run = Run(config, tmp_path)
+        processes.append(run)
+        refused = r"WARNING: LDAP \S+: (GlueSubClusterUniqueID=[^,]+),GlueClusterUniqueID=.*: add refused: constraintViolation \(19\)"
+        wait_for(lambda: run.count(refused) >= 3, 30, "three cycles reporting the refused entry")
+        dns = set(re.findall(refused, run.log()))
+        assert len(dns) == 1  # the same DN, every cycle
+        entries = ldif_entries(ldif_path)
+        subcluster = next(dn for dn in entries if dn.startswith("gluesubclusteruniqueid="))
+        assert normalise(next(iter(dns))).split(",")[0] == subcluster.split(",")[0]
+        assert "(1 rejected)" in run.log() or "rejected)" in run.log()
+        # The rest is in sync: the cluster and the CE answer a broker.
+        assert server.ldapsearch(BASE, "(objectClass=GlueCluster)") and server.ldapsearch(BASE, "(objectClass=GlueCE)")
+        assert ldap_dns(server) == {dn for dn in entries if "gluesubclusteruniqueid=" not in dn}
+
+        # Fixed (the OS renamed), SIGHUP re-reads the slow facts: accepted, no more reports.
+        release = head_root / "etc/os-release"
+        release.write_text(release.read_text().replace('NAME="Ubuntu"', 'NAME="Kubuntu"'))
+        run.signal(signal.SIGHUP)
+        wait_for(lambda: ldap_dns(server) == set(ldif_entries(ldif_path)) and server.ldapsearch(BASE, "(objectClass=GlueSubCluster)"),
+                 15, "the fixed entries to be accepted")
+        reports = run.count(refused)
+        cycles = run.count("cycle fast:")
+        wait_for(lambda: run.count("cycle fast:") >= cycles + 2, 10, "two more cycles")
+        assert run.count(refused) == reports
+        assert run.stop()[0] == 0
+    finally:
+        server.stop()
 
 
 # -- what the admin installs -------------------------------------------------------------------------
