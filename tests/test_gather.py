@@ -6,8 +6,13 @@ cycle by cycle; the clock is the test's.  Expected values are written out.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -233,3 +238,44 @@ def test_unbelievable_snapshots_are_named(change, words):
     assert check_snapshot(snap, T0) is None
     change(snap)
     assert words in check_snapshot(snap, T0)
+
+
+# -- the command ----------------------------------------------------------------------------
+
+REPO = Path(__file__).parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "hosts" / "wn-nfs-lustre"
+
+
+def run_cli(tmp_path, conf: str, *args: str):
+    path = tmp_path / "glueinfo.conf"
+    path.write_text(conf)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "gather", "--config", str(path), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+    return proc, (json.loads(proc.stdout) if proc.stdout.startswith("{") else None)
+
+
+def test_gather_command_prints_the_local_host_as_json(tmp_path):
+    proc, data = run_cli(tmp_path, "[sources]\nenabled = local\n", "--host-root", str(FIXTURE))
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads((FIXTURE / ".glueinfo" / "recorded.json").read_text())
+    (host,) = data["hosts"]
+    assert host["hostname"] == recorded["hostname"] and host["stale"] is False
+    assert list(host["sources"]) == ["local"] and host["snapshot"]["cpu"]["logical_cpus"] == 16
+    assert data["failures"] == []
+
+
+def test_gather_command_refuses_an_unknown_source_in_one_line(tmp_path):
+    proc, _ = run_cli(tmp_path, "[sources]\nenabled = local, carrier-pigeon\n")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "[sources] enabled: unknown source(s) carrier-pigeon" in proc.stderr
+
+
+def test_gather_command_with_a_bad_range_names_it_and_fails(tmp_path):
+    proc, data = run_cli(tmp_path, "[sources]\nenabled = agents\nagents = wn[10-2].example.org\n")
+    assert proc.returncode == 1
+    assert data["hosts"] == []
+    (failure,) = data["failures"]
+    assert failure["error"] == "[sources] agents: 'wn[10-2].example.org': range '10-2' runs backwards"
+    assert "runs backwards" in proc.stderr
