@@ -126,3 +126,19 @@ def test_inside_real_bdii_fresh_data_is_served_and_stale_data_withdrawn(bdii, tm
         assert bdii.ldapsearch(filter="(objectClass=GlueCE)") == []
     finally:
         bdii.remove(shim)
+
+
+@pytest.mark.integration
+def test_the_openldap_hp_shim_lets_bdii_600_style_calls_reach_slapd(slapd, tmp_path):
+    # What Debian 12's bdii 6.0.0 runs, against the real tools: refused by OpenLDAP 2.5 ...
+    call = ["-x", "-LLL", "-h", "127.0.0.1", "-p", str(slapd.port), "-b", "o=grid", "-s", "base", "(objectClass=*)", "o"]
+    plain = subprocess.run(["ldapsearch", *call], capture_output=True, text=True, timeout=30)
+    assert plain.returncode != 0 and "dn: o=grid" not in plain.stdout
+    # ... and through etc/bdii/openldap-hp-shim installed under the tool's name: answered.
+    shim = tmp_path / "bin" / "ldapsearch"
+    shim.parent.mkdir()
+    shim.write_bytes((ROOT / "etc" / "bdii" / "openldap-hp-shim").read_bytes())
+    shim.chmod(0o755)
+    proc = subprocess.run([str(shim), *call], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert parse_ldif(proc.stdout)[0].dn == "o=grid"
