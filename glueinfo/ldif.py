@@ -149,15 +149,16 @@ class Entry:
         return Entry(self.dn, {name: list(values) for name, values in self.attributes.items()})
 
     @classmethod
-    def from_lists(cls, dn: str, attributes: dict[str, list[Value]]) -> Entry:
+    def from_lists(cls, dn: str, attributes: dict[str, list[Value]], index: Optional[dict[str, str]] = None) -> Entry:
         """An entry that takes ``attributes`` as it is (no copy, no checks): for
         renderers producing 100,000s of entries.  The caller guarantees what
         ``add`` would: non-empty lists of str/int/bool, names distinct ignoring
-        case."""
+        case.  ``index`` (lower-case name -> name, for exactly these names) is
+        copied instead of being rebuilt: a renderer keeps one per entry shape."""
         entry = cls.__new__(cls)
         entry.dn = dn
         entry.attributes = attributes
-        entry._index = {name.lower(): name for name in attributes}
+        entry._index = dict(index) if index is not None else {name.lower(): name for name in attributes}
         return entry
 
     def __eq__(self, other: object) -> bool:
