@@ -171,11 +171,23 @@ def _attributes(classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> d
     return attributes
 
 
-def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> Entry:
-    return Entry.from_lists(dn, _attributes(classes, pairs))
+def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]], shapes: Optional[dict] = None) -> Entry:
+    return _finish(dn, _attributes(classes, pairs), shapes)
 
 
-def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "", host_id: Optional[str] = None) -> Entry:
+def _finish(dn: str, attributes: dict[str, list], shapes: Optional[dict]) -> Entry:
+    """Entry.from_lists, reusing the lower-case name index of entries of the same shape (``shapes``: one run's cache)."""
+    if shapes is None:
+        return Entry.from_lists(dn, attributes)
+    keys = tuple(attributes)
+    index = shapes.get(keys)
+    if index is None:
+        index = shapes[keys] = {name.lower(): name for name in keys}
+    return Entry.from_lists(dn, attributes, index)
+
+
+def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "", host_id: Optional[str] = None,
+               shapes: Optional[dict] = None) -> Entry:
     """One GlueHost entry with every host auxiliary class of the schema.
 
     Built as one dict (Entry.from_lists): a site may have 100,000 hosts.
@@ -230,7 +242,7 @@ def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = 
         attributes["GlueInformationServiceURL"] = [info_url]
     attributes["GlueSchemaVersionMajor"] = [GLUE_MAJOR]
     attributes["GlueSchemaVersionMinor"] = [GLUE_MINOR]
-    return Entry.from_lists(dn, attributes)
+    return _finish(dn, attributes, shapes)
 
 
 # Values that ldif.dn_escape would return unchanged (most host names and
@@ -265,17 +277,26 @@ _FS_NAMES = {remote: tuple(f"GlueHost{'Remote' if remote else 'Local'}FileSystem
              for remote in (False, True)}
 
 
-def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Optional[str] = None) -> Entry:
+def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Optional[str] = None,
+                     shapes: Optional[dict] = None) -> Entry:
     """A file system entry under its host; named by its mount point (shortened when too long, see naming_value)."""
     name, root, fs_type, read_only, size, available, server = _FS_NAMES[fs.remote]
     fs_name = fs_name or naming_value(name, fs.mount_point)
-    return _entry(child_dn(name, fs_name, host_dn), REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES, (
-        (name, fs_name), (root, fs.mount_point), (fs_type, fs.fs_type), (read_only, fs.read_only),
-        (size, fs.size_mb * MB if fs.size_mb is not None else None),
-        (available, fs.available_mb * MB if fs.available_mb is not None else None),
-        (server, fs.server if fs.remote else None),
-        ("GlueChunkKey", "GlueHostUniqueID=" + host_id),
-        ("GlueSchemaVersionMajor", GLUE_MAJOR), ("GlueSchemaVersionMinor", GLUE_MINOR)))
+    attributes: dict[str, list] = {"objectClass": list(REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES),
+                                   name: [fs_name], root: [fs.mount_point]}
+    if fs.fs_type:
+        attributes[fs_type] = [fs.fs_type]
+    attributes[read_only] = [fs.read_only]
+    if fs.size_mb is not None:
+        attributes[size] = [fs.size_mb * MB]
+    if fs.available_mb is not None:
+        attributes[available] = [fs.available_mb * MB]
+    if fs.remote and fs.server:
+        attributes[server] = [fs.server]
+    attributes["GlueChunkKey"] = ["GlueHostUniqueID=" + host_id]
+    attributes["GlueSchemaVersionMajor"] = [GLUE_MAJOR]
+    attributes["GlueSchemaVersionMinor"] = [GLUE_MINOR]
+    return _finish(child_dn(name, fs_name, host_dn), attributes, shapes)
 
 
 def job_entry(job: JobInfo, ce: CESpec, ce_dn: str) -> Entry:
@@ -307,6 +328,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
     # (a custom template missing a variable) must stop the run before any
     # output is written, not half-way through 100,000 hosts.
     logical = {cluster.unique_id: cluster.logical_cpus for cluster in groups.clusters}
+    shapes: dict = {}  # attribute names of an entry -> their lower-case index (Entry.from_lists)
     site_templated = site_entry(site, templates["site"])
     clusters = []
     for cluster in groups.clusters:
@@ -335,7 +357,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                     continue
                 seen_hosts[key] = host.hostname
                 host_dn = child_dn("GlueHostUniqueID", host_id, sc_dn)
-                yield host_entry(host, host_dn, sc.unique_id, info_url, host_id)
+                yield host_entry(host, host_dn, sc.unique_id, info_url, host_id, shapes)
                 seen_fs: dict[tuple[bool, str], str] = {}
                 for fs in host.filesystems or ():
                     fs_name = naming_value(_FS_NAMES[fs.remote][0], fs.mount_point)
@@ -345,7 +367,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                                         f"{seen_fs.get(fs_key, '')!r}; published once")
                         continue
                     seen_fs[fs_key] = fs.mount_point
-                    yield filesystem_entry(fs, host_dn, host_id, fs_name)
+                    yield filesystem_entry(fs, host_dn, host_id, fs_name, shapes)
     for ce, ce_templated in ces:
         yield ce_templated
         state = states.get(ce.unique_id)
