@@ -203,3 +203,11 @@ def test_subcluster_ids_stay_short_enough_to_name_an_ldap_entry():
     ids_ = [sc.unique_id for sc in groups.clusters[0].subclusters]
     assert len(ids_) == 2 and all(i.startswith("c" * 100) and len(i) <= 200 - len("GlueSubClusterUniqueID=") for i in ids_)
     assert len(set(ids_)) == 2
+
+
+def test_facts_read_in_one_go_equal_the_named_facts():
+    from glueinfo.aggregate import FACT_NAMES, FACTS, host_facts
+    from glueinfo.model import HostSnapshot
+
+    for host in [*synthetic_site(20), HostSnapshot(hostname="bare")]:
+        assert host_facts(host) == tuple(FACTS[name](host) for name in FACT_NAMES)
