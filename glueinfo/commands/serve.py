@@ -60,11 +60,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if args.no_ldif:
             return None, "LDIF is off (--no-ldif)"
         try:
-            from glueinfo.pipeline import build_site_ldif
+            from glueinfo.gather import build_site_fresh  # stale hosts stay out of FreeCPUs
         except ImportError as exc:  # a trimmed install without the GLUE renderer
             return None, f"the GLUE renderer is not installed: {exc}"
         try:
-            text, left_out = build_site_ldif(config, snapshots, local_fqdn=local.hostname if local else None)
+            build = build_site_fresh(config, snapshots, local_fqdn=local.hostname if local else None)
+            for warning in build.warnings:
+                log.info("%s", warning)
+            text, left_out = build.ldif(), build.errors
         except Exception as exc:  # keep serving the last good LDIF
             return None, f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
         for problem in left_out:
