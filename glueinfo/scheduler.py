@@ -38,7 +38,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from glueinfo.config import Config, ConfigError
-from glueinfo.service import Provider, ServiceError
+from glueinfo.service import JOB_NAMES, Provider, ServiceError
 
 log = logging.getLogger("glueinfo.run")
 
@@ -144,7 +144,8 @@ class Service:
                     self._run(name)
         if not self.stop_requested.is_set():
             jobs = provider.intervals()
-            self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(max_workers=len(jobs) + 1)},
+            # One thread per job (a reload may add the gather job) and one spare.
+            self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(max_workers=len(JOB_NAMES) + 1)},
                                                  timezone=UTC)
             self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
             self._schedule({"gather": 0.0})

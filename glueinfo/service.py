@@ -348,6 +348,7 @@ class Provider:
         self.states: Optional[dict[str, Any]] = None  # CE id -> QueueState of the last LRMS query
         self.job_stats: dict[str, JobStats] = {name: JobStats() for name in (*JOB_NAMES, "publish")}
         self.collector_stats: dict[str, JobStats] = {}
+        self._hung: dict[str, tuple[float, float]] = {}  # collector -> (not before, last pause) after a timeout
         self._published_fingerprint: Optional[tuple] = None
         self._previous_entries: Optional[dict[str, Any]] = None
         self.last_entries: list[Any] = []
@@ -411,11 +412,11 @@ class Provider:
     def restore(self) -> int:
         """Read the state directory: last good snapshots of every host, with their real age.
         Returns how many hosts were restored."""
+        for path in (self.settings.ldif_file, self.settings.node_xml_file):
+            if path:  # what a writer killed mid-write left behind (only this process writes these files)
+                remove_temporaries(path)
         if self.state_store is None:
             return 0
-        for path in (self.settings.ldif_file, self.settings.node_xml_file):
-            if path:
-                remove_temporaries(path)
         states = self.state_store.load()
         now = self.clock()
         drop_after = drop_after_s(self.plan.config)
@@ -503,16 +504,27 @@ class Provider:
 
     def _probe(self, names: Sequence[str]) -> Optional[HostSnapshot]:
         from glueinfo.collect import probe
+        from glueinfo.model import CollectorResult
         from glueinfo.render_node_xml import attach_resources
 
         plan = self.plan
         if not names:
             return None
-        others = [n for n in (*plan.fast_names, *plan.slow_names) if n not in names]
+        now = self.clock()
+        # A collector that timed out is retried only after a growing pause: each timed-out run
+        # leaves its thread blocked for good (a dead NFS server, a hung device), and a service
+        # that retried every fast cycle would pile one up per cycle.
+        held_back = {n for n in names if self._hung.get(n, (0.0, 0.0))[0] > now}
+        running = [n for n in names if n not in held_back]
+        others = [n for n in (*plan.fast_names, *plan.slow_names) if n not in running]
         snapshot = probe(plan.config, host_root=self.host_root,
-                         enable=[n for n in self.cli_enable if n in names],
-                         disable=[*(n for n in self.cli_disable if n not in names), *others],
+                         enable=[n for n in self.cli_enable if n in running],
+                         disable=[*(n for n in self.cli_disable if n not in running), *others],
                          on_error=lambda message: log.warning("%s", message), clock=self.clock)
+        for name in sorted(held_back):
+            retry_at = self._hung[name][0]
+            snapshot.collectors.append(CollectorResult(name, False, 0.0,
+                                                       f"not run: it timed out before; next try in {retry_at - now:.0f} s"))
         now = self.clock()
         for result in snapshot.collectors:
             stats = self.collector_stats.setdefault(result.name, JobStats())
@@ -522,9 +534,14 @@ class Provider:
             if result.success:
                 stats.last_success_at = now
                 stats.last_error = None
+                self._hung.pop(result.name, None)
             else:
                 stats.failures += 1
                 stats.last_error = result.error
+                if result.name not in held_back and (result.error or "").startswith("timed out"):
+                    previous = self._hung.get(result.name, (0.0, 0.0))[1]
+                    pause = min(plan.settings.slow_interval_s, max(plan.settings.fast_interval_s, 2 * previous))
+                    self._hung[result.name] = (now + pause, pause)
                 log.warning("collector %s on %s failed: %s", result.name, snapshot.hostname, result.error)
         return attach_resources(snapshot, plan.node_settings.resources)
 

@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also log to syslog (default socket /dev/log), facility daemon")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only (no line per cycle)")
     parser.add_argument("--once", action="store_true",
-                        help="one refresh of everything (restore, collect, gather, publish), then exit: 0 when every output was written")
+                        help="one refresh of everything (restore, collect, gather, publish), then exit: 0 when every output "
+                             "was written (and the LDAP server took every entry)")
 
 
 def setup_logging(args: argparse.Namespace) -> None:
@@ -103,4 +104,6 @@ def run_once(provider) -> int:
     if provider.gathers:
         provider.run_job("gather")
     provider.close()
-    return 1 if provider.write_errors or provider.publishes == 0 else 0
+    ldap = provider.ldap.last if provider.ldap is not None else None
+    ldap_failed = provider.ldap is not None and (ldap is None or ldap.error is not None or bool(ldap.rejected))
+    return 1 if provider.write_errors or provider.publishes == 0 or ldap_failed else 0
