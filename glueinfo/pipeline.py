@@ -161,13 +161,13 @@ class TreeChecker:
         self.warnings: list[str] = []
         self._plans: dict[tuple, Any] = {}
         self._classes: dict[tuple, bool] = {}
-        self._good_shapes: set[tuple] = set()
         self._seen: set[str] = set()
         self._dropped: set[str] = set()
 
     def _plan(self, names: tuple[str, ...]) -> Any:
-        """Per attribute of an entry shape: (kind, single-valued, fold case for duplicates);
-        None when some name is unknown or not in the schema's spelling (normalise or check must look)."""
+        """Per attribute of an entry shape: (kind, single-valued, fold case for duplicates), and the
+        set of object class lists that passed the full check with these names; None when some
+        name is unknown or not in the schema's spelling (normalise or check must look)."""
         plan = self._plans.get(names)
         if plan is None:
             schema = self.schema
@@ -179,7 +179,7 @@ class TreeChecker:
                     break
                 kind = _CLASSES if name == "objectClass" else _KINDS.get(schema.syntax(name), _OTHER)
                 items.append((kind, at.single_value, (schema.equality(name) or "").lower().startswith("caseignore")))
-            plan = self._plans[names] = tuple(items) if items is not None else False
+            plan = self._plans[names] = (tuple(items), set()) if items is not None else False
         return plan or None
 
     def _is_normal(self, entry: Entry, plan: tuple) -> Optional[bool]:
@@ -258,45 +258,45 @@ class TreeChecker:
         wanted = " ".join(value.casefold().split())
         return any(" ".join(value_text(v).casefold().split()) == wanted for v in values)
 
-    def _full_check(self, entry: Entry, shape: Optional[tuple]) -> list[Problem]:
+    def _full_check(self, entry: Entry) -> list[Problem]:
         problems = self.schema.check(entry) if self.schema is not None else []
-        if not problems and shape is not None:
-            self._good_shapes.add(shape)
+        if not problems:
+            plan = self._plan(tuple(entry.attributes))
+            if plan is not None:
+                plan[1].add(tuple(entry.attributes.get("objectClass", ())))
         return problems
 
     def __call__(self, entry: Entry) -> Optional[Entry]:
         """The entry as it will be published, or None when it is left out (see errors)."""
         schema = self.schema
-        shape = None
         quick = False
         if schema is None:
             entry, notes = normalise_unchecked(entry)
             self.warnings.extend(str(note) for note in notes)
         else:
-            names = tuple(entry.attributes)
-            plan = self._plan(names)
-            verdict = self._is_normal(entry, plan) if plan is not None else False
+            plan = self._plan(tuple(entry.attributes))
+            verdict = self._is_normal(entry, plan[0]) if plan is not None else False
             if verdict is False:
                 entry, notes = schema.normalise(entry)
                 self.warnings.extend(str(note) for note in notes)
-                names = tuple(entry.attributes)
-            shape = (tuple(entry.attributes.get("objectClass", ())), names)
-            quick = verdict is True and shape in self._good_shapes
+            else:
+                quick = verdict is True and tuple(entry.attributes.get("objectClass", ())) in plan[1]
         key = dn_key(entry.dn)
-        if parent_key(key) in self._dropped:
+        if self._dropped and parent_key(key) in self._dropped:
             self._dropped.add(key)
             self.errors.append(Problem(entry.dn, "left out because its parent entry was left out"))
             return None
         if key in self._seen:
             self.errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
             return None
-        if len(entry.dn.partition(",")[0].encode()) > MAX_SLAPD_RDN_BYTES:
+        rdn = entry.dn.partition(",")[0]
+        if len(rdn) > MAX_SLAPD_RDN_BYTES // 4 and len(rdn.encode()) > MAX_SLAPD_RDN_BYTES:
             problems = [Problem(entry.dn, f"the first DN component is over {MAX_SLAPD_RDN_BYTES} bytes: "
                                           "slapd's mdb backend refuses it (Other error, 80)")]
         elif quick and self._rdn_present(entry):
             problems = []
         elif schema is not None:
-            problems = self._full_check(entry, shape)
+            problems = self._full_check(entry)
         else:
             problems = []
         if problems:
