@@ -359,3 +359,30 @@ def test_ldif_check_reports_other_providers_mistakes_by_dn(tmp_path):
 def test_bad_snapshot_file_is_a_one_line_usage_error(argv):
     proc = run_cli(*argv)
     assert proc.returncode == 2 and proc.stderr.strip().endswith("no such file") and proc.stdout == ""
+
+
+def test_parsed_schema_is_cached_and_reparsed_when_a_file_changes(tmp_path, monkeypatch):
+    import shutil
+
+    from glueinfo import pipeline
+
+    schema_dir = tmp_path / "schema"
+    schema_dir.mkdir()
+    for name in pipeline.GLUE13_SCHEMA_FILES:
+        shutil.copy(f"/etc/ldap/schema/{name}", schema_dir / name)
+    first = pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "cache"))
+    assert first is not None and len(list((tmp_path / "cache").iterdir())) == 1
+    parsed = []
+    real = pipeline.load_schema
+    monkeypatch.setattr(pipeline, "load_schema", lambda *a: parsed.append(a) or real(*a))
+    again = pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "cache"))
+    assert parsed == [] and again.attribute("GlueCEStateFreeCPUs").name == "GlueCEStateFreeCPUs"
+    with open(schema_dir / "Glue-CE.schema", "a") as handle:  # an edited schema file is parsed again
+        handle.write("\n# edited\n")
+    pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "cache"))
+    assert len(parsed) == 1
+    (tmp_path / "cache").chmod(0o500)  # an unwritable cache is no error
+    try:
+        assert pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "cache" / "sub")) is not None
+    finally:
+        (tmp_path / "cache").chmod(0o700)
