@@ -151,14 +151,14 @@ class Run:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def signal(self, signum: int) -> None:
+    def send_signal(self, signum: int) -> None:
         self.process.send_signal(signum)
 
-    def stop(self, timeout: float = 15.0) -> tuple[int, float]:
-        """SIGTERM; (exit status, seconds it took)."""
+    def stop(self, timeout: float = 15.0, signum: int = signal.SIGTERM) -> tuple[int, float]:
+        """SIGTERM (or ``signum``); (exit status, seconds it took)."""
         started = time.monotonic()
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(signum)
         try:
             code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -341,12 +341,12 @@ def test_sighup_rejects_a_broken_config_and_applies_a_good_one(tmp_path, process
 
     good_text = config.read_text()
     config.write_text(good_text + "[run]\nfast_interval = soon\n")
-    run.signal(signal.SIGHUP)
+    run.send_signal(signal.SIGHUP)
     wait_for(lambda: "new config rejected" in run.log(), 10, "the rejection")
     line = next(line for line in run.log().splitlines() if "new config rejected" in line)
     assert "ERROR" in line and f"{config}:" in line
     config.write_text(good_text.replace("[node]\n", "[node]\noffline_hosts = nothing.example.org\nbogus_key = 1\n"))
-    run.signal(signal.SIGHUP)
+    run.send_signal(signal.SIGHUP)
     wait_for(lambda: run.count("new config rejected") == 2, 10, "the second rejection")
     assert "bogus_key" in run.log().splitlines()[-1] or "bogus_key" in run.log()
     count = run.count("cycle fast:")
@@ -356,11 +356,39 @@ def test_sighup_rejects_a_broken_config_and_applies_a_good_one(tmp_path, process
     # A good config applies: the head node taken out of service is Offline in the next cycles.
     head_name = machine(head_root)["hostname"]
     config.write_text(good_text.replace("[node]\n", f"[node]\noffline_hosts = {head_name}\n"))
-    run.signal(signal.SIGHUP)
+    run.send_signal(signal.SIGHUP)
     wait_for(lambda: "reloaded" in run.log(), 10, "the reload")
     wait_for(lambda: nodes(xml_path)[head_name].findtext("State") == "Offline", 10, "the new config to apply")
-    code, seconds = run.stop()
+    code, seconds = run.stop(signum=signal.SIGINT)  # Ctrl-C in a terminal: the same clean stop
     assert code == 0 and seconds < 5
+    assert "INFO: stopped" in run.log()
+
+
+def test_once_logs_to_a_file_and_to_syslog(tmp_path):
+    head_root = copy_machine(HEAD, tmp_path)
+    config = write_config(tmp_path / "glueinfo.conf", base_sections(tmp_path, head_root))
+    syslog = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # stands for /dev/log
+    syslog.bind(str(tmp_path / "log.sock"))
+    syslog.settimeout(10)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "run", "--once", "--config", str(config),
+                               "--log-file", str(tmp_path / "glueinfo.log"), "--syslog", str(tmp_path / "log.sock")],
+                              capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        messages = []
+        syslog.settimeout(0.5)
+        try:
+            while True:
+                messages.append(syslog.recv(65536).decode())
+        except TimeoutError:
+            pass
+    finally:
+        syslog.close()
+    logged = (tmp_path / "glueinfo.log").read_text()
+    assert re.search(r"INFO: cycle fast: 1 hosts \(0 stale\)", logged) and re.search(r"cycle fast:", proc.stderr)
+    # <daemon.info> = <30>, as syslog daemons file it
+    assert any(m.startswith("<30>glueinfo[") and "INFO: cycle fast: 1 hosts" in m for m in messages), messages
+    assert (tmp_path / "out" / "glue.ldif").read_text().startswith("dn: ")
 
 
 def make_fifo(path: Path) -> None:
@@ -683,7 +711,7 @@ def test_entries_the_server_refuses_are_reported_by_dn_every_cycle_until_fixed(t
         # Fixed (the OS renamed), SIGHUP re-reads the slow facts: accepted, no more reports.
         release = head_root / "etc/os-release"
         release.write_text(release.read_text().replace('NAME="Ubuntu"', 'NAME="Kubuntu"'))
-        run.signal(signal.SIGHUP)
+        run.send_signal(signal.SIGHUP)
         wait_for(lambda: ldap_dns(server) == set(ldif_entries(ldif_path)) and server.ldapsearch(BASE, "(objectClass=GlueSubCluster)"),
                  15, "the fixed entries to be accepted")
         reports = run.count(refused)
