@@ -384,5 +384,7 @@ def test_parsed_schema_is_cached_and_reparsed_when_a_file_changes(tmp_path, monk
     assert len(parsed) == 1
     (tmp_path / "a-file").write_text("")  # a cache that cannot be written (even by root) is no error
     assert pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "a-file" / "cache")) is not None
-    (tmp_path / "cache" / next(iter(os.listdir(tmp_path / "cache")))).write_bytes(b"garbage")  # nor is a damaged one
+    for name in os.listdir(tmp_path / "cache"):  # nor is a damaged one
+        (tmp_path / "cache" / name).write_bytes(b"garbage")
     assert pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "cache")) is not None
+    assert len(parsed) == 2
