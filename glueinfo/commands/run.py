@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
 import sys
+from typing import Any
 
 from glueinfo.config import Config
 
@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def setup_logging(args: argparse.Namespace) -> None:
     """INFO by default (one line per cycle); -v for debug, -q for warnings only; stderr plus --log-file / --syslog."""
+    import logging.handlers
+
     from glueinfo.cli import UsageError
 
     root = logging.getLogger()
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return code
 
 
-def run_once(provider) -> int:
+def run_once(provider: Any) -> int:
     """Every job once, in order, then one publish; for cron and for trying a config."""
     provider.start_server()
     if provider.restore():
