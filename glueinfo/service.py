@@ -610,11 +610,14 @@ class Provider:
         hosts.sort(key=lambda h: host_key(h.snapshot.hostname))
         return GatherResult(started_at=now, duration_s=0.0, hosts=hosts), here
 
+    def _collector_stats_copy(self) -> dict[str, JobStats]:
+        return dict(self.collector_stats)  # one C-level copy: the fast and slow jobs add to it meanwhile
+
     def metrics(self) -> dict[str, Any]:
         """The self-metrics: jobs, collectors, outputs, LDAP."""
         return {
             "jobs": {name: stats.to_dict() for name, stats in self.job_stats.items()},
-            "collectors": {name: stats.to_dict() for name, stats in sorted(self.collector_stats.items())},
+            "collectors": {name: stats.to_dict() for name, stats in sorted(self._collector_stats_copy().items())},
             "outputs": {path: error for path, error in self.write_errors.items()},
             "ldap": self.ldap.to_dict() if self.ldap is not None else None,
             "publishes": self.publishes,
@@ -625,7 +628,7 @@ class Provider:
         extra = dict(snapshot.extra)
         for name, stats in self.job_stats.items():
             extra[f"{METRICS_PREFIX}-job-{name}"] = stats.to_dict()
-        extra[f"{METRICS_PREFIX}-collectors"] = {name: stats.to_dict() for name, stats in sorted(self.collector_stats.items())}
+        extra[f"{METRICS_PREFIX}-collectors"] = {name: stats.to_dict() for name, stats in sorted(self._collector_stats_copy().items())}
         if self.ldap is not None:
             extra[f"{METRICS_PREFIX}-ldap"] = self.ldap.to_dict()
         return dataclasses.replace(snapshot, extra=extra)
