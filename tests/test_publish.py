@@ -236,3 +236,23 @@ def test_publish_under_another_base(server, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert len(server.ldapsearch("mds-vo-name=EXAMPLE-SITE,o=grid", "(objectClass=GlueHost)", ["1.1"])) == 2
     assert os.path.exists(site.state)
+
+
+def test_entries_someone_else_adds_or_deletes_are_put_right(server, tmp_path):
+    site = Site(tmp_path, server, hosts_ok())
+    assert site.publish()[0].returncode == 0
+    (host,) = server.ldapsearch(BASE, "(GlueHostUniqueID=wn-xeon-00003.example.org)", ["1.1"])
+    for child in server.ldapsearch(host.dn, "(objectClass=*)", ["1.1"], scope="one"):
+        subprocess.run(["ldapdelete", "-x", "-H", server.url, "-D", server.bind_dn, "-w", server.password, child.dn], check=True)
+    subprocess.run(["ldapdelete", "-x", "-H", server.url, "-D", server.bind_dn, "-w", server.password, host.dn], check=True)
+    intruder = f"GlueClusterUniqueID=intruder,{BASE}"
+    assert server.ldapadd(f"dn: {intruder}\nobjectClass: GlueClusterTop\nobjectClass: GlueCluster\n"
+                          "GlueClusterUniqueID: intruder\n").ok
+    before = server.operations()
+    proc, stats = site.publish()
+    assert proc.returncode == 0, proc.stderr
+    after = server.operations()
+    assert (stats["added"], stats["deleted"], stats["modified"]) == (4, 1, 0)
+    assert (after["Add"] - before["Add"], after["Delete"] - before["Delete"]) == (4, 1)
+    assert content(server.ldapsearch(BASE, "(objectClass=*)")) == content(parse_ldif(site.glueinfo("ldif").stdout))
+    assert site.publish()[1]["writes"] == 0
