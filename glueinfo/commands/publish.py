@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 
 from glueinfo.config import Config
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                         lines=config.lines)
     base = config.get("glue", "base_dn")
 
+    started = time.monotonic()
     if args.snapshots:
         snapshots, local = read_snapshots(args.snapshots), None
     else:
@@ -76,10 +78,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
         snapshot = collect_from_args(args, config)
         snapshots, local = [snapshot], snapshot.hostname
+    collected = time.monotonic()
     try:
         build = build_site(config, snapshots, publish_hosts=False if args.no_hosts else None, local_fqdn=local)
     except TemplateError as exc:
         raise UsageError(str(exc)) from None
+    built = time.monotonic()
     report_warnings(build.warnings, args.verbose)
     for problem in build.errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
@@ -94,6 +98,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
     for rejection in report.rejected:
         print(f"glueinfo: {rejection}", file=sys.stderr)
     log.info("published to %s under %s: %s", url, base, report.summary())
-    if args.stats:
-        print(json.dumps(report.as_dict()))
+    if args.stats:  # the sync's own figures, and how long reading the hosts and building the tree took
+        print(json.dumps({**report.as_dict(), "hosts_s": round(collected - started, 3), "build_s": round(built - collected, 3)}))
     return 0 if report.ok and not build.errors else 1
