@@ -776,6 +776,8 @@ class Provider:
                     gatherer.last_good[key] = kept
             self.gatherer = gatherer
             self.plan = plan
+            if not self.local_enabled:  # [sources] enabled no longer names local: this host is no longer published
+                self.local = self.fast_facts = self.slow_facts = None
             self.states = None
             self._published_fingerprint = None
             self.ldap = self._new_ldap(plan)
