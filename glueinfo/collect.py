@@ -16,16 +16,15 @@ threads' start-up and GIL contention cost three times the collectors' work.
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo import plugins
 from glueinfo.model import CollectorResult, HostSnapshot
 
 ENTRY_POINT_GROUP = "glueinfo.collectors"
@@ -65,126 +64,24 @@ class CollectorError(Exception):
     """A collector that cannot be loaded or named."""
 
 
-def _collector_from(obj: Any, origin: str) -> Collector:
-    if isinstance(obj, Collector):
-        return obj
-    found = getattr(obj, "COLLECTOR", None)
-    if isinstance(found, Collector):
-        return found
-    raise CollectorError(f"{origin} is not a glueinfo Collector (no COLLECTOR in it)")
-
-
 def builtin_collectors() -> list[Collector]:
-    return [
-        _collector_from(importlib.import_module(f"glueinfo.providers.{name}"), f"glueinfo.providers.{name}")
-        for name in BUILTIN_MODULES
-    ]
-
-
-# sys.path directory (and its mtime) -> the distributions in it that declare
-# glueinfo collectors.  Installing or removing a package changes the listing,
-# and so the mtime, of its directory: the memo is never stale (importlib's own
-# path finders cache listings the same way).  Reading every installed
-# distribution's metadata on each probe cost more than the whole probe.
-_DECLARING: dict[tuple[str, int], tuple[str, ...]] = {}
-
-
-def _scan_for_declaring(directory: str) -> tuple[str, ...]:
-    found = []
-    marker = ENTRY_POINT_GROUP.encode()
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
-        return ()
-    for entry in entries:
-        if not entry.name.endswith((".dist-info", ".egg-info")):
-            continue
-        try:
-            fd = os.open(os.path.join(entry.path, "entry_points.txt"), os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            declares = marker in os.read(fd, 1 << 20)
-        finally:
-            os.close(fd)
-        if declares:
-            found.append(entry.path)
-    return tuple(found)
-
-
-def _plugin_distributions() -> list[Any]:
-    """Installed distributions declaring ``glueinfo.collectors`` entry points, in
-    sys.path order, the first of a name winning (as importlib.metadata does)."""
-    found: list[Any] = []
-    seen: set[str] = set()
-
-    def add(dist: Any) -> None:
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-        if name not in seen:
-            seen.add(name)
-            found.append(dist)
-
-    for entry in sys.path:
-        directory = os.path.abspath(entry or ".")
-        try:
-            stat = os.stat(directory)
-        except OSError:
-            continue
-        if not os.path.isdir(directory):  # a zip or egg file on sys.path: rare, ask importlib
-            from importlib.metadata import distributions
-
-            for dist in distributions(path=[directory]):
-                if any(ep.group == ENTRY_POINT_GROUP for ep in dist.entry_points):
-                    add(dist)
-            continue
-        key = (directory, stat.st_mtime_ns)
-        paths = _DECLARING.get(key)
-        if paths is None:
-            paths = _scan_for_declaring(directory)
-            # A change within the same clock tick as this scan would keep the mtime:
-            # remember only listings that have been quiet for a while ("racy git").
-            if time.time() - stat.st_mtime > 2.0:
-                _DECLARING[key] = paths
-        if paths:
-            # importlib.metadata (and the email parser it reads metadata with) costs
-            # a fresh `glueinfo probe` tens of ms: only for distributions that need it.
-            import pathlib
-            from importlib.metadata import PathDistribution
-
-            for path in paths:
-                add(PathDistribution(pathlib.Path(path)))
-    return found
+    return plugins.builtin(Collector, "COLLECTOR", BUILTIN_MODULES, CollectorError)
 
 
 def plugin_collectors(on_error: Callable[[str], None] = lambda msg: None) -> list[Collector]:
     """Collectors registered by installed packages under ``glueinfo.collectors``."""
     found = []
-    for distribution in _plugin_distributions():
-        dist = distribution.metadata["Name"] or "unknown"
-        for ep in distribution.entry_points.select(group=ENTRY_POINT_GROUP):
-            try:
-                collector = _collector_from(ep.load(), f"entry point {ep.name} ({dist})")
-            except Exception as exc:  # a broken plugin must not take the others down
-                on_error(f"collector plugin {ep.name!r} from {dist} failed to load: {exc}")
-                continue
-            if collector.field is not None and collector.field not in SNAPSHOT_FIELDS:
-                on_error(f"collector plugin {ep.name!r} from {dist} names unknown field {collector.field!r}")
-                continue
-            found.append(Collector(collector.name, collector.collect, collector.default_enabled,
-                                   collector.field, collector.description, source=dist))
+    for collector in plugins.entry_point_plugins(ENTRY_POINT_GROUP, Collector, "COLLECTOR", "collector",
+                                                 CollectorError, on_error):
+        if collector.field is not None and collector.field not in SNAPSHOT_FIELDS:
+            on_error(f"collector plugin {collector.name!r} from {collector.source} names unknown field {collector.field!r}")
+            continue
+        found.append(collector)
     return found
 
 
 def all_collectors(on_error: Callable[[str], None] = lambda msg: None) -> list[Collector]:
-    collectors = builtin_collectors()
-    names = {c.name for c in collectors}
-    for plugin in plugin_collectors(on_error):
-        if plugin.name in names:
-            on_error(f"collector plugin {plugin.name!r} from {plugin.source} clashes with an existing name; ignored")
-            continue
-        names.add(plugin.name)
-        collectors.append(plugin)
-    return collectors
+    return plugins.merge(builtin_collectors(), plugin_collectors(on_error), "collector", on_error)
 
 
 def select(collectors: Iterable[Collector], enable: Iterable[str] = (), disable: Iterable[str] = ()) -> list[Collector]:

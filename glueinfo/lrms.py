@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from glueinfo import plugins as plugin_registry
 from glueinfo.model import HostSnapshot, QueueState
 
 log = logging.getLogger("glueinfo.lrms")
@@ -77,46 +78,17 @@ class LrmsQueryError(Exception):
     """Raised by a plugin for an expected failure; its message is published as is (one line)."""
 
 
-def _plugin_from(obj: Any, origin: str) -> LrmsPlugin:
-    if isinstance(obj, LrmsPlugin):
-        return obj
-    found = getattr(obj, "LRMS", None)
-    if isinstance(found, LrmsPlugin):
-        return found
-    raise LrmsError(f"{origin} is not a glueinfo LrmsPlugin (no LRMS in it)")
-
-
 def builtin_plugins() -> list[LrmsPlugin]:
-    return [_plugin_from(importlib.import_module(f"glueinfo.providers.{name}"), f"glueinfo.providers.{name}")
-            for name in BUILTIN_MODULES]
+    return plugin_registry.builtin(LrmsPlugin, "LRMS", BUILTIN_MODULES, LrmsError)
 
 
 def entry_point_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
     """Plugins registered by installed packages under ``glueinfo.lrms``."""
-    from importlib.metadata import entry_points
-
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else "unknown"
-        try:
-            plugin = _plugin_from(ep.load(), f"entry point {ep.name} ({dist})")
-        except Exception as exc:  # a broken plugin must not take the others down
-            on_error(f"LRMS plugin {ep.name!r} from {dist} failed to load: {exc}")
-            continue
-        found.append(LrmsPlugin(plugin.name, plugin.query, source=dist, description=plugin.description))
-    return found
+    return plugin_registry.entry_point_plugins(ENTRY_POINT_GROUP, LrmsPlugin, "LRMS", "LRMS", LrmsError, on_error)
 
 
 def all_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
-    plugins = builtin_plugins()
-    names = {p.name for p in plugins}
-    for plugin in entry_point_plugins(on_error):
-        if plugin.name in names:
-            on_error(f"LRMS plugin {plugin.name!r} from {plugin.source} clashes with an existing name; ignored")
-            continue
-        names.add(plugin.name)
-        plugins.append(plugin)
-    return plugins
+    return plugin_registry.merge(builtin_plugins(), entry_point_plugins(on_error), "LRMS", on_error)
 
 
 def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
@@ -125,7 +97,7 @@ def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
     if plugins is None:
         for name in BUILTIN_MODULES:
             if name == f"lrms_{lrms_type}":
-                return _plugin_from(importlib.import_module(f"glueinfo.providers.{name}"), name)
+                return plugin_registry.unwrap(importlib.import_module(f"glueinfo.providers.{name}"), LrmsPlugin, "LRMS", name, LrmsError)
         plugins = all_plugins(on_error)
     for plugin in plugins:
         if plugin.name == lrms_type:

@@ -19,12 +19,12 @@ It must return by ``ctx.deadline``; glueinfo.gather abandons it otherwise.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo import plugins
 from glueinfo.model import HostSnapshot
 
 ENTRY_POINT_GROUP = "glueinfo.sources"
@@ -85,37 +85,15 @@ class SourceError(Exception):
     """A source that cannot be loaded or named, or is misconfigured as a whole."""
 
 
-def _source_from(obj: Any, origin: str) -> Source:
-    if isinstance(obj, Source):
-        return obj
-    found = getattr(obj, "SOURCE", None)
-    if isinstance(found, Source):
-        return found
-    raise SourceError(f"{origin} is not a glueinfo Source (no SOURCE in it)")
-
-
 def builtin_sources() -> list[Source]:
-    return [_source_from(importlib.import_module(f"glueinfo.providers.{name}"), f"glueinfo.providers.{name}")
-            for name in BUILTIN_MODULES]
+    return plugins.builtin(Source, "SOURCE", BUILTIN_MODULES, SourceError)
 
 
 def all_sources(on_error: Callable[[str], None] = lambda msg: None) -> dict[str, Source]:
     """Built-in sources, then those installed packages register under ``glueinfo.sources``."""
-    from importlib.metadata import entry_points
-
-    sources = {s.name: s for s in builtin_sources()}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else "unknown"
-        try:
-            source = _source_from(ep.load(), f"entry point {ep.name} ({dist})")
-        except Exception as exc:  # a broken plugin must not take the others down
-            on_error(f"source plugin {ep.name!r} from {dist} failed to load: {exc}")
-            continue
-        if source.name in sources:
-            on_error(f"source plugin {source.name!r} from {dist} clashes with an existing name; ignored")
-            continue
-        sources[source.name] = Source(source.name, source.gather, source.description, origin=dist)
-    return sources
+    found = plugins.entry_point_plugins(ENTRY_POINT_GROUP, Source, "SOURCE", "source", SourceError, on_error,
+                                        origin_field="origin")
+    return {s.name: s for s in plugins.merge(builtin_sources(), found, "source", on_error, origin_field="origin")}
 
 
 def enabled_sources(config: Any, on_error: Callable[[str], None] = lambda msg: None) -> list[Source]:
