@@ -67,9 +67,6 @@ def _declaring(directory: str, marker: bytes) -> Iterator[str]:
 def distributions_declaring(group: str) -> list[Any]:
     """Installed distributions with entry points in ``group``, in sys.path
     order, the first of a name winning (as importlib.metadata does)."""
-    import pathlib
-    from importlib.metadata import PathDistribution, distributions
-
     found: list[Any] = []
     seen: set[str] = set()
 
@@ -84,8 +81,14 @@ def distributions_declaring(group: str) -> list[Any]:
         directory = os.path.abspath(entry or ".")
         if os.path.isdir(directory):
             for path in _declaring(directory, marker):
+                # importlib.metadata costs a fresh process tens of ms: only when a plugin is there.
+                import pathlib
+                from importlib.metadata import PathDistribution
+
                 add(PathDistribution(pathlib.Path(path)))
         elif os.path.exists(directory):  # a zip or egg on sys.path: rare, let importlib read it
+            from importlib.metadata import distributions
+
             for dist in distributions(path=[directory]):
                 if any(ep.group == group for ep in dist.entry_points):
                     add(dist)
