@@ -114,7 +114,7 @@ def entry_digest(entry: Entry) -> str:
     """What we published, as a short digest of its DN and attributes (in glueinfo's stable order).
     marshal is three times faster than repr here; a value it cannot take falls back to repr."""
     try:
-        data = marshal.dumps((entry.dn, entry.attributes))
+        data = marshal.dumps((entry.dn, entry.attributes), 2)  # version 2: no back-references, so no refcount dependence
     except ValueError:
         data = f"{entry.dn}\n{entry.attributes!r}".encode()
     return hashlib.blake2b(data, digest_size=10).hexdigest()

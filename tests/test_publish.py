@@ -256,3 +256,19 @@ def test_entries_someone_else_adds_or_deletes_are_put_right(server, tmp_path):
     assert (after["Add"] - before["Add"], after["Delete"] - before["Delete"]) == (4, 1)
     assert content(server.ldapsearch(BASE, "(objectClass=*)")) == content(parse_ldif(site.glueinfo("ldif").stdout))
     assert site.publish()[1]["writes"] == 0
+
+
+def test_entry_digest_depends_on_content_only():
+    from glueinfo.ldif import Entry
+    from glueinfo.publish_ldap import entry_digest
+
+    def make(text):
+        return Entry("GlueHostUniqueID=a,o=grid", {"objectClass": ["GlueClusterTop", "GlueHost"], "GlueHostUniqueID": text,
+                                                   "GlueHostArchitectureSMPSize": 4})
+
+    first = make("a")
+    digest = entry_digest(first)
+    keep = [first.attributes["objectClass"]] * 3 + [first.attributes[k] for k in first.attributes]  # more references
+    rebuilt = make("".join(["", "a"]))  # equal text, another (not interned) string object
+    assert entry_digest(first) == digest == entry_digest(rebuilt) and keep
+    assert entry_digest(make("b")) != digest
