@@ -454,7 +454,8 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
                 unchanged_known = previous and previous[0] == csn and previous[1] == digests[key]
                 if key in written or unchanged_known:
                     new_state.entries[key] = [csn, digests[key]]
-            save_state(target.state_file, target.url, target.base_dn, new_state)
+            if new_state != state or not os.path.exists(target.state_file):  # nothing new: no 40,000-entry rewrite
+                save_state(target.state_file, target.url, target.base_dn, new_state)
     finally:
         try:
             conn.unbind()
