@@ -28,9 +28,9 @@ uses); the renderer maps them to GLUE attributes.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -264,7 +264,8 @@ def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
 
 
 def _key_hash(key: tuple) -> str:
-    return hashlib.sha1(repr(key).encode("utf-8")).hexdigest()[:6]
+    # zlib, not hashlib: importing hashlib loads OpenSSL, a tenth of `glueinfo ldif`'s start-up
+    return f"{zlib.crc32(repr(key).encode('utf-8')):08x}"
 
 
 # -- the grouping ---------------------------------------------------------------

@@ -15,15 +15,13 @@ logged by the caller that loads the schema).
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import itertools
 import logging
 import os
 import pickle
 import re
-import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Optional, Union
@@ -130,7 +128,7 @@ def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optiona
         return None  # let load_schema say why, every time
     directory = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                                           "glueinfo")
-    digest = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+    digest = f"{zlib.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
     return os.path.join(directory, f"schema-{digest}.pickle")
 
 
@@ -138,6 +136,8 @@ def _write_schema_cache(path: str, schema: Schema) -> None:
     try:
         data = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when the cache is written
+
         fd, temporary = tempfile.mkstemp(prefix=".schema-", dir=os.path.dirname(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -168,6 +168,8 @@ def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float]
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
     """The entries of every *.ldif file in ``directory`` (sorted by name), published as they are."""
     entries: list[Entry] = []
+    import glob
+
     for path in sorted(glob.glob(os.path.join(directory, "*.ldif"))):
         try:
             with open(path, encoding="utf-8") as handle:

@@ -34,8 +34,8 @@ Reading of the schema (glue-schema 2.0.11, Glue-CE.schema):
 
 from __future__ import annotations
 
-import hashlib
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
@@ -265,7 +265,7 @@ def naming_value(attr: str, value: str) -> str:
         return value
     if not rdn_too_long(attr, to_ascii(value)):
         return value
-    digest = "~" + hashlib.sha1(value.encode("utf-8")).hexdigest()[:10]
+    digest = f"~{zlib.crc32(value.encode('utf-8')):08x}"
     keep = to_ascii(value)[:MAX_RDN_BYTES]
     while keep and rdn_too_long(attr, keep + digest):
         keep = keep[:-8]
