@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """GLUE 1.3 publication benchmarks (issue 3).  Not a test: it prints figures.
 
-    python3 benchmarks/glue.py ldif            # fresh `glueinfo ldif` processes on this host (median of 21)
+    python3 benchmarks/glue.py ldif [PYTHON]   # fresh `glueinfo ldif` processes on this host (median of 21), next to
+                                               # `python -c pass` and `glueinfo probe`; PYTHON: a virtualenv's
+                                               # interpreter with glueinfo installed (default: this one + checkout)
     python3 benchmarks/glue.py scale 10000 100000
                                                # aggregate + render (+ check, + LDIF text) of synthetic sites,
                                                # each size in a fresh child process: time per stage, peak RSS
@@ -43,28 +45,33 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def bench_ldif(runs: int = 21) -> dict:
+def bench_ldif(runs: int = 21, python: str = sys.executable) -> dict:
+    """Fresh `glueinfo ldif` processes, with `python -c pass` and `glueinfo probe` measured in
+    the same rounds (interleaved, so a busy moment hits all three)."""
     env = child_env()
-    command = [sys.executable, "-m", "glueinfo.cli", "ldif"]
-    baseline_cmd = [sys.executable, "-c", "pass"]
-    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)  # write .pyc
-    times, baseline = [], []
+    if python != sys.executable:  # an interpreter with glueinfo installed: use that, not this checkout
+        env.pop("PYTHONPATH", None)
+    commands = {"python -c pass": [python, "-c", "pass"], "glueinfo probe": [python, "-m", "glueinfo.cli", "probe"],
+                "glueinfo ldif": [python, "-m", "glueinfo.cli", "ldif"]}
+    for command in commands.values():  # warm up: .pyc files, the schema cache
+        subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd="/")
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    output = b""
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(baseline_cmd, env=env, check=True)
-        baseline.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - start)
-        if proc.returncode != 0:
-            raise SystemExit(f"glueinfo ldif failed with exit {proc.returncode}")
-    result = {"ldif_median_ms": round(statistics.median(times) * 1000, 1),
-              "ldif_min_ms": round(min(times) * 1000, 1),
-              "python_startup_median_ms": round(statistics.median(baseline) * 1000, 1),
-              "entries": proc.stdout.count(b"\ndn: ") + proc.stdout.startswith(b"dn: ")}
-    print(f"glueinfo ldif, fresh process, {runs} runs: median {result['ldif_median_ms']} ms "
-          f"(min {result['ldif_min_ms']} ms; bare `python -c pass` here: {result['python_startup_median_ms']} ms), "
-          f"{result['entries']} entries")
+        for name, command in commands.items():
+            start = time.perf_counter()
+            proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, cwd="/")
+            times[name].append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                raise SystemExit(f"{name} failed with exit {proc.returncode}")
+            if name == "glueinfo ldif":
+                output = proc.stdout
+    result = {name: {"median_ms": round(statistics.median(t) * 1000, 1), "min_ms": round(min(t) * 1000, 1)}
+              for name, t in times.items()}
+    result["entries"] = output.count(b"\ndn: ") + output.startswith(b"dn: ")
+    print(f"fresh processes, {runs} rounds with {python}: " + "; ".join(
+        f"{name} median {r['median_ms']} ms (min {r['min_ms']} ms)" for name, r in result.items() if name != "entries")
+        + f"; `glueinfo ldif` printed {result['entries']} entries; load average {os.getloadavg()[0]:.2f}")
     return result
 
 
@@ -196,7 +203,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(_scale_child(int(argv[1]))))
         return 0
     if what in ("ldif", "all"):
-        bench_ldif()
+        python = argv[1] if what == "ldif" and len(argv) > 1 else sys.executable
+        bench_ldif(python=python)
     if what in ("scale", "all"):
         bench_scale([int(a) for a in argv[1:]] if what == "scale" and len(argv) > 1 else [10_000, 100_000])
     if what in ("publish", "all"):
