@@ -321,9 +321,10 @@ def _changed_since(conn, base: str, csn: str) -> dict[str, str]:
 def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], float] = time.monotonic) -> PublishReport:
     """Make the server's tree under target.base_dn equal to ``entries`` (see the module docstring).
 
-    ``entries`` must be parents first (as pipeline.build_site gives them)
-    and all under the base.  Raises PublishError when the server cannot be
-    used at all; refused writes are in the report.
+    ``entries`` must be parents first (as pipeline.build_site gives them);
+    entries not below the base are not sent and are reported as refused.
+    Raises PublishError when the server cannot be used at all; refused
+    writes are in the report.
     """
     start = clock()
     report = PublishReport()
@@ -332,8 +333,9 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
     order: list[str] = []
     for entry in entries:
         key = dn_key(entry.dn)
-        if key == base_key or not key.endswith("," + base_key):
-            raise ValueError(f"{entry.dn} is not below the base {target.base_dn}")
+        if key == base_key or not key.endswith("," + base_key):  # e.g. a static GLUE 2 file under o=glue
+            report.rejected.append(Rejection(entry.dn, "add", 0, "notSent", f"not below the base {target.base_dn}"))
+            continue
         if key not in ours:
             ours[key] = entry
             order.append(key)

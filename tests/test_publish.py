@@ -272,3 +272,15 @@ def test_entry_digest_depends_on_content_only():
     rebuilt = make("".join(["", "a"]))  # equal text, another (not interned) string object
     assert entry_digest(first) == digest == entry_digest(rebuilt) and keep
     assert entry_digest(make("b")) != digest
+
+
+def test_static_entries_outside_the_base_are_reported_not_sent(server, tmp_path):
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "elsewhere.ldif").write_text("dn: GlueServiceUniqueID=x,mds-vo-name=other,o=grid\nobjectClass: GlueTop\n"
+                                           "objectClass: GlueService\nGlueServiceUniqueID: x\n")
+    site = Site(tmp_path, server, hosts_ok()[:1], conf=CONF + f"[glue]\nstatic_ldif_dir = {static}\n")
+    proc, stats = site.publish()
+    assert proc.returncode == 1 and stats["rejected"] == 1
+    assert "GlueServiceUniqueID=x,mds-vo-name=other,o=grid: add refused: notSent (0): not below the base" in proc.stderr
+    assert server.ldapsearch(BASE, "(objectClass=GlueHost)", ["1.1"])  # the rest is published
