@@ -12,6 +12,7 @@ same way and prints one line per problem.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -113,6 +114,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 log.warning("collector %s failed: %s", result.name, result.error)
         snapshots = [snapshot]
         local = snapshot.hostname
+    # The snapshots live until the process ends: keep the cyclic GC from walking
+    # their millions of objects again and again while the tree is built.
+    gc.freeze()
     try:
         build = write_site_ldif(config, snapshots, sys.stdout, publish_hosts=False if args.no_hosts else None,
                                 local_fqdn=local)
