@@ -22,6 +22,7 @@ Building the snapshots is not timed (it stands for the collectors' work).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -89,6 +90,7 @@ def _scale_child(hosts_count: int) -> dict:
     from glueinfo.templates import load_templates
 
     hosts = synthetic_site(hosts_count)
+    gc.freeze()  # as `glueinfo ldif` does once the snapshots are read
     rss_snapshots = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     config = parse_text("[ce:default]\naccess = VO:atlas\n")
     site = site_from_config(config, "ce01.example.org")
