@@ -6,6 +6,7 @@ what a broker must find without asking glueinfo.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from glueinfo.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo, StaticFacts
@@ -85,3 +86,25 @@ def synthetic_site(total: int = 1000) -> list[HostSnapshot]:
         for index in range(count * total // base):
             hosts.append(make_host(hw, index))
     return hosts
+
+
+HOSTILE_MODEL = "Intel® Core™ i7 Процессор"
+
+
+def hostile_host() -> HostSnapshot:
+    """A host whose names and facts need DN escaping, base64, transliteration or shortening."""
+    host = make_host(CLASSES[4][0], 0)
+    host.hostname = "nodé,1+x=y #weird.example.org"
+    host.cpu = dataclasses.replace(host.cpu, model_name=HOSTILE_MODEL, vendor="Ω" * 3)
+    host.os = dataclasses.replace(host.os, name="Debian GNU/Linux ™", version="x" * 5000)
+    host.filesystems = [
+        FileSystem(mount_point="/mnt/with space", fs_type="ext4", size_mb=1, available_mb=1),
+        FileSystem(mount_point="/mnt/a,b=c+d", fs_type="ext4"),
+        FileSystem(mount_point="/mnt/new\nline", fs_type="ext4"),
+        FileSystem(mount_point="#leading", fs_type="ext4"),
+        FileSystem(mount_point="/trailing  ", fs_type="ext4"),
+        FileSystem(mount_point="/TRAILING", fs_type="ext4"),  # the same name as "/trailing  " to slapd
+        FileSystem(mount_point="/Trailing  ", fs_type="xfs"),  # and again: published once
+        FileSystem(mount_point="/" + "long" * 300, fs_type="ext4"),
+    ]
+    return host

@@ -15,8 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from glue_sites import CLASSES, make_host, synthetic_site
-from test_render_glue13 import HOSTILE_MODEL, hostile_host
+from glue_sites import CLASSES, HOSTILE_MODEL, hostile_host, make_host, synthetic_site
 
 from glueinfo.config import parse_text
 from glueinfo.model import JobInfo, QueueState

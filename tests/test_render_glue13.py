@@ -3,7 +3,6 @@ and against the installed schema files read here with a plain regex (not glueinf
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -13,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
-from glue_sites import CLASSES, make_host, synthetic_site
+from glue_sites import CLASSES, hostile_host, make_host, synthetic_site
 
 from glueinfo.config import parse_text
 from glueinfo.ldif import parent_dn, parse_ldif
-from glueinfo.model import FileSystem, JobInfo, QueueState
+from glueinfo.model import JobInfo, QueueState
 from glueinfo.pipeline import build_site, build_site_ldif
 
 XEON, EPYC, ARM, OLD, DESK = (hw for hw, _ in CLASSES)
@@ -246,27 +245,6 @@ def test_same_hosts_same_text_whatever_their_order():
     random.Random(3).shuffle(hosts)
     again, _ = build_site_ldif(parse_text(""), hosts, local_fqdn="ce01.example.org", states={CE_ID: state()})
     assert first == again
-
-
-HOSTILE_MODEL = "Intel® Core™ i7 Процессор"
-
-
-def hostile_host():
-    host = make_host(DESK, 0)
-    host.hostname = "nodé,1+x=y #weird.example.org"
-    host.cpu = dataclasses.replace(host.cpu, model_name=HOSTILE_MODEL, vendor="Ω" * 3)
-    host.os = dataclasses.replace(host.os, name="Debian GNU/Linux ™", version="x" * 5000)
-    host.filesystems = [
-        FileSystem(mount_point="/mnt/with space", fs_type="ext4", size_mb=1, available_mb=1),
-        FileSystem(mount_point="/mnt/a,b=c+d", fs_type="ext4"),
-        FileSystem(mount_point="/mnt/new\nline", fs_type="ext4"),
-        FileSystem(mount_point="#leading", fs_type="ext4"),
-        FileSystem(mount_point="/trailing  ", fs_type="ext4"),
-        FileSystem(mount_point="/TRAILING", fs_type="ext4"),  # the same name as "/trailing  " to slapd
-        FileSystem(mount_point="/Trailing  ", fs_type="xfs"),  # and again: published once
-        FileSystem(mount_point="/" + "long" * 300, fs_type="ext4"),
-    ]
-    return host
 
 
 def test_hostile_facts_become_schema_valid_and_say_so():
