@@ -272,6 +272,10 @@ def naming_value(attr: str, value: str) -> str:
     return keep + digest
 
 
+def _fs_order(fs: FileSystem) -> tuple[bool, str]:
+    return fs.remote, fs.mount_point
+
+
 _FS_NAMES = {remote: tuple(f"GlueHost{'Remote' if remote else 'Local'}FileSystem{part}"
                            for part in ("Name", "Root", "Type", "ReadOnly", "Size", "AvailableSpace", "Server"))
              for remote in (False, True)}
@@ -359,7 +363,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                 host_dn = child_dn("GlueHostUniqueID", host_id, sc_dn)
                 yield host_entry(host, host_dn, sc.unique_id, info_url, host_id, shapes)
                 seen_fs: dict[tuple[bool, str], str] = {}
-                for fs in host.filesystems or ():
+                for fs in sorted(host.filesystems or (), key=_fs_order):  # stable output whatever the mount order
                     fs_name = naming_value(_FS_NAMES[fs.remote][0], fs.mount_point)
                     fs_key = (fs.remote, name_key(fs_name))
                     if fs_key in seen_fs or not fs_key[1]:
