@@ -103,8 +103,8 @@ def hostile_host() -> HostSnapshot:
         FileSystem(mount_point="/mnt/new\nline", fs_type="ext4"),
         FileSystem(mount_point="#leading", fs_type="ext4"),
         FileSystem(mount_point="/trailing  ", fs_type="ext4"),
-        FileSystem(mount_point="/TRAILING", fs_type="ext4"),  # the same name as "/trailing  " to slapd
-        FileSystem(mount_point="/Trailing  ", fs_type="xfs"),  # and again: published once
+        FileSystem(mount_point="/DUP", fs_type="ext4"),  # the same name as "/dup  " to slapd (case, trailing spaces):
+        FileSystem(mount_point="/dup  ", fs_type="xfs"),  # published once
         FileSystem(mount_point="/" + "long" * 300, fs_type="ext4"),
     ]
     return host
