@@ -9,8 +9,8 @@ glue-schema files ([glue] schema_dir): every entry is normalised (ASCII for
 IA5 attributes, TRUE/FALSE, integers) and then checked; an entry slapd
 would still reject is left out with its children and reported by DN in
 ``errors``, so what is published always loads.  Without schema files the
-output is normalised without a schema and published unchecked (one warning,
-logged by the caller that loads the schema).
+output is normalised without a schema and published unchecked (one warning
+from load_glue_schema).
 """
 
 from __future__ import annotations
