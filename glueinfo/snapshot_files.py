@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Callable, Iterable
 
+from glueinfo.files import read_capped
 from glueinfo.model import HostSnapshot, ModelError
 
 MAX_FILE_BYTES = 64 * 2**20
@@ -29,12 +30,9 @@ def _files(path: str) -> list[str]:
 def read_snapshot_file(path: str) -> list[HostSnapshot]:
     """The snapshot(s) in one file; ValueError (one line) when it cannot be read."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+        data = read_capped(path, MAX_FILE_BYTES)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     if data.lstrip()[:1] == b"<":
         from glueinfo.read_node_xml import NodeXMLError, read_nodes
 

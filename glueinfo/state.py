@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from glueinfo.atomicwrite import TEMP_SUFFIX, WriteError, write_atomic
+from glueinfo.files import read_capped
 from glueinfo.model import HostSnapshot, ModelError
 
 log = logging.getLogger("glueinfo.state")
@@ -100,13 +101,7 @@ class StateStore:
 
     @staticmethod
     def _read(path: str, host: str) -> dict[str, HostSnapshot]:
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_STATE_FILE + 1)
-        except OSError as exc:
-            raise ValueError(f"cannot read: {exc.strerror or exc}") from None
-        if len(raw) > MAX_STATE_FILE:
-            raise ValueError(f"larger than {MAX_STATE_FILE} bytes")
+        raw = read_capped(path, MAX_STATE_FILE)
         try:
             data: Any = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:

@@ -22,6 +22,7 @@ import os
 import stat
 from typing import Any
 
+from glueinfo.files import read_capped
 from glueinfo.sources import Source, SourceContext, SourceFailure, SourceReport
 
 SOURCE_NAME = "spool"
@@ -82,10 +83,9 @@ def gather(ctx: SourceContext) -> SourceReport:
                                                  error=f"{info.st_size} bytes is over the limit of {max_body} bytes ([sources] max_body)"))
             continue
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(max_body + 1)
-        except OSError as exc:
-            report.failures.append(SourceFailure(target=path, host=host, error=f"cannot read: {exc.strerror or exc}"))
+            data = read_capped(path, max_body)
+        except ValueError as exc:
+            report.failures.append(SourceFailure(target=path, host=host, error=str(exc)))
             continue
         try:
             snapshot = read_node(data, what=f"Node XML in {path}", source=SOURCE_NAME, max_bytes=max_body)
