@@ -10,6 +10,23 @@ the rest goes through glueinfo.xmlsafe like every other XML we read: nothing
 in the DTD is used or expanded, and a document still holding a DTD or entity
 declaration after the cut is refused.
 
+A gmetad document for 10,000 hosts is ~90 MB, nine tenths of it metrics and
+metadata glueinfo does not read; libxml2 building that tree (and Python
+walking 330,000 METRIC elements) took seconds.  So documents written the way
+gmond and gmetad write them are first reduced at the byte level
+(:func:`packed_document`): the GRID/CLUSTER/HOSTS tags are kept verbatim and
+each HOST becomes one empty element carrying its own attributes and one more
+listing the metrics glueinfo maps (``metrics=" cpu_num 16 mem_total
+131915940=KB ..."``); all other bytes are dropped unread.  That ~5 MB
+document goes through glueinfo.xmlsafe like any other, so every byte kept is
+checked by libxml2 and nothing can refer to an entity.  Whatever does not
+have the expected shape (comments, CDATA, processing instructions, entity or
+character references, non-ASCII bytes, a mapped METRIC whose attributes are
+in another order or quoting, or whose TYPE is not numeric, ...) makes the
+reduction give up and the whole document takes the general path above, so
+the result is the same either way; README "Ganglia" says what the reduction
+does not check in the bytes it drops.
+
 Mapping (README "Many hosts"): each HOST becomes a snapshot with source
 ``ganglia``; ``collected_at`` is when the host was last heard from (the time
 the document was read minus the HOST's TN, on the head node's clock, so a
@@ -47,21 +64,26 @@ _WANTED = {
 
 _DOCTYPE = re.compile(rb"<!DOCTYPE\b")
 
+_SIZE_METRICS = frozenset({"mem_total", "mem_free", "mem_buffers", "mem_cached", "swap_total", "swap_free", "disk_total", "disk_free"})
+_TEXT_METRICS = frozenset({"machine_type", "os_name", "os_release"})
+_NUMBER_METRICS = frozenset(_WANTED - _SIZE_METRICS - _TEXT_METRICS)
+
 
 class GangliaError(ValueError):
     """A Ganglia document or HOST record we cannot read; one line."""
 
 
-def without_doctype(data: bytes) -> bytes:
-    """Cut Ganglia's leading ``<!DOCTYPE GANGLIA_XML [...]>`` out of the document.
+def _doctype_span(data: bytes) -> Optional[tuple[int, int]]:
+    """Where Ganglia's leading ``<!DOCTYPE GANGLIA_XML [...]>`` starts and ends, or None.
 
-    Only a DOCTYPE before the root element is cut, up to the first ``]>``
-    (Ganglia's internal subset holds no ``]``).  Anything a hostile document
-    hides after that is still seen, and refused, by glueinfo.xmlsafe.
+    Only a DOCTYPE before the root element counts, and it ends at the first
+    ``]>`` (Ganglia's internal subset holds no ``]``).  Its content is never
+    looked at.  Anything a hostile document hides after that is still seen,
+    and refused, by glueinfo.xmlsafe.
     """
     match = _DOCTYPE.search(data, 0, 4096)
     if match is None or b"<GANGLIA_XML" in data[: match.start()]:
-        return data
+        return None
     start = match.start()
     bracket = data.find(b"[", start)
     close = data.find(b">", start)
@@ -70,7 +92,13 @@ def without_doctype(data: bytes) -> bytes:
         close = data.find(b">", end) if end != -1 else -1
     if close == -1:
         raise GangliaError("unterminated DOCTYPE")
-    return data[:start] + data[close + 1:]
+    return start, close + 1
+
+
+def without_doctype(data: bytes) -> bytes:
+    """Cut Ganglia's leading ``<!DOCTYPE GANGLIA_XML [...]>`` out of the document (see :func:`_doctype_span`)."""
+    span = _doctype_span(data)
+    return data if span is None else data[: span[0]] + data[span[1]:]
 
 
 def without_extra_data(data: bytes) -> bytes:
@@ -102,6 +130,112 @@ def _ascii_as_utf8(data: bytes) -> bytes:
     return data
 
 
+# -- the byte-level reduction of documents as gmond and gmetad write them ---------------------------
+#
+# The patterns below accept the shape gmond 3.x and gmetad write: double-quoted
+# attributes, each METRIC starting NAME="..." VAL="..." TYPE="..." UNITS="..."
+# one space apart.  Anything else makes packed_document() return None and the
+# document takes the general path.  Values kept hold no markup, no reference
+# and no control character, so the packed document holds no '&' at all.
+
+_WS = rb"[ \t\r\n]"
+_VALUE = rb'[^"<&\x00-\x08\x0b\x0c\x0e-\x1f]*+'
+# A mapped metric's VAL: as _VALUE, not empty and without white space (the packed form is space-separated).
+_TOKEN = rb'[^"<&\x00-\x20]++'
+# Attributes of the tags kept verbatim: upper-case names as Ganglia writes them (so no xmlns).
+_ATTRIBUTES = rb"(?:" + _WS + rb"++[A-Z_][A-Z0-9_]*+" + _WS + rb"*+=" + _WS + rb'*+"' + _VALUE + rb'")*+'
+
+
+def _names(names: Any) -> bytes:
+    return b"|".join(re.escape(name.encode("ascii")) for name in sorted(names))
+
+
+_NUMERIC_TYPE = rb'"(?:' + _names(_NUMERIC_TYPES) + rb')"'
+
+# Markup allowed between HOSTs: the GANGLIA_XML, GRID and CLUSTER tags, kept verbatim.
+_BETWEEN_HOSTS = re.compile(
+    rb"(?:" + _WS + rb"*+(?:<(?:GANGLIA_XML|GRID|CLUSTER)" + _ATTRIBUTES + _WS + rb"*+>|</(?:GANGLIA_XML|GRID|CLUSTER)" + _WS + rb"*+>))*+"
+    + _WS + rb"*+")
+# A HOST (or gmetad's HOSTS summary) start tag: 1 = "S" for HOSTS, 2 = "/" when it is empty.
+_HOST_TAG = re.compile(rb"<HOST(S?)" + _ATTRIBUTES + _WS + rb"*+(/?)>")
+_HOST_END = re.compile(rb"</HOST" + _WS + rb"*+>")
+# One METRIC start tag inside a HOST.  For a mapped metric the groups concatenate to its entry
+# in the packed list: ' cpu_num 16' (groups 1, 2, 5, 6) or, for sizes, ' mem_total 131915940=KB'
+# (1, 2, 5, 6, 7, 8); groups 3 and 4 are empty markers of a plain number (whose TYPE must be
+# numeric) and of a size (numeric TYPE, UNITS of letters only).  A METRIC of another name is
+# skipped without a match.  Anything else (a mapped metric in another form, with an empty VAL or
+# white space in it; a METRIC whose NAME is not first) matches group 9 and the rest of the HOST:
+# the document is not in the form this reduction reads.
+_METRIC = re.compile(
+    rb'<METRIC(?:( )NAME="(' + _names(_TEXT_METRICS) + rb"|(?:" + _names(_NUMBER_METRICS) + rb")()|(?:" + _names(_SIZE_METRICS)
+    + rb')())"( )VAL="(' + _TOKEN + rb')"(?(3)(?= TYPE=' + _NUMERIC_TYPE + rb')|(?(4) TYPE=' + _NUMERIC_TYPE
+    + rb' UNITS(=)"([A-Za-z]*+)"))'
+    + rb'|(?! NAME="(?!(?:' + _names(_WANTED) + rb')"))(?<=(C))(?s:.*))')
+_PROLOG = re.compile(rb"(?:<\?xml" + _WS + rb"[^<>]*?\?>)?" + _WS + rb"*+")
+
+
+def packed_document(data: bytes) -> Optional[bytes]:
+    """The document reduced to what glueinfo maps, or None when it is not in the form gmond and gmetad write.
+
+    Each ``<HOST ...>...</HOST>`` becomes ``<HOST ... metrics=" cpu_num 16 mem_total 131915940=KB"/>``:
+    the HOST's own attributes verbatim, then one attribute listing the mapped METRICs in document
+    order as NAME VAL (sizes NAME VAL=UNITS).  GANGLIA_XML, GRID, CLUSTER and HOSTS tags are kept
+    verbatim; unmapped METRICs and all EXTRA_DATA are dropped unread.  The result still has to be
+    parsed, by glueinfo.xmlsafe, which checks everything kept.
+    """
+    if not data.isascii():
+        return None  # no encoding questions: the ASCII bytes read the same in every encoding gmond declares
+    span = _doctype_span(data)
+    prolog_end = 0 if span is None else span[0]
+    prolog = _PROLOG.fullmatch(data, 0, prolog_end) if span is not None else _PROLOG.match(data)
+    if prolog is None:
+        return None
+    body = span[1] if span is not None else prolog.end()
+    # Comments, CDATA, processing instructions and references are legal XML this reduction does not
+    # follow; the cheap single-byte look comes first because Ganglia documents seldom hold a '!' or '?'.
+    if data.find(b"&", body) != -1:
+        return None
+    if data.find(b"!", body) != -1 and data.find(b"<!", body) != -1:
+        return None
+    if data.find(b"?", body) != -1 and data.find(b"<?", body) != -1:
+        return None
+
+    out = [data[: prolog.end()]]
+    find, size = data.find, len(data)
+    metric_findall, host_tag, between_hosts = _METRIC.findall, _HOST_TAG.match, _BETWEEN_HOSTS.fullmatch
+    pos, host = body, find(b"<HOST", body)
+    while True:
+        if between_hosts(data, pos, size if host == -1 else host) is None:
+            return None
+        out.append(data[pos: size if host == -1 else host])
+        if host == -1:
+            return b"".join(out)
+        tag = host_tag(data, host)
+        if tag is None:
+            return None
+        if tag.group(2):  # <HOST .../> or <HOSTS .../>: nothing inside, kept as written
+            out.append(tag.group())
+            pos, host = tag.end(), find(b"<HOST", tag.end())
+            continue
+        if tag.group(1):  # a HOSTS summary is always empty
+            return None
+        # The HOST ends at the last </HOST before the next HOST starts: one scan finds both, and a
+        # HOST inside a HOST (which the general path would read) leaves none, so this gives up.
+        following = find(b"<HOST", tag.end())
+        close = data.rfind(b"</HOST", tag.end(), size if following == -1 else following)
+        end = _HOST_END.match(data, close) if close != -1 else None
+        if end is None:
+            return None
+        metrics = metric_findall(data, tag.end(), close)
+        if metrics and metrics[-1][8]:
+            return None
+        out.append(data[host: tag.end() - 1].rstrip(b" \t\r\n"))
+        out.append(b' metrics="')
+        out.append(b"".join(map(b"".join, metrics)))
+        out.append(b'"/>')
+        pos, host = end.end(), following
+
+
 def _number(name: str, raw: Optional[str], kind: Optional[str]) -> Optional[float]:
     if raw is None or (kind is not None and kind not in _NUMERIC_TYPES):
         return None
@@ -114,13 +248,25 @@ def _number(name: str, raw: Optional[str], kind: Optional[str]) -> Optional[floa
     return value
 
 
-_SIZE_METRICS = frozenset({"mem_total", "mem_free", "mem_buffers", "mem_cached", "swap_total", "swap_free", "disk_total", "disk_free"})
-_TEXT_METRICS = frozenset({"machine_type", "os_name", "os_release"})
+def _size_mb(name: str, raw: Optional[str], kind: Optional[str], units: Optional[str]) -> Optional[int]:
+    """A memory or disk size in MB, rounded down as the collectors do; None in a unit glueinfo does not know."""
+    value = _number(name, raw, kind)
+    if value is None:
+        return None
+    factor = _TO_MB.get((units or "").strip().upper())
+    return None if factor is None else math.floor(value * factor)
 
 
-def _metric_values(host: Any) -> dict[str, Any]:
-    """The wanted METRICs of one HOST: text stripped, numbers as floats, sizes in MB (rounded down,
-    as the collectors do; None in a unit glueinfo does not know: unknown, not guessed)."""
+# Every mapped metric in one fixed order (text, plain numbers, sizes): the values tuple both paths build.
+_ORDER = (*sorted(_TEXT_METRICS), *sorted(_NUMBER_METRICS), *sorted(_SIZE_METRICS))
+_FIRST_NUMBER, _FIRST_SIZE = len(_TEXT_METRICS), len(_TEXT_METRICS) + len(_NUMBER_METRICS)
+# What a packed HOST is read for: its own attributes and the packed metrics, in one call.
+_PACKED_ATTRIBUTES = ("NAME", "TN", "REPORTED", "IP", "LOCATION", "TAGS", "GMOND_STARTED", "metrics")
+
+
+def _metric_values(host: Any) -> tuple[Any, ...]:
+    """The wanted METRICs of one HOST, in _ORDER: text stripped, numbers as floats, sizes in MB
+    (rounded down, as the collectors do; None in a unit glueinfo does not know: unknown, not guessed)."""
     values: dict[str, Any] = {}
     for metric in host.iterchildren("METRIC"):
         get = metric.get
@@ -130,29 +276,51 @@ def _metric_values(host: Any) -> dict[str, Any]:
         raw = get("VAL")
         if name in _TEXT_METRICS:
             values[name] = (raw.strip() or None) if raw else None
-            continue
-        value = _number(name, raw, get("TYPE"))
-        if value is not None and name in _SIZE_METRICS:
-            factor = _TO_MB.get((get("UNITS") or "").strip().upper())
-            value = None if factor is None else math.floor(value * factor)
-        values[name] = value
-    return values
+        elif name in _SIZE_METRICS:
+            values[name] = _size_mb(name, raw, get("TYPE"), get("UNITS"))
+        else:
+            values[name] = _number(name, raw, get("TYPE"))
+    return tuple(map(values.get, _ORDER))
 
 
-def _int(value: Optional[float]) -> Optional[int]:
-    return None if value is None else int(round(value))
+def _packed_metric_values(metrics: str) -> tuple[Any, ...]:
+    """:func:`_metric_values` of a packed HOST's ``metrics`` attribute (numeric TYPEs already checked).
+
+    A HOST with every mapped metric once, each a finite number where one is
+    expected (the usual case), is converted in bulk; any other goes through
+    the worded checks, in document order, as the general path reads it."""
+    words = metrics.split()
+    found = dict(zip(words[::2], words[1::2], strict=True))
+    raw = list(map(found.get, _ORDER))
+    if 2 * len(found) != len(words) or None in raw:
+        return _checked_packed_values(words)
+    try:
+        numbers = list(map(float, raw[_FIRST_NUMBER:_FIRST_SIZE]))
+        sizes_and_units = "=".join(raw[_FIRST_SIZE:]).split("=")
+        sizes = list(map(float, sizes_and_units[::2]))
+    except ValueError:
+        return _checked_packed_values(words)
+    if len(sizes_and_units) != 2 * len(sizes) or not math.isfinite(sum(numbers) + sum(sizes)):
+        return _checked_packed_values(words)
+    factors = map(_TO_MB.get, map(str.upper, sizes_and_units[1::2]))
+    return (*raw[:_FIRST_NUMBER], *numbers,
+            *[None if factor is None else math.floor(size * factor) for size, factor in zip(sizes, factors, strict=True)])
 
 
-def _sum(*values: Optional[int]) -> Optional[int]:
-    return None if None in values else sum(values)  # type: ignore[arg-type]
+def _checked_packed_values(words: list[str]) -> tuple[Any, ...]:
+    values: dict[str, Any] = {}
+    for name, value in zip(words[::2], words[1::2], strict=True):
+        if name in _TEXT_METRICS:
+            values[name] = value
+        elif name in _NUMBER_METRICS:
+            values[name] = _number(name, value, None)
+        else:
+            number, _, units = value.rpartition("=")
+            values[name] = _size_mb(name, number, None, units)
+    return tuple(map(values.get, _ORDER))
 
 
-def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -> HostSnapshot:
-    """One ``<HOST>`` element -> HostSnapshot (source ``ganglia``); GangliaError if unreadable."""
-    name = (host.get("NAME") or "").strip()
-    if not name:
-        raise GangliaError("HOST without a NAME")
-    tn, reported = host.get("TN"), host.get("REPORTED")
+def _collected_at(tn: Optional[str], reported: Optional[str], fetched_at: float) -> float:
     try:
         if tn is not None:
             collected_at = fetched_at - float(tn)
@@ -164,52 +332,117 @@ def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -
         raise GangliaError(f"HOST TN/REPORTED is not a number ({tn!r}/{reported!r})") from None
     if not math.isfinite(collected_at):
         raise GangliaError(f"HOST TN/REPORTED is not a number ({tn!r}/{reported!r})")
+    return collected_at
 
-    v = _metric_values(host).get
-    snapshot = HostSnapshot(hostname=name, collected_at=collected_at, source=SOURCE_NAME)
-    machine = v("machine_type")
-    if v("cpu_num") is not None or v("cpu_speed") is not None or machine is not None:
-        snapshot.cpu = CpuInfo(logical_cpus=_int(v("cpu_num")), clock_mhz=_int(v("cpu_speed")), instruction_set=machine)
 
-    ram, swap, swap_free, free = v("mem_total"), v("swap_total"), v("swap_free"), v("mem_free")
+def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -> HostSnapshot:
+    """One ``<HOST>`` element -> HostSnapshot (source ``ganglia``); GangliaError if unreadable."""
+    get = host.get
+    name = (get("NAME") or "").strip()
+    if not name:
+        raise GangliaError("HOST without a NAME")
+    collected_at = _collected_at(get("TN"), get("REPORTED"), fetched_at)
+    return _snapshot(name, collected_at, _metric_values(host), cluster,
+                     (get("IP"), get("LOCATION"), get("TAGS")), get("GMOND_STARTED"))
+
+
+def _packed_host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -> HostSnapshot:
+    """:func:`host_snapshot` for a HOST of a :func:`packed_document`."""
+    name, tn, reported, ip, location, tags, gmond_started, metrics = map(host.get, _PACKED_ATTRIBUTES)
+    name = (name or "").strip()
+    if not name:
+        raise GangliaError("HOST without a NAME")
+    collected_at = _collected_at(tn, reported, fetched_at)
+    return _snapshot(name, collected_at, _packed_metric_values(metrics or ""), cluster, (ip, location, tags), gmond_started)
+
+
+_NOT_A_FACT = (None, "", "unspecified")
+
+
+def _snapshot(name: str, collected_at: float, values: tuple[Any, ...], cluster: Optional[str],
+              where: tuple[Optional[str], Optional[str], Optional[str]], gmond_started: Optional[str]) -> HostSnapshot:
+    (machine, os_name, release, boot, idle, cpu_num, cpu_speed, wio, load15, load5, load1, running, total,
+     disk_free, disk_total, buffers, cached, free, ram, swap_free, swap) = values
+    cpu = memory = load = system = None
+    if cpu_num is not None or cpu_speed is not None or machine is not None:
+        cpu = CpuInfo(logical_cpus=None if cpu_num is None else int(round(cpu_num)),
+                      clock_mhz=None if cpu_speed is None else int(round(cpu_speed)), instruction_set=machine)
+
     # Ganglia's mem_free is MemFree; with buffers and page cache it is the
     # classic "free -/+ buffers/cache" figure of available memory.
-    available = _sum(free, v("mem_buffers"), v("mem_cached"))
-    available = free if available is None else available
+    available = free if free is None or buffers is None or cached is None else free + buffers + cached
     if ram is not None or swap is not None or swap_free is not None or available is not None:
-        snapshot.memory = MemoryInfo(ram_mb=ram, ram_available_mb=available, swap_mb=swap, swap_free_mb=swap_free,
-                                     virtual_mb=_sum(ram, swap), virtual_available_mb=_sum(available, swap_free))
+        memory = MemoryInfo(ram_mb=ram, ram_available_mb=available, swap_mb=swap, swap_free_mb=swap_free,
+                            virtual_mb=None if ram is None or swap is None else ram + swap,
+                            virtual_available_mb=None if available is None or swap_free is None else available + swap_free)
 
-    idle, wio = v("cpu_idle"), v("cpu_wio")
-    load = LoadInfo(
-        load1=v("load_one"), load5=v("load_five"), load15=v("load_fifteen"),
-        runnable_tasks=_int(v("proc_run")), total_tasks=_int(v("proc_total")),
-        # Busy share as psutil counts it (idle and iowait are not busy); gmond
-        # does not say over how long, so the interval stays unknown.
-        cpu_utilisation_percent=round(100.0 - idle - wio, 1) if idle is not None and wio is not None else None,
-    )
-    if any(x is not None for x in (load.load1, load.load5, load.load15, load.runnable_tasks, load.total_tasks,
-                                   load.cpu_utilisation_percent)):
-        snapshot.load = load
-    if v("os_release") is not None or machine is not None or v("boottime") is not None:
-        snapshot.os = OsInfo(kernel_release=v("os_release"), platform_type=machine, boot_time=v("boottime"))
+    if running is not None:
+        running = int(round(running))
+    if total is not None:
+        total = int(round(total))
+    # Busy share as psutil counts it (idle and iowait are not busy); gmond
+    # does not say over how long, so the interval stays unknown.
+    busy = None if idle is None or wio is None else round(100.0 - idle - wio, 1)
+    if (load1 is not None or load5 is not None or load15 is not None or running is not None or total is not None
+            or busy is not None):
+        load = LoadInfo(load1=load1, load5=load5, load15=load15, runnable_tasks=running, total_tasks=total,
+                        cpu_utilisation_percent=busy)
+    if release is not None or machine is not None or boot is not None:
+        system = OsInfo(kernel_release=release, platform_type=machine, boot_time=boot)
 
     facts: dict[str, Any] = {}
-    for key, value in (("cluster", cluster), ("ip", host.get("IP")), ("location", host.get("LOCATION")),
-                       ("tags", host.get("TAGS")), ("os_name", v("os_name")),
-                       ("disk_total_mb", v("disk_total")), ("disk_free_mb", v("disk_free"))):
-        if value not in (None, "", "unspecified"):
-            facts[key] = value
-    gmond_started = host.get("GMOND_STARTED")
+    ip, location, tags = where
+    if cluster not in _NOT_A_FACT:
+        facts["cluster"] = cluster
+    if ip not in _NOT_A_FACT:
+        facts["ip"] = ip
+    if location not in _NOT_A_FACT:
+        facts["location"] = location
+    if tags not in _NOT_A_FACT:
+        facts["tags"] = tags
+    if os_name not in _NOT_A_FACT:
+        facts["os_name"] = os_name
+    if disk_total is not None:
+        facts["disk_total_mb"] = disk_total
+    if disk_free is not None:
+        facts["disk_free_mb"] = disk_free
     if gmond_started and gmond_started.isdigit():
         facts["gmond_started"] = int(gmond_started)
-    if facts:
-        snapshot.extra[SOURCE_NAME] = facts
-    return snapshot
+    return HostSnapshot(hostname=name, collected_at=collected_at, source=SOURCE_NAME, cpu=cpu, memory=memory, load=load,
+                        os=system, extra={SOURCE_NAME: facts} if facts else {})
 
 
 def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ganglia XML") -> SourceReport:
-    """A whole gmond/gmetad document -> one snapshot per HOST; bad HOSTs become failures."""
+    """A whole gmond/gmetad document -> one snapshot per HOST; bad HOSTs become failures.
+
+    A document in the form gmond and gmetad write is read through its
+    :func:`packed_document`; any other, and any whose packed form does not
+    parse, by the general path, which also words every error.
+    """
+    report = parse_packed(data, fetched_at, max_bytes, what)
+    return report if report is not None else parse_general(data, fetched_at, max_bytes, what)
+
+
+def parse_packed(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ganglia XML") -> Optional[SourceReport]:
+    """:func:`parse_ganglia` through :func:`packed_document`; None when that does not apply."""
+    from glueinfo.xmlsafe import XMLInputError, parse_xml
+
+    if len(data) > max_bytes:
+        return None
+    try:
+        packed = packed_document(data)
+        if packed is None:
+            return None
+        root = parse_xml(_ascii_as_utf8(packed), max_bytes=max_bytes, what=what)
+    except (GangliaError, XMLInputError):
+        return None
+    if root.tag != "GANGLIA_XML":
+        return None
+    return _report(root, _packed_host_snapshot, fetched_at, what)
+
+
+def parse_general(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ganglia XML") -> SourceReport:
+    """:func:`parse_ganglia` by parsing the whole document (less EXTRA_DATA): any form, every error worded."""
     from glueinfo.xmlsafe import XMLInputError, parse_xml
 
     try:
@@ -218,39 +451,52 @@ def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "G
         raise GangliaError(str(exc)) from None
     if root.tag != "GANGLIA_XML":
         raise GangliaError(f"{what}: root element is <{root.tag}>, not <GANGLIA_XML>")
+    return _report(root, host_snapshot, fetched_at, what)
+
+
+def _report(root: Any, read_host: Any, fetched_at: float, what: str) -> SourceReport:
     report = SourceReport()
+    snapshots, failures = report.snapshots, report.failures
+    cluster_of, cluster = None, None
     # gmond: GANGLIA_XML/CLUSTER/HOST; gmetad: GANGLIA_XML/GRID/(GRID/)*CLUSTER/HOST.
     for host in root.iter("HOST"):
         parent = host.getparent()
-        cluster = parent.get("NAME") if parent is not None and parent.tag == "CLUSTER" else None
+        if parent is not cluster_of:
+            cluster_of = parent
+            cluster = parent.get("NAME") if parent is not None and parent.tag == "CLUSTER" else None
         try:
-            report.snapshots.append(host_snapshot(host, fetched_at, cluster))
+            snapshots.append(read_host(host, fetched_at, cluster))
         except GangliaError as exc:
             name = host.get("NAME") or "?"
-            report.failures.append(SourceFailure(target=what, host=name, error=str(exc)))
+            failures.append(SourceFailure(target=what, host=name, error=str(exc)))
     return report
 
 
 def read_port(target: Target, timeout_s: float, max_bytes: int) -> bytes:
-    """Everything the gmond/gmetad XML port sends, within ``timeout_s`` and ``max_bytes``."""
+    """Everything the gmond/gmetad XML port sends, within ``timeout_s`` and ``max_bytes``.
+
+    Received straight into one growing buffer, so a 90 MB document is held
+    once, not once in pieces and again joined."""
+    import io
     import time
 
     deadline = time.monotonic() + timeout_s
-    chunks, size = [], 0
+    buffer, size = io.BytesIO(), 0
+    chunk = memoryview(bytearray(1 << 20))
     with socket.create_connection((target.host, target.port), timeout=timeout_s) as sock:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"no complete document within {timeout_s:g} s")
             sock.settimeout(left)
-            chunk = sock.recv(1 << 20)
-            if not chunk:
+            received = sock.recv_into(chunk)
+            if not received:
                 break
-            size += len(chunk)
+            size += received
             if size > max_bytes:
                 raise GangliaError(f"document over the limit of {max_bytes} bytes ([sources] ganglia_max_body)")
-            chunks.append(chunk)
-    return b"".join(chunks)
+            buffer.write(chunk[:received])
+    return buffer.getvalue()
 
 
 def gather(ctx: SourceContext) -> SourceReport:
