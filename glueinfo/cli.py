@@ -59,17 +59,23 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
-    """The parser for ``argv``.  Only the module of the command named there is
-    imported (all of them when none is named, for --help): importing every
-    command's module was a visible share of a fresh `glueinfo probe`."""
+    """The parser for ``argv``.  A command line that starts with a command gets
+    only that command's sub-parser and module: building all nine sub-parsers
+    and importing every command's module was a visible share of a fresh
+    `glueinfo probe`.  Anything else (no command, an unknown one, or top-level
+    options such as --help first) gets every sub-parser, so help and errors
+    list all the commands."""
     words = list(sys.argv[1:] if argv is None else argv)
     chosen = next((word for word in words if not word.startswith("-")), None)  # top-level options take no value
+    only = chosen if words[:1] == [chosen] and chosen in COMMANDS else None
     parser = OneLineErrorParser(prog="glueinfo", description="GLUE / SSS grid information provider")
     parser.add_argument("--version", action="version", version=f"glueinfo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     common = common_options()
     for name, (module, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         sp = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
         if chosen is None or chosen == name:
             command = importlib.import_module(f"glueinfo.commands.{module}")
