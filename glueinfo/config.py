@@ -12,7 +12,6 @@ once as ``kind:*``.  Sections in ``FREEFORM`` take any key (string values).
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 from collections.abc import Mapping
@@ -303,6 +302,8 @@ def _line_numbers(text: str) -> dict[tuple[str, Optional[str]], int]:
 
 
 def parse_text(text: str, path: str = "<config>") -> Config:
+    import configparser  # only when there is a file: without one, a fresh `glueinfo probe` skips its 3 ms import
+
     parser = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
     try:
         parser.read_string(text, source=path)
