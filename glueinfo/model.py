@@ -8,9 +8,12 @@ speeds MHz, as GLUE publishes them.
 A snapshot serialises to and from JSON without loss (``to_json`` /
 ``from_json``); the reconstruction is driven by the type hints below, so a
 field added here is carried automatically.
-"""
 
-from __future__ import annotations
+The annotations are evaluated when the classes are made (no ``from
+__future__ import annotations``): the JSON dumper and reader read them with
+typing.get_type_hints, which would otherwise compile every annotation string
+on first use, about 3 ms of a fresh `glueinfo probe`.
+"""
 
 import copy
 import dataclasses
@@ -51,6 +54,8 @@ class CpuInfo:
 
 @dataclass
 class MemoryInfo:
+    """RAM and swap, as the kernel counts them."""
+
     ram_mb: Optional[int] = None
     ram_available_mb: Optional[int] = None
     swap_mb: Optional[int] = None
@@ -61,6 +66,8 @@ class MemoryInfo:
 
 @dataclass
 class LoadInfo:
+    """Load averages and task counts, and CPU utilisation when it was measured."""
+
     load1: Optional[float] = None
     load5: Optional[float] = None
     load15: Optional[float] = None
@@ -72,6 +79,8 @@ class LoadInfo:
 
 @dataclass
 class NetworkAdapter:
+    """One network adapter (loopback included) and its addresses."""
+
     name: str = ""
     ipv4: list[str] = field(default_factory=list)
     ipv6: list[str] = field(default_factory=list)
@@ -85,6 +94,8 @@ class NetworkAdapter:
 
 @dataclass
 class FileSystem:
+    """One mounted file system, local or remote."""
+
     mount_point: str = ""
     device: str = ""  # block device, or server:/export for remote mounts
     fs_type: str = ""
@@ -97,6 +108,8 @@ class FileSystem:
 
 @dataclass
 class OsInfo:
+    """The operating system and kernel."""
+
     name: Optional[str] = None  # /etc/os-release NAME, e.g. "Debian GNU/Linux"
     release: Optional[str] = None  # VERSION_ID, e.g. "12"
     version: Optional[str] = None  # VERSION_CODENAME, e.g. "bookworm"
@@ -133,6 +146,8 @@ class CollectorResult:
 
 @dataclass
 class HostSnapshot:
+    """Everything known about one host at one moment; unknown parts stay None."""
+
     hostname: str = ""
     collected_at: float = 0.0  # Unix time (UTC seconds) when collection started
     source: str = "local"  # local, agent, spool, ganglia, ...
@@ -177,11 +192,11 @@ class HostSnapshot:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HostSnapshot:
+    def from_dict(cls, data: dict[str, Any]) -> "HostSnapshot":
         return _from_value(cls, data)
 
     @classmethod
-    def from_json(cls, text: str) -> HostSnapshot:
+    def from_json(cls, text: str) -> "HostSnapshot":
         return cls.from_dict(json.loads(text))
 
 
@@ -251,7 +266,7 @@ class _Mismatch(Exception):
         super().__init__(message)
         self.message, self.path = message, path
 
-    def within(self, step: str) -> _Mismatch:
+    def within(self, step: str) -> "_Mismatch":
         return _Mismatch(self.message, (step, *self.path))
 
 
