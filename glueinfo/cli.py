@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -85,6 +84,10 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
 
 
 def setup_logging(verbosity: int) -> None:
+    """Warnings (-v: info, -vv: debug) on stderr as ``glueinfo: LEVEL: message``;
+    does nothing when logging is set up already."""
+    import logging
+
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="glueinfo: %(levelname)s: %(message)s", stream=sys.stderr)
 
@@ -93,7 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from glueinfo.config import ConfigError, load
 
     args = build_parser(argv).parse_args(argv)
-    setup_logging(args.verbose)
+    if args.verbose or not getattr(args._module, "LOGGING_ON_FIRST_WARNING", False):
+        setup_logging(args.verbose)
     try:
         config = load(args.config)
         return int(args._module.run(args, config) or 0)
