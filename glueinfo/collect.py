@@ -52,6 +52,8 @@ class CollectContext:
 
 @dataclass(frozen=True)
 class Collector:
+    """A named probe and the snapshot field its fact goes to."""
+
     name: str
     collect: Callable[[CollectContext], Any]
     default_enabled: bool = True

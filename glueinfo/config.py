@@ -24,6 +24,8 @@ ENV_PATH = "GLUEINFO_CONFIG"
 
 @dataclass(frozen=True)
 class Option:
+    """One declared key: its type, default and a line of documentation."""
+
     type: str  # str, int, float, bool, list, path
     default: Any
     doc: str
@@ -216,6 +218,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class Config:
+    """A parsed config file (or all defaults): typed values by section."""
+
     path: Optional[str] = None
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (section, key) and (section, None) -> line number, for errors found after parsing
