@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -36,8 +37,33 @@ class UsageError(Exception):
     """Bad arguments or config: exit 2 with the message."""
 
 
+def terminal_width() -> int:
+    """Columns for help text, as shutil.get_terminal_size reckons them:
+    $COLUMNS, else the width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help formatter, sized without importing shutil: argparse makes
+    one for every argument added, and shutil (with the compression modules it
+    loads) was about 4 ms of a fresh `glueinfo probe`."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: Optional[int] = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, terminal_width() - 2 if width is None else width)
+
+
 def common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     common.add_argument("--config", metavar="FILE",
                         help="config file (default $GLUEINFO_CONFIG or /etc/glueinfo/glueinfo.conf; all keys optional)")
     common.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
@@ -67,7 +93,8 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     words = list(sys.argv[1:] if argv is None else argv)
     chosen = next((word for word in words if not word.startswith("-")), None)  # top-level options take no value
     only = chosen if words[:1] == [chosen] and chosen in COMMANDS else None
-    parser = OneLineErrorParser(prog="glueinfo", description="GLUE / SSS grid information provider")
+    parser = OneLineErrorParser(prog="glueinfo", description="GLUE / SSS grid information provider",
+                                formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"glueinfo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -75,7 +102,7 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     for name, (module, help_text) in COMMANDS.items():
         if only is not None and name != only:
             continue
-        sp = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        sp = sub.add_parser(name, help=help_text, description=help_text, parents=[common], formatter_class=HelpFormatter)
         if chosen is None or chosen == name:
             command = importlib.import_module(f"glueinfo.commands.{module}")
             command.add_arguments(sp)
