@@ -140,6 +140,8 @@ def host_key(host: HostSnapshot, key_names: Sequence[str], ram_granularity_mb: i
 
 @dataclass
 class SubClusterGroup:
+    """Hosts published as one SubCluster, and the facts they share."""
+
     unique_id: str
     name: str
     cluster_id: str
@@ -154,6 +156,8 @@ class SubClusterGroup:
 
 @dataclass
 class ClusterGroup:
+    """A Cluster's SubClusters."""
+
     spec: ClusterSpec
     subclusters: list[SubClusterGroup]
 
@@ -176,6 +180,8 @@ class ClusterGroup:
 
 @dataclass
 class SiteGroups:
+    """Every Cluster of the site with its SubClusters, and what did not fit."""
+
     clusters: list[ClusterGroup]
     uncovered: list[str] = field(default_factory=list)  # hosts no cluster covers
     warnings: list[str] = field(default_factory=list)

@@ -64,6 +64,8 @@ class LrmsContext:
 
 @dataclass(frozen=True)
 class LrmsPlugin:
+    """A named batch-system query returning a queue's state."""
+
     name: str
     query: Callable[[LrmsContext], QueueState]
     source: str = "builtin"

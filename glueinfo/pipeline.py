@@ -376,6 +376,8 @@ def check_and_order(entries: Iterable[Entry], schema: Optional[Schema]) -> tuple
 
 @dataclass
 class _Prepared:
+    """What rendering the tree needs, gathered before the first entry."""
+
     site: SiteModel
     groups: SiteGroups
     states: dict[str, QueueState]

@@ -40,6 +40,8 @@ KEY_NAMES = ("platform", "cpu_vendor", "cpu_model", "cpu_version", "cpu_clock", 
 
 @dataclass(frozen=True)
 class SiteInfo:
+    """The [site] section: the GlueSite entry's values."""
+
     unique_id: str = ""  # empty: no GlueSite entry
     name: str = ""
     description: str = ""
@@ -57,6 +59,8 @@ class SiteInfo:
 
 @dataclass(frozen=True)
 class ClusterSpec:
+    """One GLUE Cluster: a [cluster:NAME] section, or the implicit one."""
+
     section: str  # NAME of [cluster:NAME]; "" for the implicit cluster
     unique_id: str
     name: str
@@ -67,6 +71,8 @@ class ClusterSpec:
 
 @dataclass(frozen=True)
 class SubClusterPin:
+    """A [subcluster:NAME] section: hosts pinned to a named SubCluster."""
+
     section: str
     cluster: str  # ClusterSpec.unique_id
     unique_id: str
@@ -78,6 +84,8 @@ class SubClusterPin:
 
 @dataclass(frozen=True)
 class CESpec:
+    """One ComputingElement: a [ce:NAME] section, or the implicit fork CE."""
+
     section: str  # NAME of [ce:NAME]; "" for the implicit fork CE
     cluster: str  # ClusterSpec.unique_id
     unique_id: str
@@ -111,6 +119,8 @@ POLICY_KEYS = ("max_wall_clock_time", "max_cpu_time", "max_obtainable_wall_clock
 
 @dataclass(frozen=True)
 class GlueOptions:
+    """The [glue] section: how the tree is built, checked and published."""
+
     base_dn: str = "mds-vo-name=resource,o=grid"
     aggregation_key: tuple[str, ...] = ("platform", "cpu_vendor", "cpu_model", "cpu_clock", "logical_cpus", "ram",
                                         "os_name", "os_release", "os_version", "inbound_ip", "outbound_ip",
@@ -125,6 +135,8 @@ class GlueOptions:
 
 @dataclass(frozen=True)
 class SiteModel:
+    """The whole site as the config describes it, defaults filled in."""
+
     site: SiteInfo
     clusters: tuple[ClusterSpec, ...]
     pins: tuple[SubClusterPin, ...]
