@@ -39,7 +39,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional, Union
 
 from glueinfo.ldif import Entry, dn_escape
@@ -58,6 +57,8 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True)
 class _Line:
+    """One attribute line of a template, with the variables it uses."""
+
     number: int
     attr: str
     text: str
@@ -68,6 +69,8 @@ class _Line:
 
 @dataclass(frozen=True)
 class Template:
+    """One parsed LDIF template (site, cluster, subcluster or ce)."""
+
     name: str
     path: str
     mandatory: frozenset[str]
@@ -231,7 +234,7 @@ def builtin_templates_dir() -> str:
         spec = None
     if spec is not None and spec.submodule_search_locations:
         return list(spec.submodule_search_locations)[0]
-    return str(Path(__file__).resolve().parent.parent / "templates")
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "templates")
 
 
 def load_templates(directory: str = "", names: Sequence[str] = TEMPLATE_NAMES) -> dict[str, Template]:
