@@ -133,6 +133,8 @@ class Problem:
 
 @dataclass
 class AttributeType:
+    """An attributetype definition of a schema file."""
+
     oid: str
     names: tuple[str, ...]
     sup: Optional[str] = None
@@ -149,6 +151,8 @@ class AttributeType:
 
 @dataclass
 class ObjectClass:
+    """An objectclass definition of a schema file."""
+
     oid: str
     names: tuple[str, ...]
     sup: tuple[str, ...] = ()
@@ -164,15 +168,18 @@ class ObjectClass:
 
 # ---------------------------------------------------------------- parsing
 
-_TOKEN = re.compile(r"\(|\)|\$|'(?:[^'\\]|\\.)*'|[^\s()$']+")
+# Compiled when first used (re caches it): a `glueinfo ldif` that reads the
+# parsed schema from its cache never needs it.
+_TOKEN_PATTERN = r"\(|\)|\$|'(?:[^'\\]|\\.)*'|[^\s()$']+"
 
 
 def _tokens(text: str, where: str) -> list[str]:
     """'(' ')' '$', bare words, and quoted strings marked by a leading "'"."""
-    leftover = _TOKEN.sub(" ", text)
+    tokenizer = re.compile(_TOKEN_PATTERN)
+    leftover = tokenizer.sub(" ", text)
     if leftover.strip():
         raise SchemaError(f"{where}: cannot parse {leftover.strip()[:40]!r} in {text[:60]!r}")
-    return [token[:-1] if token[0] == "'" else token for token in _TOKEN.findall(text)]
+    return [token[:-1] if token[0] == "'" else token for token in tokenizer.findall(text)]
 
 
 def _word(token: str) -> str:
@@ -638,6 +645,8 @@ _NONE = AttributeType(oid="", names=())
 
 @dataclass(frozen=True)
 class _Plan:
+    """What checking and normalising one attribute name needs, worked out once."""
+
     at: Optional[AttributeType]
     canonical: str
     syntax: Optional[str]
@@ -648,6 +657,8 @@ class _Plan:
 
 @dataclass(frozen=True)
 class _Closure:
+    """An object class list with all its superclasses, and what they require and allow."""
+
     everything: dict[str, ObjectClass]  # the classes and all their superclasses, by OID
     must: dict[str, str]  # OID -> name
     allowed: Optional[set[str]]  # OIDs; None: any (extensibleObject)
@@ -656,6 +667,8 @@ class _Closure:
 
 @dataclass(frozen=True)
 class _Shape:
+    """The structural verdict for one entry shape (object classes and attribute names)."""
+
     static: tuple[tuple[str, Optional[str]], ...]  # (message, attribute) true of every entry of this shape
     groups: tuple[tuple[_Plan, tuple[str, ...]], ...]  # known attribute types, with the spellings used
 
@@ -730,7 +743,7 @@ def _shown(value) -> str:
 # ---------------------------------------------------------------- syntaxes
 
 _INTEGER = re.compile(r"0|-?[1-9][0-9]*")  # slapd refuses 007, +5, -0 and spaces
-_GENERALIZED_TIME = re.compile(r"[0-9]{10}([0-9]{2}([0-9]{2})?)?([.,][0-9]+)?(Z|[+-][0-9]{4})")
+_GENERALIZED_TIME_PATTERN = r"[0-9]{10}([0-9]{2}([0-9]{2})?)?([.,][0-9]+)?(Z|[+-][0-9]{4})"  # GLUE 1.3 has none: compiled if seen
 
 
 def syntax_error(syntax: Optional[str], value) -> Optional[str]:
@@ -753,7 +766,7 @@ def syntax_error(syntax: Optional[str], value) -> Optional[str]:
         if not text.isascii():
             return f"{_shown(text)} is not ASCII (IA5String)"
     elif syntax == SYNTAX_GENERALIZED_TIME:
-        if not _GENERALIZED_TIME.fullmatch(text):
+        if not re.fullmatch(_GENERALIZED_TIME_PATTERN, text):
             return f"{_shown(text)} is not a GeneralizedTime"
     return None
 

@@ -309,7 +309,7 @@ def format_dn(rdns: Sequence[RDN]) -> str:
     return ",".join("+".join(f"{attr}={dn_escape(value)}" for attr, value in rdn) for rdn in rdns)
 
 
-_SPACED_SEPARATOR = re.compile(r" *([,=]) *")
+_SPACED_SEPARATOR_PATTERN = r" *([,=]) *"  # compiled if a DN has spaces (re caches it)
 
 
 def _group1(match: re.Match) -> str:
@@ -323,7 +323,7 @@ def normalise_dn(dn: str) -> str:
     for the GLUE naming attributes (all case-insensitive)."""
     if _SIMPLE_DN.fullmatch(dn):  # nothing to unescape or escape: ASCII, so lower() is casefold()
         lowered = dn.lower()
-        return _SPACED_SEPARATOR.sub(_group1, lowered).strip(" ") if " " in lowered else lowered
+        return re.sub(_SPACED_SEPARATOR_PATTERN, _group1, lowered).strip(" ") if " " in lowered else lowered
     rdns = parse_dn(dn)
     return ",".join(
         "+".join(sorted(f"{attr.lower()}={dn_escape(value.casefold())}" for attr, value in rdn)) for rdn in rdns
@@ -464,7 +464,8 @@ def format_ldif(entries: Iterable[Entry], sort: bool = True) -> str:
 
 # ---------------------------------------------------------------- reading
 
-_ATTR_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9.;-]*)(::|:<|:)[ ]*(.*)", re.S)
+# Compiled by parse_ldif (re caches it): `glueinfo ldif` writes LDIF and never reads any.
+_ATTR_LINE_PATTERN = r"([A-Za-z0-9][A-Za-z0-9.;-]*)(::|:<|:)[ ]*(.*)"
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -501,6 +502,7 @@ def parse_ldif(text: str) -> list[Entry]:
     Values come back as str.  Raises LDIFError naming the line for anything
     malformed, for change records and for ``attr:<`` URL values.
     """
+    attr_line = re.compile(_ATTR_LINE_PATTERN, re.S).fullmatch
     entries: list[Entry] = []
     entry: Optional[Entry] = None
     first_record = True
@@ -508,7 +510,7 @@ def parse_ldif(text: str) -> list[Entry]:
         if line == "":
             entry = None
             continue
-        match = _ATTR_LINE.fullmatch(line)
+        match = attr_line(line)
         if not match:
             raise LDIFError(f"line {number}: expected 'attribute: value', got {line[:60]!r}")
         name, sep, raw = match.groups()
