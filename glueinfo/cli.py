@@ -9,10 +9,12 @@ stderr; exit codes: 0 ok, 1 the job failed, 2 bad usage or config.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Optional
 
 from glueinfo import __version__
@@ -35,6 +37,24 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 class UsageError(Exception):
     """Bad arguments or config: exit 2 with the message."""
+
+
+@contextlib.contextmanager
+def long_lived_objects() -> Iterator[None]:
+    """For a command's making of what it keeps until the process ends (the
+    modules it imports, host snapshots): Python's cyclic garbage collector is
+    paused meanwhile and then kept off it for good (gc.freeze), instead of
+    walking it again and again to find no garbage; reference counting still
+    frees everything else.  About 10 ms of a fresh `glueinfo probe` or
+    `glueinfo ldif`, much more with thousands of snapshots."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def terminal_width() -> int:
@@ -122,7 +142,8 @@ def setup_logging(verbosity: int) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from glueinfo.config import ConfigError, load
 
-    args = build_parser(argv).parse_args(argv)
+    with long_lived_objects():  # the parser and the command's module
+        args = build_parser(argv).parse_args(argv)
     if args.verbose or not getattr(args._module, "LOGGING_ON_FIRST_WARNING", False):
         setup_logging(args.verbose)
     try:

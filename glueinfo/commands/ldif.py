@@ -12,7 +12,6 @@ same way and prints one line per problem.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import os
@@ -98,25 +97,26 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.check:
         return run_check(args.check, config)
 
-    from glueinfo.cli import UsageError
-    from glueinfo.pipeline import write_site_ldif
-    from glueinfo.templates import TemplateError
+    from glueinfo.cli import UsageError, long_lived_objects
 
-    if args.snapshots:
-        snapshots = read_snapshots(args.snapshots)
-        local = None
-    else:
-        from glueinfo.commands.probe import collect_from_args
+    # The modules and the snapshots live until the process ends: keep the cyclic
+    # GC from walking their millions of objects again and again while the tree is built.
+    with long_lived_objects():
+        from glueinfo.pipeline import write_site_ldif
+        from glueinfo.templates import TemplateError
 
-        snapshot = collect_from_args(args, config)
-        for result in snapshot.collectors:
-            if not result.success:
-                log.warning("collector %s failed: %s", result.name, result.error)
-        snapshots = [snapshot]
-        local = snapshot.hostname
-    # The snapshots live until the process ends: keep the cyclic GC from walking
-    # their millions of objects again and again while the tree is built.
-    gc.freeze()
+        if args.snapshots:
+            snapshots = read_snapshots(args.snapshots)
+            local = None
+        else:
+            from glueinfo.commands.probe import collect_from_args
+
+            snapshot = collect_from_args(args, config)
+            for result in snapshot.collectors:
+                if not result.success:
+                    log.warning("collector %s failed: %s", result.name, result.error)
+            snapshots = [snapshot]
+            local = snapshot.hostname
     try:
         build = write_site_ldif(config, snapshots, sys.stdout, publish_hosts=False if args.no_hosts else None,
                                 local_fqdn=local)

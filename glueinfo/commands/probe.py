@@ -40,7 +40,10 @@ def collect_from_args(args: argparse.Namespace, config: Config):
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    snapshot = collect_from_args(args, config)
+    from glueinfo.cli import long_lived_objects
+
+    with long_lived_objects():
+        snapshot = collect_from_args(args, config)
     for result in snapshot.collectors:
         if not result.success:
             warn(args, f"collector {result.name} failed: {result.error}")
