@@ -156,11 +156,11 @@ def _names(names: Any) -> bytes:
 _NUMERIC_TYPE = rb'"(?:' + _names(_NUMERIC_TYPES) + rb')"'
 
 # Markup allowed between HOSTs: the GANGLIA_XML, GRID and CLUSTER tags, kept verbatim.
-_BETWEEN_HOSTS = re.compile(
-    rb"(?:" + _WS + rb"*+(?:<(?:GANGLIA_XML|GRID|CLUSTER)" + _ATTRIBUTES + _WS + rb"*+>|</(?:GANGLIA_XML|GRID|CLUSTER)" + _WS + rb"*+>))*+"
-    + _WS + rb"*+")
-# A HOST (or gmetad's HOSTS summary) start tag: 1 = "S" for HOSTS, 2 = "/" when it is empty.
-_HOST_TAG = re.compile(rb"<HOST(S?)" + _ATTRIBUTES + _WS + rb"*+(/?)>")
+_BETWEEN_HOSTS = (rb"(?:" + _WS + rb"*+(?:<(?:GANGLIA_XML|GRID|CLUSTER)" + _ATTRIBUTES + _WS + rb"*+>|</(?:GANGLIA_XML|GRID|CLUSTER)"
+                  + _WS + rb"*+>))*+" + _WS + rb"*+")
+# What may follow a HOST: such markup, then the next HOST or gmetad's HOSTS summary start tag
+# (group 1: the tag up to its attributes' end, 2: "S" for HOSTS, 3: "/" when it is empty) or the end.
+_NEXT_HOST = re.compile(_BETWEEN_HOSTS + rb"(?:(<HOST(S?)" + _ATTRIBUTES + rb")" + _WS + rb"*+(/?)>|\Z)")
 _HOST_END = re.compile(rb"</HOST" + _WS + rb"*+>")
 # One METRIC start tag inside a HOST.  For a mapped metric the groups concatenate to its entry
 # in the packed list: ' cpu_num 16' (groups 1, 2, 5, 6) or, for sizes, ' mem_total 131915940=KB'
@@ -204,39 +204,39 @@ def packed_document(data: bytes) -> Optional[bytes]:
         return None
 
     out = [data[: prolog.end()]]
-    find, size = data.find, len(data)
-    metric_findall, host_tag, between_hosts = _METRIC.findall, _HOST_TAG.match, _BETWEEN_HOSTS.fullmatch
-    pos, host = body, find(b"<HOST", body)
+    find, rfind, size = data.find, data.rfind, len(data)
+    metric_findall, next_host, host_end = _METRIC.findall, _NEXT_HOST.match, _HOST_END.match
+    pos = body
     while True:
-        if between_hosts(data, pos, size if host == -1 else host) is None:
-            return None
-        out.append(data[pos: size if host == -1 else host])
-        if host == -1:
-            return b"".join(out)
-        tag = host_tag(data, host)
+        tag = next_host(data, pos)
         if tag is None:
             return None
-        if tag.group(2):  # <HOST .../> or <HOSTS .../>: nothing inside, kept as written
-            out.append(tag.group())
-            pos, host = tag.end(), find(b"<HOST", tag.end())
+        if tag.group(1) is None:  # the end of the document
+            out.append(data[pos:])
+            return b"".join(out)
+        start, tag_end = tag.start(1), tag.end()
+        out.append(data[pos:start])
+        if tag.group(3):  # <HOST .../> or <HOSTS .../>: nothing inside, kept as written
+            out.append(data[start:tag_end])
+            pos = tag_end
             continue
-        if tag.group(1):  # a HOSTS summary is always empty
+        if tag.group(2):  # a HOSTS summary is always empty
             return None
         # The HOST ends at the last </HOST before the next HOST starts: one scan finds both, and a
         # HOST inside a HOST (which the general path would read) leaves none, so this gives up.
-        following = find(b"<HOST", tag.end())
-        close = data.rfind(b"</HOST", tag.end(), size if following == -1 else following)
-        end = _HOST_END.match(data, close) if close != -1 else None
+        following = find(b"<HOST", tag_end)
+        close = rfind(b"</HOST", tag_end, size if following == -1 else following)
+        end = host_end(data, close) if close != -1 else None
         if end is None:
             return None
-        metrics = metric_findall(data, tag.end(), close)
+        metrics = metric_findall(data, tag_end, close)
         if metrics and metrics[-1][8]:
             return None
-        out.append(data[host: tag.end() - 1].rstrip(b" \t\r\n"))
+        out.append(tag.group(1))
         out.append(b' metrics="')
         out.append(b"".join(map(b"".join, metrics)))
         out.append(b'"/>')
-        pos, host = end.end(), following
+        pos = end.end()
 
 
 def _number(name: str, raw: Optional[str], kind: Optional[str]) -> Optional[float]:
