@@ -15,9 +15,9 @@ metadata glueinfo does not read; libxml2 building that tree (and Python
 walking 330,000 METRIC elements) took seconds.  So documents written the way
 gmond and gmetad write them are first reduced at the byte level
 (:func:`packed_document`): the GRID/CLUSTER/HOSTS tags are kept verbatim and
-each HOST becomes one empty element carrying its own attributes and one more
-listing the metrics glueinfo maps (``metrics=" cpu_num 16 mem_total
-131915940=KB ..."``); all other bytes are dropped unread.  That ~5 MB
+each HOST becomes one empty element carrying its own attributes and two
+more listing the metrics glueinfo maps (``names="cpu_num mem_total=KB ..."
+values="16 131915940 ..."``); all other bytes are dropped unread.  That ~5 MB
 document goes through glueinfo.xmlsafe like any other, so every byte kept is
 checked by libxml2 and nothing can refer to an entity.  Whatever does not
 have the expected shape (comments, CDATA, processing instructions, entity or
@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import operator
 import re
 import socket
 from collections.abc import Iterator
@@ -162,27 +163,28 @@ _BETWEEN_HOSTS = (rb"(?:" + _WS + rb"*+(?:<(?:GANGLIA_XML|GRID|CLUSTER)" + _ATTR
 # (group 1: the tag up to its attributes' end, 2: "S" for HOSTS, 3: "/" when it is empty) or the end.
 _NEXT_HOST = re.compile(_BETWEEN_HOSTS + rb"(?:(<HOST(S?)" + _ATTRIBUTES + rb")" + _WS + rb"*+(/?)>|\Z)")
 _HOST_END = re.compile(rb"</HOST" + _WS + rb"*+>")
-# One METRIC start tag inside a HOST.  For a mapped metric the groups concatenate to its entry
-# in the packed list: ' cpu_num 16' (groups 1, 2, 5, 6) or, for sizes, ' mem_total 131915940=KB'
-# (1, 2, 5, 6, 7, 8); groups 3 and 4 are empty markers of a plain number (whose TYPE must be
-# numeric) and of a size (numeric TYPE, UNITS of letters only).  A METRIC of another name is
-# skipped without a match.  Anything else (a mapped metric in another form, with an empty VAL or
-# white space in it; a METRIC whose NAME is not first) matches group 9 and the rest of the HOST:
-# the document is not in the form this reduction reads.
+# One METRIC start tag inside a HOST.  For a mapped metric, group 2 is its NAME (7 and 8 add
+# "=UNITS" for a size: memory and disk figures) and group 6 its VAL; 1 and 5 are the spaces before
+# them, 3 and 4 empty markers of a plain number (whose TYPE must be numeric) and of a size (numeric
+# TYPE, UNITS of letters only).  A METRIC of another name is skipped without a match.  Anything else
+# (a mapped metric in another form, with an empty VAL or white space in it; a METRIC whose NAME is
+# not first) matches group 9 and the rest of the HOST: the document is not in the form this
+# reduction reads.
 _METRIC = re.compile(
     rb'<METRIC(?:( )NAME="(' + _names(_TEXT_METRICS) + rb"|(?:" + _names(_NUMBER_METRICS) + rb")()|(?:" + _names(_SIZE_METRICS)
     + rb')())"( )VAL="(' + _TOKEN + rb')"(?(3)(?= TYPE=' + _NUMERIC_TYPE + rb')|(?(4) TYPE=' + _NUMERIC_TYPE
     + rb' UNITS(=)"([A-Za-z]*+)"))'
     + rb'|(?! NAME="(?!(?:' + _names(_WANTED) + rb')"))(?<=(C))(?s:.*))')
+_NAME_AND_UNITS, _VALUE_OF = operator.itemgetter(1, 6, 7), operator.itemgetter(5)
 _PROLOG = re.compile(rb"(?:<\?xml" + _WS + rb"[^<>]*?\?>)?" + _WS + rb"*+")
 
 
 def packed_document(data: bytes) -> Optional[bytes]:
     """The document reduced to what glueinfo maps, or None when it is not in the form gmond and gmetad write.
 
-    Each ``<HOST ...>...</HOST>`` becomes ``<HOST ... metrics=" cpu_num 16 mem_total 131915940=KB"/>``:
-    the HOST's own attributes verbatim, then one attribute listing the mapped METRICs in document
-    order as NAME VAL (sizes NAME VAL=UNITS).  GANGLIA_XML, GRID, CLUSTER and HOSTS tags are kept
+    Each ``<HOST ...>...</HOST>`` becomes ``<HOST ... names="cpu_num mem_total=KB" values="16 131915940"/>``:
+    the HOST's own attributes verbatim, then the mapped METRICs' NAMEs (a size's with its UNITS)
+    and VALs, in document order.  GANGLIA_XML, GRID, CLUSTER and HOSTS tags are kept
     verbatim; unmapped METRICs and all EXTRA_DATA are dropped unread.  The result still has to be
     parsed, by glueinfo.xmlsafe, which checks everything kept.
     """
@@ -233,8 +235,10 @@ def packed_document(data: bytes) -> Optional[bytes]:
         if metrics and metrics[-1][8]:
             return None
         out.append(tag.group(1))
-        out.append(b' metrics="')
-        out.append(b"".join(map(b"".join, metrics)))
+        out.append(b' names="')
+        out.append(b" ".join(map(b"".join, map(_NAME_AND_UNITS, metrics))))
+        out.append(b'" values="')
+        out.append(b" ".join(map(_VALUE_OF, metrics)))
         out.append(b'"/>')
         pos = end.end()
 
@@ -264,7 +268,7 @@ def _size_mb(name: str, raw: Optional[str], kind: Optional[str], units: Optional
 _ORDER = (*sorted(_TEXT_METRICS), *sorted(_NUMBER_METRICS), *sorted(_SIZE_METRICS))
 _FIRST_NUMBER, _FIRST_SIZE = len(_TEXT_METRICS), len(_TEXT_METRICS) + len(_NUMBER_METRICS)
 # What a packed HOST is read for: its own attributes and the packed metrics, in one call.
-_PACKED_ATTRIBUTES = ("NAME", "TN", "REPORTED", "IP", "LOCATION", "TAGS", "GMOND_STARTED", "metrics")
+_PACKED_ATTRIBUTES = ("NAME", "TN", "REPORTED", "IP", "LOCATION", "TAGS", "GMOND_STARTED", "names", "values")
 
 
 def _metric_values(host: Any) -> tuple[Any, ...]:
@@ -286,40 +290,19 @@ def _metric_values(host: Any) -> tuple[Any, ...]:
     return tuple(map(values.get, _ORDER))
 
 
-def _packed_metric_values(metrics: str) -> tuple[Any, ...]:
-    """:func:`_metric_values` of a packed HOST's ``metrics`` attribute (numeric TYPEs already checked).
-
-    A HOST with every mapped metric once, each a finite number where one is
-    expected (the usual case), is converted in bulk; any other goes through
-    the worded checks, in document order, as the general path reads it."""
-    words = metrics.split()
-    found = dict(zip(words[::2], words[1::2], strict=True))
-    raw = list(map(found.get, _ORDER))
-    if 2 * len(found) != len(words) or None in raw:
-        return _checked_packed_values(words)
-    try:
-        numbers = list(map(float, raw[_FIRST_NUMBER:_FIRST_SIZE]))
-        sizes_and_units = "=".join(raw[_FIRST_SIZE:]).split("=")
-        sizes = list(map(float, sizes_and_units[::2]))
-    except ValueError:
-        return _checked_packed_values(words)
-    if len(sizes_and_units) != 2 * len(sizes) or not math.isfinite(sum(numbers) + sum(sizes)):
-        return _checked_packed_values(words)
-    factors = map(_TO_MB.get, map(str.upper, sizes_and_units[1::2]))
-    return (*raw[:_FIRST_NUMBER], *numbers,
-            *[None if factor is None else math.floor(size * factor) for size, factor in zip(sizes, factors, strict=True)])
-
-
-def _checked_packed_values(words: list[str]) -> tuple[Any, ...]:
+def _metrics_one_by_one(keys: list[str], words: list[str]) -> tuple[Any, ...]:
+    """The values of a packed HOST's metrics (``names`` split, ``values`` split), in _ORDER, read metric
+    by metric in document order as the general path reads them: the last of a NAME given twice
+    counts, and the first bad value is the one reported."""
     values: dict[str, Any] = {}
-    for name, value in zip(words[::2], words[1::2], strict=True):
-        if name in _TEXT_METRICS:
-            values[name] = value
-        elif name in _NUMBER_METRICS:
-            values[name] = _number(name, value, None)
+    for key, value in zip(keys, words, strict=True):
+        metric, _, units = key.partition("=")
+        if metric in _TEXT_METRICS:
+            values[metric] = value
+        elif metric in _NUMBER_METRICS:
+            values[metric] = _number(metric, value, None)
         else:
-            number, _, units = value.rpartition("=")
-            values[name] = _size_mb(name, number, None, units)
+            values[metric] = _size_mb(metric, value, None, units)
     return tuple(map(values.get, _ORDER))
 
 
@@ -349,14 +332,58 @@ def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -
                      (get("IP"), get("LOCATION"), get("TAGS")), get("GMOND_STARTED"))
 
 
-def _packed_host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -> HostSnapshot:
-    """:func:`host_snapshot` for a HOST of a :func:`packed_document`."""
-    name, tn, reported, ip, location, tags, gmond_started, metrics = map(host.get, _PACKED_ATTRIBUTES)
-    name = (name or "").strip()
-    if not name:
-        raise GangliaError("HOST without a NAME")
-    collected_at = _collected_at(tn, reported, fetched_at)
-    return _snapshot(name, collected_at, _packed_metric_values(metrics or ""), cluster, (ip, location, tags), gmond_started)
+class _PackedReader:
+    """Reads the HOSTs of one packed document into snapshots, as :func:`host_snapshot` reads HOSTs.
+
+    gmonds of one configuration list their metrics in the same order, so consecutive HOSTs have the
+    same ``names``: where each mapped metric sits in ``values`` and the sizes' unit factors are
+    worked out once per ``names``, and the values of a HOST with each mapped metric once, all of
+    them finite numbers where numbers are expected, are converted in bulk.  Any other HOST is read
+    metric by metric (:func:`_metrics_one_by_one`)."""
+
+    def __init__(self) -> None:
+        self.names: Optional[str] = None
+        self.positions: Optional[list[int]] = None  # for each metric of _ORDER, its index in values
+        self.factors: list[Optional[float]] = []  # for each size of _ORDER, MB per unit
+
+    def __call__(self, host: Any, fetched_at: float, cluster: Optional[str] = None) -> HostSnapshot:
+        name, tn, reported, ip, location, tags, gmond_started, names, values = map(host.get, _PACKED_ATTRIBUTES)
+        name = (name or "").strip()
+        if not name:
+            raise GangliaError("HOST without a NAME")
+        collected_at = _collected_at(tn, reported, fetched_at)
+        names, words = names or "", (values or "").split()
+        if names != self.names:
+            self._learn(names)
+        metrics = self._convert(words) if self.positions is not None else None
+        if metrics is None:
+            metrics = _metrics_one_by_one(names.split(), words)
+        return _snapshot(name, collected_at, metrics, cluster, (ip, location, tags), gmond_started)
+
+    def _learn(self, names: str) -> None:
+        self.names = names
+        keys = names.split()
+        index = {key.partition("=")[0]: position for position, key in enumerate(keys)}
+        if len(index) != len(keys) or index.keys() != _WANTED:
+            self.positions = None
+            return
+        self.positions = [index[metric] for metric in _ORDER]
+        self.factors = [_TO_MB.get(keys[index[metric]].partition("=")[2].upper()) for metric in _ORDER[_FIRST_SIZE:]]
+
+    def _convert(self, words: list[str]) -> Optional[tuple[Any, ...]]:
+        raw = list(map(words.__getitem__, self.positions))  # type: ignore[arg-type]
+        try:
+            numbers = list(map(float, raw[_FIRST_NUMBER:_FIRST_SIZE]))
+            sizes = list(map(float, raw[_FIRST_SIZE:]))
+        except ValueError:
+            return None
+        if not math.isfinite(sum(numbers) + sum(sizes)):
+            return None
+        if None in self.factors:
+            sizes_mb = [None if factor is None else math.floor(size * factor) for size, factor in zip(sizes, self.factors, strict=True)]
+        else:
+            sizes_mb = list(map(math.floor, map(operator.mul, sizes, self.factors)))
+        return (*raw[:_FIRST_NUMBER], *numbers, *sizes_mb)
 
 
 _NOT_A_FACT = (None, "", "unspecified")
@@ -456,7 +483,7 @@ def parse_packed(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ga
         return None
     if root.tag != "GANGLIA_XML":
         return None
-    return _report(root, _packed_host_snapshot, fetched_at, what)
+    return _report(root, _PackedReader(), fetched_at, what)
 
 
 def parse_general(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ganglia XML") -> SourceReport:

@@ -84,7 +84,7 @@ def test_packed_document_keeps_the_tags_and_lists_the_mapped_metrics():
         b'\n<GANGLIA_XML VERSION="3.7.2" SOURCE="gmond">\n<CLUSTER NAME="c" LOCALTIME="1800000000" OWNER="o" '
         b'LATLONG="unspecified" URL="unspecified">\n'
         b'<HOST NAME="wn1" IP="10.0.0.1" TAGS="" REPORTED="1799999995" TN="5" TMAX="20" DMAX="0" LOCATION="unspecified" '
-        b'GMOND_STARTED="1799990000" metrics=" cpu_num 16 mem_total 2097152=KB load_one 0.50 os_release 6.1.0-18-amd64"/>'
+        b'GMOND_STARTED="1799990000" names="cpu_num mem_total=KB load_one os_release" values="16 2097152 0.50 6.1.0-18-amd64"/>'
         b"\n</CLUSTER>\n</GANGLIA_XML>\n")
 
 
