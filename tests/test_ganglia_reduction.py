@@ -158,6 +158,45 @@ def test_metric_names_with_regex_characters_are_not_taken_for_mapped_ones(name):
     assert wn1.cpu.logical_cpus == 16 and wn1.memory is None
 
 
+def full_set(cpus: str, ram_kb: str, units: str = "KB", order=None) -> list[str]:
+    """All 21 mapped metrics, the CPU count and RAM given."""
+    metrics = {
+        "boottime": metric("boottime", "1700000000", "uint32", "s"), "cpu_idle": metric("cpu_idle", "70.0", units="%"),
+        "cpu_num": metric("cpu_num", cpus, "uint16", "CPUs"), "cpu_speed": metric("cpu_speed", "2400", "uint32", "MHz"),
+        "cpu_wio": metric("cpu_wio", "5.0", units="%"), "disk_free": metric("disk_free", "10.5", "double", "GB"),
+        "disk_total": metric("disk_total", "20.0", "double", "GB"), "load_fifteen": metric("load_fifteen", "1.5", units=" "),
+        "load_five": metric("load_five", "1.0", units=" "), "load_one": metric("load_one", "0.5", units=" "),
+        "machine_type": metric("machine_type", "x86_64", "string"), "mem_buffers": metric("mem_buffers", "1024", units=units),
+        "mem_cached": metric("mem_cached", "2048", units=units), "mem_free": metric("mem_free", "4096", units=units),
+        "mem_total": metric("mem_total", ram_kb, units=units), "os_name": metric("os_name", "Linux", "string"),
+        "os_release": metric("os_release", "6.1.0", "string"), "proc_run": metric("proc_run", "3", "uint32"),
+        "proc_total": metric("proc_total", "300", "uint32"), "swap_free": metric("swap_free", "0", units=units),
+        "swap_total": metric("swap_total", "0", units=units),
+    }
+    return [metrics[name] for name in (order or sorted(metrics))]
+
+
+def test_hosts_listing_their_metrics_differently_in_one_document():
+    reversed_order = sorted(full_set("1", "1"), reverse=True)
+    data = document(
+        host("a", *full_set("16", "2097152")),                     # every mapped metric, once
+        host("b", *full_set("8", "1048576")),                      # the same list again
+        host("c", metric("cpu_num", "4", "uint16"), metric("load_one", "0.25")),  # only two
+        host("d", *reversed_order),                                # all of them, in another order
+        host("e", *full_set("32", "4194304"), metric("cpu_num", "64", "uint16")),  # one twice
+        host("f", *full_set("2", "2048", units="MB")),             # sizes in MB
+        host("g", *full_set("2", "2048", units="parsecs")),        # sizes in a unit glueinfo does not know
+        host("h", *full_set("12", "1048576")),                     # back to the first list
+    )
+    assert packed_document(data) is not None
+    hosts = {s.hostname: s for s in same_as_general(data).snapshots}
+    assert {name: (s.cpu.logical_cpus, s.memory.ram_mb if s.memory else None) for name, s in hosts.items()} == {
+        "a": (16, 2048), "b": (8, 1024), "c": (4, None), "d": (1, 0), "e": (64, 4096), "f": (2, 2048), "g": (2, None), "h": (12, 1024)}
+    assert hosts["a"].memory.ram_available_mb == 4 + 1 + 2  # free + buffers + cached, KB -> MB
+    assert hosts["a"].extra["ganglia"]["disk_free_mb"] == 10752 and hosts["g"].extra["ganglia"].get("disk_free_mb") == 10752
+    assert hosts["c"].load.load1 == 0.25 and hosts["c"].os is None
+
+
 def test_a_metric_given_twice_reads_as_the_general_path_does():
     data = document(host("wn1", metric("cpu_num", "8", "uint16"), metric("cpu_num", "16", "uint16")))
     (wn1,) = same_as_general(data).snapshots
