@@ -10,11 +10,11 @@ import os
 import shutil
 
 import pytest
-from glueinfo.providers import cpu, filesystems, load, memory, network, opsys, static
 
 from glueinfo.collect import CollectContext, local_hostname, probe
 from glueinfo.config import Config, parse_text
 from glueinfo.model import CpuInfo, FileSystem, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo, StaticFacts
+from glueinfo.providers import cpu, filesystems, load, memory, network, opsys, static
 
 HOSTS = os.path.join(os.path.dirname(__file__), "fixtures", "hosts")
 ALL_HOSTS = sorted(os.listdir(HOSTS))

@@ -18,10 +18,10 @@ import subprocess
 import time
 
 import pytest
-from glueinfo.providers import cpu, filesystems, load, memory, network, opsys
 
 from glueinfo.collect import CollectContext, local_hostname, probe
 from glueinfo.config import Config
+from glueinfo.providers import cpu, filesystems, load, memory, network, opsys
 
 LIVE = CollectContext(host_root="/")
 ENV_C = {**os.environ, "LC_ALL": "C"}

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from glueinfo.providers.source_ganglia import GangliaError, parse_ganglia, read_port, without_doctype
 
 from glueinfo.config import parse_text
 from glueinfo.gather import Gatherer
 from glueinfo.hostrange import Target
+from glueinfo.providers.source_ganglia import GangliaError, parse_ganglia, read_port, without_doctype
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ganglia"
 GMOND = "/usr/sbin/gmond"

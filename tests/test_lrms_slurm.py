@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from glueinfo.lrms import LrmsContext, queue_state
 from glueinfo.providers import lrms_slurm
 from glueinfo.providers.lrms_slurm import (
     expand_hostlist,
@@ -28,8 +30,6 @@ from glueinfo.providers.lrms_slurm import (
     split_key_values,
     squeue_format,
 )
-
-from glueinfo.lrms import LrmsContext, queue_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 
