@@ -163,19 +163,18 @@ _BETWEEN_HOSTS = (rb"(?:" + _WS + rb"*+(?:<(?:GANGLIA_XML|GRID|CLUSTER)" + _ATTR
 # (group 1: the tag up to its attributes' end, 2: "S" for HOSTS, 3: "/" when it is empty) or the end.
 _NEXT_HOST = re.compile(_BETWEEN_HOSTS + rb"(?:(<HOST(S?)" + _ATTRIBUTES + rb")" + _WS + rb"*+(/?)>|\Z)")
 _HOST_END = re.compile(rb"</HOST" + _WS + rb"*+>")
-# One METRIC start tag inside a HOST.  For a mapped metric, group 2 is its NAME (7 and 8 add
-# "=UNITS" for a size: memory and disk figures) and group 6 its VAL; 1 and 5 are the spaces before
-# them, 3 and 4 empty markers of a plain number (whose TYPE must be numeric) and of a size (numeric
-# TYPE, UNITS of letters only).  A METRIC of another name is skipped without a match.  Anything else
-# (a mapped metric in another form, with an empty VAL or white space in it; a METRIC whose NAME is
-# not first) matches group 9 and the rest of the HOST: the document is not in the form this
-# reduction reads.
+# One METRIC start tag inside a HOST.  For a mapped metric, group 1 is its NAME (5 and 6 add
+# "=UNITS" for a size: memory and disk figures) and group 4 its VAL; 2 and 3 are empty markers of a
+# plain number (whose TYPE must be numeric) and of a size (numeric TYPE, UNITS of letters only).  A
+# METRIC of another name is skipped without a match.  Anything else (a mapped metric in another
+# form, with an empty VAL or white space in it; a METRIC whose NAME is not first) matches with an
+# empty group 1 and takes the rest of the HOST: the document is not in the form this reduction reads.
 _METRIC = re.compile(
-    rb'<METRIC(?:( )NAME="(' + _names(_TEXT_METRICS) + rb"|(?:" + _names(_NUMBER_METRICS) + rb")()|(?:" + _names(_SIZE_METRICS)
-    + rb')())"( )VAL="(' + _TOKEN + rb')"(?(3)(?= TYPE=' + _NUMERIC_TYPE + rb')|(?(4) TYPE=' + _NUMERIC_TYPE
+    rb'<METRIC(?: NAME="(' + _names(_TEXT_METRICS) + rb"|(?:" + _names(_NUMBER_METRICS) + rb")()|(?:" + _names(_SIZE_METRICS)
+    + rb')())" VAL="(' + _TOKEN + rb')"(?(2)(?= TYPE=' + _NUMERIC_TYPE + rb')|(?(3) TYPE=' + _NUMERIC_TYPE
     + rb' UNITS(=)"([A-Za-z]*+)"))'
-    + rb'|(?! NAME="(?!(?:' + _names(_WANTED) + rb')"))(?<=(C))(?s:.*))')
-_NAME_AND_UNITS, _VALUE_OF = operator.itemgetter(1, 6, 7), operator.itemgetter(5)
+    + rb'|(?! NAME="(?!(?:' + _names(_WANTED) + rb')"))(?s:.*))')
+_NAME_AND_UNITS, _VALUE_OF = operator.itemgetter(0, 4, 5), operator.itemgetter(3)
 _PROLOG = re.compile(rb"(?:<\?xml" + _WS + rb"[^<>]*?\?>)?" + _WS + rb"*+")
 
 
@@ -232,7 +231,7 @@ def packed_document(data: bytes) -> Optional[bytes]:
         if end is None:
             return None
         metrics = metric_findall(data, tag_end, close)
-        if metrics and metrics[-1][8]:
+        if metrics and not metrics[-1][0]:
             return None
         out.append(tag.group(1))
         out.append(b' names="')
