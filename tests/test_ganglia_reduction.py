@@ -18,9 +18,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from glueinfo.providers.source_ganglia import GangliaError, packed_document, parse_ganglia, parse_general, read_port
 
 from glueinfo.hostrange import Target
+from glueinfo.providers.source_ganglia import GangliaError, packed_document, parse_ganglia, parse_general, read_port
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ganglia"
 NOW = 1800000000.0
