@@ -260,7 +260,12 @@ def _size_mb(name: str, raw: Optional[str], kind: Optional[str], units: Optional
     if value is None:
         return None
     factor = _TO_MB.get((units or "").strip().upper())
-    return None if factor is None else math.floor(value * factor)
+    if factor is None:
+        return None
+    size = value * factor
+    if not math.isfinite(size):  # e.g. 1e305 TB: finite as written, infinite in MB
+        raise GangliaError(f"metric {name} is {raw!r} {units}, too large to be a size")
+    return math.floor(size)
 
 
 # Every mapped metric in one fixed order (text, plain numbers, sizes): the values tuple both paths build.
@@ -378,10 +383,10 @@ class _PackedReader:
             return None
         if not math.isfinite(sum(numbers) + sum(sizes)):
             return None
-        if None in self.factors:
-            sizes_mb = [None if factor is None else math.floor(size * factor) for size, factor in zip(sizes, self.factors, strict=True)]
-        else:
-            sizes_mb = list(map(math.floor, map(operator.mul, sizes, self.factors)))
+        scaled = [None if factor is None else size * factor for size, factor in zip(sizes, self.factors, strict=True)]
+        if not math.isfinite(sum(v for v in scaled if v is not None)):
+            return None  # a size that overflows in MB: the general path names it
+        sizes_mb = [None if v is None else math.floor(v) for v in scaled]
         return (*raw[:_FIRST_NUMBER], *numbers, *sizes_mb)
 
 

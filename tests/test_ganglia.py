@@ -310,3 +310,17 @@ def test_real_gmond_host_matches_proc(gmond):
         load15 = float(handle.read().split()[2])
     assert abs(snap.load.load15 - load15) < 1.0  # the 15-minute average moves slowly
     assert snap.cpu.model_name is None and snap.filesystems is None  # not something gmond tells
+
+
+def test_a_size_too_large_for_mb_is_a_failure_naming_the_metric():
+    # 1e305 TB is a finite float as written but infinite in MB: it must not crash the parse.
+    data = load("gmond-3.7.2-one-host.xml")
+    start = data.index(b'<METRIC NAME="mem_total"')
+    end = data.index(b">", start)
+    tag = data[start:end]
+    hostile = tag.replace(tag[tag.index(b'VAL="'):tag.index(b'"', tag.index(b'VAL="') + 5) + 1], b'VAL="1e305"')
+    hostile = hostile.replace(b'UNITS="KB"', b'UNITS="TB"')
+    report = parse_ganglia(data.replace(tag, hostile), fetched_at=NOW, max_bytes=2**20)
+    assert report.snapshots == []
+    [failure] = report.failures
+    assert "mem_total" in failure.error and "too large" in failure.error
