@@ -250,24 +250,6 @@ class TreeChecker:
         verdict: Optional[bool] = True
         integer_text = _INTEGER_TEXT.fullmatch
         for (kind, single, fold), values in zip(plan, entry.attributes.values()):  # noqa: B905 - same length by construction
-            if len(values) == 1 and kind != _CLASSES:  # the common case, kept short
-                value = values[0]
-                kind_of = type(value)
-                if kind == _IA5:
-                    if kind_of is str:
-                        if not value.isascii() or not value:
-                            return False
-                    elif kind_of is not int:
-                        return False
-                elif kind == _INT:
-                    if kind_of is not int and not (kind_of is str and integer_text(value)):
-                        return False
-                elif kind == _BOOL:
-                    if kind_of is not bool and value not in ("TRUE", "FALSE"):
-                        return False
-                elif not ((kind_of is str and value) or kind_of is int):
-                    return False
-                continue
             if kind == _CLASSES:
                 key = tuple(values)
                 ok = self._classes.get(key)
