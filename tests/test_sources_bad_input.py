@@ -58,6 +58,7 @@ class Agent:
         self.mode = "good"
         self.claim = hostname  # the Id served in mode "wrong-id"
         self.requests = 0
+        self.first_modes: list[str] = []  # the modes of the first requests, in order; then self.mode
         self.sock = socket.create_server((address, 0))
         self.port = self.sock.getsockname()[1]
         self.stop = threading.Event()
@@ -77,6 +78,7 @@ class Agent:
 
     def handle(self, conn: socket.socket):
         self.requests += 1
+        number = self.requests
         try:
             with conn:
                 conn.settimeout(5)
@@ -86,7 +88,8 @@ class Agent:
                     if not chunk:
                         return
                     request += chunk
-                self.answer(conn, self.mode)
+                scripted = number <= len(self.first_modes)
+                self.answer(conn, self.first_modes[number - 1] if scripted else self.mode)
         except OSError:
             pass  # the client gave up on us: that is the point of several modes
 
@@ -245,14 +248,7 @@ def test_an_agent_listed_by_name_must_report_that_name():
 def test_a_5xx_is_retried_within_the_timeout():
     clock = Clock()
     agent = Agent("flaky.example.org", clock)
-    agent.mode = "error-500"
-
-    def recover():
-        while agent.requests < 2:
-            time.sleep(0.005)
-        agent.mode = "good"
-
-    threading.Thread(target=recover, daemon=True).start()
+    agent.first_modes = ["error-500", "error-500"]  # then good: decided per request, not by a racing thread
     try:
         result = Gatherer(make_config([agent.target], retry_backoff=0.2), clock=clock).gather()
     finally:
