@@ -5,7 +5,7 @@
    socket on its own loopback address (127.1.0.1 ... 127.1.3.232, one port)
    serving a different Node document (hosts made from the recorded fixture
    machines, ~5-8 KB each, as `glueinfo serve` renders them).  The head pulls
-   them all with glueinfo.gather (default pool 64, timeout 5 s), as
+   them all with glueinfo.gather.gatherer (default pool 64, timeout 5 s), as
    ``[sources] agents = 127.1.[0-3].[1-250]:PORT`` minus the missing ones.
    Reported: median and best wall time of a full gather (pull, parse,
    check, merge) over several runs, and the failures (must be 0).
@@ -13,7 +13,7 @@
 2. Ganglia: a gmetad-style document of 10,000 HOST records, each with the
    33 metrics gmond 3.7 reports by default (with EXTRA_DATA, as gmond writes
    them; ``--no-extra-data`` for the leaner pre-3.1 form), parsed by
-   glueinfo.providers.source_ganglia.parse_ganglia.  Reported: document size,
+   glueinfo.gather.sources.ganglia.parse_ganglia.  Reported: document size,
    median parse time (wall and CPU) and peak RSS of a process that only reads
    the document (written to a file by this one) and parses it, next to its RSS
    once the document is read.  Target: under 1 s.
@@ -56,9 +56,9 @@ def agent_address(index: int) -> str:
 
 def agent_documents(count: int) -> list[bytes]:
     """``count`` different Node documents, rendered from the fixture machines with new names and loads."""
-    from glueinfo.collect import probe
-    from glueinfo.config import Config
-    from glueinfo.render_node_xml import render_node
+    from glueinfo.core.config import Config
+    from glueinfo.host.collect import probe
+    from glueinfo.sss.node_xml import render_node
 
     templates = [probe(Config(), host_root=str(path)) for path in sorted(FIXTURES.iterdir()) if path.is_dir()]
     rng = random.Random(7)
@@ -121,8 +121,8 @@ def free_port(count: int) -> int:
 
 
 def bench_agents(count: int, runs: int) -> dict:
-    from glueinfo.config import parse_text
-    from glueinfo.gather import Gatherer
+    from glueinfo.core.config import parse_text
+    from glueinfo.gather.gatherer import Gatherer
 
     port = free_port(count)
     helper = subprocess.Popen([sys.executable, __file__, "--serve-agents", str(count), "--port", str(port)],
@@ -236,7 +236,7 @@ def bench_ganglia(hosts: int, runs: int, extra_data: bool = True) -> dict:
 
 
 def measure_ganglia(path: str, hosts: int, runs: int) -> dict:
-    from glueinfo.providers.source_ganglia import parse_ganglia
+    from glueinfo.gather.sources.ganglia import parse_ganglia
 
     document = Path(path).read_bytes()
     document_rss = memory_kb("VmRSS")

@@ -82,12 +82,12 @@ def _scale_child(hosts_count: int) -> dict:
 
     from glue_sites import synthetic_site
 
-    from glueinfo import pipeline
-    from glueinfo.aggregate import aggregate
-    from glueinfo.config import parse_text
-    from glueinfo.render_glue13 import iter_glue13
-    from glueinfo.site import site_from_config
-    from glueinfo.templates import load_templates
+    from glueinfo.core.config import parse_text
+    from glueinfo.glue import build as pipeline
+    from glueinfo.glue.render13 import iter_glue13
+    from glueinfo.glue.templates import load_templates
+    from glueinfo.site.aggregate import aggregate
+    from glueinfo.site.model import site_from_config
 
     hosts = synthetic_site(hosts_count)
     gc.freeze()  # as `glueinfo ldif` does once the snapshots are read
@@ -163,7 +163,7 @@ def bench_publish(hosts_count: int) -> dict:
     from glue_sites import synthetic_site
     from servers import Slapd
 
-    from glueinfo.model import HostSnapshot
+    from glueinfo.core.model import HostSnapshot
 
     with tempfile.TemporaryDirectory(prefix="glueinfo-bench-") as tmp:
         snapshots = os.path.join(tmp, "hosts.json")

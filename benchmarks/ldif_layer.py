@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cost of the shared LDIF layer (glueinfo.ldif, glueinfo.ldapschema).  Not a test: it prints figures.
+"""Cost of the shared LDIF layer (glueinfo.core.ldif, glueinfo.glue.schema).  Not a test: it prints figures.
 
     python3 benchmarks/ldif_layer.py [HOSTS ...]     # default: 10000
 
@@ -20,8 +20,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from glueinfo.ldapschema import DEFAULT_SCHEMA_FILES, load_schema  # noqa: E402
-from glueinfo.ldif import Entry, make_dn, parse_ldif, write_ldif  # noqa: E402
+from glueinfo.core.ldif import Entry, make_dn, parse_ldif, write_ldif  # noqa: E402
+from glueinfo.glue.schema import DEFAULT_SCHEMA_FILES, load_schema  # noqa: E402
 
 BASE = "mds-vo-name=resource,o=grid"
 HOST_CLASSES = ["GlueClusterTop", "GlueHost", "GlueHostArchitecture", "GlueHostProcessor", "GlueHostMainMemory",

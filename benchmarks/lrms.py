@@ -3,7 +3,7 @@
 
     python3 benchmarks/lrms.py [JOBS] [NODES]     # default 10000 jobs on 500 nodes
 
-One refresh = glueinfo.lrms.queue_state("slurm", ...) for one partition:
+One refresh = glueinfo.lrms.registry.queue_state("slurm", ...) for one partition:
 sinfo --version, scontrol show partition, sinfo (JSON or text), squeue, and
 every parse, count and estimate.  The outputs are generated here in the exact
 formats of Slurm 22.05 (as recorded in tests/fixtures/slurm/22.05) and
@@ -33,8 +33,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from glueinfo.lrms import LrmsContext, queue_state  # noqa: E402
-from glueinfo.render_job_xml import render_jobs  # noqa: E402
+from glueinfo.lrms.registry import LrmsContext, queue_state  # noqa: E402
+from glueinfo.sss.job_xml import render_jobs  # noqa: E402
 
 NOW = 1_710_000_000
 PARTITION = "batch"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long a probe of this host takes.
 
-1. In-process: median time of ``glueinfo.collect.probe(Config())`` (every
+1. In-process: median time of ``glueinfo.host.collect.probe(Config())`` (every
    built-in collector, plugin discovery, the isolated runner), after one
    warm-up call.  Target: at most 3 ms.
 2. Fresh process: median wall time of ``glueinfo probe`` (the console script
@@ -55,8 +55,8 @@ def run_ms(command: list[str], runs: int) -> tuple[list[float], list[float]]:
 
 
 def in_process_ms(runs: int) -> tuple[list[float], dict[str, float]]:
-    from glueinfo.collect import probe
-    from glueinfo.config import Config
+    from glueinfo.core.config import Config
+    from glueinfo.host.collect import probe
 
     snapshot = probe(Config())  # warm-up: imports, first reads
     times = []

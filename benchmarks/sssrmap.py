@@ -37,7 +37,7 @@ TARGET_MS = 50.0
 
 
 def snapshots(count: int):
-    from glueinfo.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo, StaticFacts
+    from glueinfo.core.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo, StaticFacts
 
     rng = random.Random(10_000)
     now = time.time()
@@ -97,9 +97,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from glueinfo import sss_node
-    from glueinfo.render_node_xml import data_element
-    from glueinfo.sssrmap import ObjectSet, QueryService
+    from glueinfo.sss import vocabulary as sss_node
+    from glueinfo.sss.node_xml import data_element
+    from glueinfo.sss.sssrmap import ObjectSet, QueryService
 
     hosts = snapshots(args.nodes)
     key = b"benchmark-key"
@@ -107,7 +107,7 @@ def main() -> int:
     nodes = list(data_element(hosts, time.time()))
     build_ms = (time.perf_counter() - start) * 1000
 
-    from glueinfo.serve import WARM_PATHS
+    from glueinfo.run.http import WARM_PATHS
 
     objects = ObjectSet("Node", nodes, sss_node.DEFAULT_UNITS)
     start = time.perf_counter()

@@ -140,7 +140,7 @@ def setup_logging(verbosity: int) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from glueinfo.config import ConfigError, load
+    from glueinfo.core.config import ConfigError, load
 
     with long_lived_objects():  # the parser and the command's module
         args = build_parser(argv).parse_args(argv)

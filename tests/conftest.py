@@ -8,8 +8,12 @@ CI failure, not a quiet skip.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
+
+# Shared harnesses (real servers, Slurm, site configs, paths) are imported by name: `from servers import Slapd`.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness"))
 
 FORBID_SKIPS = os.environ.get("GLUEINFO_FORBID_SKIPS") == "1"
 

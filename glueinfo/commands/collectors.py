@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.collectors")
 
@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.collect import CollectorError, all_collectors, select
+    from glueinfo.host.collect import CollectorError, all_collectors, select
 
     collectors = all_collectors(on_error=log.warning)
     section = config.section("collectors")

@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.gather")
 
@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.gather import Gatherer, build_site_from_gather
-    from glueinfo.sources import SourceError
+    from glueinfo.gather.gatherer import Gatherer, build_site_from_gather
+    from glueinfo.gather.registry import SourceError
 
     def probe():
         from glueinfo.commands.probe import collect_from_args
@@ -53,12 +53,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
         out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
                   f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
     elif args.format == "node-xml":
-        from glueinfo.render_node_xml import NodeSettings, render_data
+        from glueinfo.sss.node_xml import NodeSettings, render_data
 
         out.flush()
         sys.stdout.buffer.write(render_data(result.snapshots(), time.time(), NodeSettings.from_config(config), pretty=args.pretty))
     else:
-        from glueinfo.templates import TemplateError
+        from glueinfo.glue.templates import TemplateError
 
         local = next((h.snapshot.hostname for h in result.hosts if "local" in h.sources), None)
         try:

@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.jobs_xml")
 
@@ -26,10 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.lrms import site_jobs
-    from glueinfo.pipeline import default_local_fqdn
-    from glueinfo.render_job_xml import render_jobs
-    from glueinfo.site import site_from_config
+    from glueinfo.glue.build import default_local_fqdn
+    from glueinfo.lrms.registry import site_jobs
+    from glueinfo.site.model import site_from_config
+    from glueinfo.sss.job_xml import render_jobs
 
     site = site_from_config(config, default_local_fqdn(config))
     ces = list(site.ces)

@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.ldif")
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_snapshots(paths: list[str]):
     """HostSnapshots from JSON files and directories of them."""
     from glueinfo.cli import UsageError
-    from glueinfo.model import HostSnapshot, ModelError
+    from glueinfo.core.model import HostSnapshot, ModelError
 
     files = []
     for path in paths:
@@ -69,7 +69,7 @@ def report_warnings(warnings: list[str], verbose: int) -> None:
 
 def run_check(path: str, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.ldapschema import SchemaError, SchemaUnavailable, check_ldif_text, load_schema
+    from glueinfo.glue.schema import SchemaError, SchemaUnavailable, check_ldif_text, load_schema
 
     try:
         if path == "-":
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     # The modules and the snapshots live until the process ends: keep the cyclic
     # GC from walking their millions of objects again and again while the tree is built.
     with long_lived_objects():
-        from glueinfo.pipeline import write_site_ldif
-        from glueinfo.templates import TemplateError
+        from glueinfo.glue.build import write_site_ldif
+        from glueinfo.glue.templates import TemplateError
 
         if args.snapshots:
             snapshots = read_snapshots(args.snapshots)

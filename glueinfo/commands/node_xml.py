@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.node_xml")
 
@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.commands.probe import collect_from_args
-    from glueinfo.render_node_xml import NodeRenderError, NodeSettings, attach_resources, render_data, render_node
-    from glueinfo.snapshot_files import load_snapshots, merge_site
+    from glueinfo.gather.snapshot_files import load_snapshots, merge_site
+    from glueinfo.sss.node_xml import NodeRenderError, NodeSettings, attach_resources, render_data, render_node
 
     settings = NodeSettings.from_config(config)
     site = args.site or bool(args.snapshot) or args.no_local

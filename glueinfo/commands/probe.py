@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 # Without -v, glueinfo.cli leaves logging to this command, which sets it up
 # with its first warning: most probes have none, and importing logging was
@@ -30,7 +30,7 @@ def warn(args: argparse.Namespace, message: str) -> None:
 def collect_from_args(args: argparse.Namespace, config: Config):
     """Probe as the command line and config say; shared by every command that probes."""
     from glueinfo.cli import UsageError
-    from glueinfo.collect import CollectorError, probe
+    from glueinfo.host.collect import CollectorError, probe
 
     try:
         return probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,

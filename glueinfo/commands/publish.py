@@ -20,7 +20,7 @@ import logging
 import sys
 import time
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.publish")
 
@@ -53,9 +53,9 @@ def read_password(path: str) -> str:
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.commands.ldif import read_snapshots, report_warnings
-    from glueinfo.pipeline import build_site
-    from glueinfo.publish_ldap import LdapTarget, PublishError, default_state_file, sync_tree
-    from glueinfo.templates import TemplateError
+    from glueinfo.glue.build import build_site
+    from glueinfo.glue.ldapsync import LdapTarget, PublishError, default_state_file, sync_tree
+    from glueinfo.glue.templates import TemplateError
 
     settings = config.section("ldap")
     url = args.ldap or settings["url"]

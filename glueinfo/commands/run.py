@@ -1,7 +1,7 @@
-"""`glueinfo run`: the periodic provider, a long-running service (systemd: etc/systemd/glueinfo.service).
+"""`glueinfo run`: the periodic provider, a long-running service (systemd: etc/systemd/glueinfo.run.provider).
 
 Wiring only: logging, the config file to re-read on SIGHUP, then
-glueinfo.service.Provider (what each job does) under glueinfo.scheduler.Service
+glueinfo.run.provider.Provider (what each job does) under glueinfo.run.scheduler.Service
 (when, signals, stop).  APScheduler is imported here, inside run(), never by
 the one-shot commands.
 """
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.run")
 
@@ -61,14 +61,14 @@ def setup_logging(args: argparse.Namespace) -> None:
             raise UsageError(f"--syslog {args.syslog}: cannot connect: {exc.strerror or exc}") from None
         handler.setFormatter(logging.Formatter(SYSLOG_FORMAT))
         root.addHandler(handler)
-    # APScheduler logs every run at INFO and overruns at WARNING: ours say more, once (glueinfo.scheduler).
+    # APScheduler logs every run at INFO and overruns at WARNING: ours say more, once (glueinfo.run.scheduler).
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose > 1 else logging.ERROR)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.config import load
-    from glueinfo.service import Provider, ServiceError
+    from glueinfo.core.config import load
+    from glueinfo.run.provider import Provider, ServiceError
 
     setup_logging(args)
     config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.once:
         return run_once(provider)
 
-    from glueinfo.scheduler import Service
+    from glueinfo.run.scheduler import Service
 
     service = Service(provider, reload_config=lambda: load(config_path))
     try:

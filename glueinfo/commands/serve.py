@@ -1,9 +1,9 @@
 """`glueinfo serve`: Node XML, GLUE LDIF and SSSRMAP queries over HTTP, from memory.
 
 Wiring only: each refresh probes this host, runs the configured sources
-([sources]: agents, spool, ganglia) through glueinfo.gather, adds the
-[node] site_snapshots files, and builds the GLUE LDIF; glueinfo.serve does
-the HTTP and keeps the results in memory; glueinfo.serve_jobs adds the
+([sources]: agents, spool, ganglia) through glueinfo.gather.gatherer, adds the
+[node] site_snapshots files, and builds the GLUE LDIF; glueinfo.run.http does
+the HTTP and keeps the results in memory; glueinfo.run.job_objects adds the
 CEs' batch jobs as SSSRMAP Job objects.
 """
 
@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-from glueinfo.config import Config
+from glueinfo.core.config import Config
 
 log = logging.getLogger("glueinfo.serve")
 
@@ -33,10 +33,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     from glueinfo.cli import UsageError
     from glueinfo.commands.probe import collect_from_args
-    from glueinfo.gather import Gatherer, host_key
-    from glueinfo.render_node_xml import NodeSettings, attach_resources
-    from glueinfo.serve import NodeStore, Refreshed, Server, ServeSettings
-    from glueinfo.snapshot_files import load_snapshots
+    from glueinfo.gather.gatherer import Gatherer, host_key
+    from glueinfo.gather.snapshot_files import load_snapshots
+    from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
+    from glueinfo.sss.node_xml import NodeSettings, attach_resources
 
     try:
         settings = ServeSettings.from_config(config, args.listen)
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if args.no_ldif:
             return None, "LDIF is off (--no-ldif)"
         try:
-            from glueinfo.gather import build_site_fresh  # stale hosts stay out of FreeCPUs
+            from glueinfo.gather.gatherer import build_site_fresh  # stale hosts stay out of FreeCPUs
         except ImportError as exc:  # a trimmed install without the GLUE renderer
             return None, f"the GLUE renderer is not installed: {exc}"
         try:
@@ -98,9 +98,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         raise UsageError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
     jobs = None
     try:  # <Object>Job</Object>: the CEs' batch jobs, refreshed on the same interval (none on a fork-only site)
-        from glueinfo.serve_jobs import JobObjects
+        from glueinfo.run.job_objects import JobObjects
     except ImportError:
-        log.info("no Job objects: glueinfo.serve_jobs is not installed")
+        log.info("no Job objects: glueinfo.run.job_objects is not installed")
     else:
         jobs = JobObjects(config, local_fqdn=local_probe[-1].hostname if local_probe else None)
         jobs.register(server.service)

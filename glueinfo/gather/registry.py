@@ -1,0 +1,107 @@
+"""Sources of host snapshots: where the head node learns about many hosts.
+
+A collector (glueinfo.host.collect) measures one fact of one host.  A *source*
+returns whole snapshots of many hosts: ``local`` (this host, through the
+collectors), ``agents`` (``/node.xml`` pulled from ``glueinfo serve`` on each
+worker), ``spool`` (Node XML files workers drop into a shared directory) and
+``ganglia`` (the XML a gmond or gmetad serves).  glueinfo.gather.gatherer runs the
+enabled sources, keeps each host's last good snapshot and merges duplicates.
+
+A source is a :class:`Source` value: a name and one function
+``gather(ctx) -> SourceReport``.  Built-ins are the ``source_*`` modules of
+``glueinfo.gather.sources`` (each with a module-level ``SOURCE``); third-party
+packages register theirs under the entry-point group ``glueinfo.gather.registry``.
+
+A source never raises for a bad host: it reports a :class:`SourceFailure`
+naming the target (and the host, when known) and goes on with the others.
+It must return by ``ctx.deadline``; glueinfo.gather.gatherer abandons it otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core import plugins
+from glueinfo.core.model import HostSnapshot
+
+ENTRY_POINT_GROUP = "glueinfo.sources"
+
+BUILTIN_PACKAGE = "glueinfo.gather.sources"
+BUILTIN_MODULES = ("local", "agents", "spool", "ganglia")
+
+
+@dataclass
+class SourceContext:
+    """What a source may know about the run: never global state.
+
+    ``memory`` is this source's own scratch space kept between gathers by the
+    gatherer (e.g. which agent answered for which host, the spool files
+    already read); it starts empty.  ``probe`` runs the local collectors (the
+    ``local`` source calls it; tests pass their own).
+    """
+
+    config: Any  # glueinfo.core.config.Config
+    clock: Callable[[], float] = time.time
+    deadline: float = float("inf")  # clock() value by which gather() must return
+    memory: dict[str, Any] = field(default_factory=dict)
+    probe: Optional[Callable[[], HostSnapshot]] = None
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock()
+
+
+@dataclass
+class SourceFailure:
+    """One thing a source could not read; ``error`` is one line."""
+
+    target: str  # what was asked: "wn001.example.org:7170", a spool file, "gmond01:8649"
+    error: str
+    host: Optional[str] = None  # the host it concerns, when known
+    source: str = ""  # filled in by the gatherer
+
+    def __str__(self) -> str:
+        who = self.target if self.host in (None, self.target) else f"{self.host} ({self.target})"
+        prefix = f"{self.source}: " if self.source else ""
+        return f"{prefix}{who}: {self.error}"
+
+
+@dataclass
+class SourceReport:
+    snapshots: list[HostSnapshot] = field(default_factory=list)
+    failures: list[SourceFailure] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    gather: Callable[[SourceContext], SourceReport]
+    description: str = ""
+    origin: str = "builtin"  # "builtin" or the distribution that provides it
+
+
+class SourceError(Exception):
+    """A source that cannot be loaded or named, or is misconfigured as a whole."""
+
+
+def builtin_sources() -> list[Source]:
+    return plugins.builtin(Source, "SOURCE", BUILTIN_PACKAGE, BUILTIN_MODULES, SourceError)
+
+
+def all_sources(on_error: Callable[[str], None] = lambda msg: None) -> dict[str, Source]:
+    """Built-in sources, then those installed packages register under ``glueinfo.gather.registry``."""
+    found = plugins.entry_point_plugins(ENTRY_POINT_GROUP, Source, "SOURCE", "source", SourceError, on_error,
+                                        origin_field="origin")
+    return {s.name: s for s in plugins.merge(builtin_sources(), found, "source", on_error, origin_field="origin")}
+
+
+def enabled_sources(config: Any, on_error: Callable[[str], None] = lambda msg: None) -> list[Source]:
+    """The sources ``[sources] enabled`` names, in that order; an unknown name is an error."""
+    known = all_sources(on_error)
+    names = config.get("sources", "enabled")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SourceError(f"[sources] enabled: unknown source(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return [known[n] for n in dict.fromkeys(names)]

@@ -1,0 +1,88 @@
+"""Read stage: host snapshots stored as files, for a site's other hosts.
+
+A path is a snapshot JSON file (``glueinfo probe > wn01.json``, or a JSON
+list of snapshots), a Node XML
+file (an agent's /node.xml saved to disk, a ``<Node>`` or ``<Data>``), or a
+directory of ``*.json`` / ``*.xml`` files.  A file that cannot be read is
+reported through ``on_error`` and skipped: one bad file never hides the
+other hosts.  Two snapshots of the same host: the newer one wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+
+from glueinfo.core.files import read_capped
+from glueinfo.core.model import HostSnapshot, ModelError
+
+MAX_FILE_BYTES = 64 * 2**20
+
+
+def _files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        return sorted(os.path.join(path, name) for name in os.listdir(path)
+                      if name.endswith((".json", ".xml")) and not name.startswith("."))
+    return [path]
+
+
+def read_snapshot_file(path: str) -> list[HostSnapshot]:
+    """The snapshot(s) in one file; ValueError (one line) when it cannot be read."""
+    try:
+        data = read_capped(path, MAX_FILE_BYTES)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    if data.lstrip()[:1] == b"<":
+        from glueinfo.sss.node_reader import NodeXMLError, read_nodes
+
+        try:
+            return read_nodes(data, what=path, source="file")
+        except NodeXMLError as exc:
+            raise ValueError(str(exc)) from None
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+        items = parsed if isinstance(parsed, list) else [parsed]  # one snapshot, or a list of them
+        snapshots = [HostSnapshot.from_dict(item) for item in items]
+    except (ValueError, ModelError, UnicodeDecodeError, TypeError) as exc:
+        raise ValueError(f"{path}: not a glueinfo snapshot: {' '.join(str(exc).split())[:160]}") from None
+    for snapshot in snapshots:
+        if not snapshot.hostname:
+            raise ValueError(f"{path}: a snapshot has no hostname")
+    return snapshots
+
+
+def load_snapshots(paths: Iterable[str], on_error: Callable[[str], None] = lambda message: None) -> list[HostSnapshot]:
+    """Every snapshot under ``paths``, one per host (the newest), in the order first seen."""
+    by_host: dict[str, HostSnapshot] = {}
+    for path in paths:
+        try:
+            files = _files(path)
+        except OSError as exc:
+            on_error(f"{path}: cannot list: {exc.strerror or exc}")
+            continue
+        for name in files:
+            try:
+                found = read_snapshot_file(name)
+            except ValueError as exc:
+                on_error(str(exc))
+                continue
+            for snapshot in found:
+                known = by_host.get(snapshot.hostname)
+                if known is not None:
+                    on_error(f"{name}: host {snapshot.hostname} seen twice; keeping the newer snapshot")
+                    if known.collected_at >= snapshot.collected_at:
+                        continue
+                by_host[snapshot.hostname] = snapshot
+    return list(by_host.values())
+
+
+def merge_site(local: HostSnapshot | None, others: Iterable[HostSnapshot]) -> list[HostSnapshot]:
+    """This host first, then the others; a file about this host never replaces the live snapshot."""
+    result = [local] if local is not None else []
+    names = {local.hostname} if local is not None else set()
+    for snapshot in others:
+        if snapshot.hostname not in names:
+            names.add(snapshot.hostname)
+            result.append(snapshot)
+    return result

@@ -1,0 +1,312 @@
+"""Source ``agents``: pull ``/node.xml`` from `glueinfo serve` on every worker.
+
+Agents are listed in ``[sources] agents`` (names and ranges such as
+``wn[001-250].example.org:7170``) and/or ``agents_file``; a host written
+without a port uses ``agent_port``.
+
+Pulls run concurrently on one asyncio loop, at most ``pool_size`` in flight.
+Each agent gets ``timeout`` seconds from the moment its pull starts,
+connecting, retrying and reading included: a refused or reset connection or a
+5xx answer is retried after ``retry_backoff`` seconds (doubling), up to
+``retries`` times, while that budget lasts; a hung agent simply uses it up.
+The body may not exceed ``max_body`` bytes (a bigger Content-Length is
+refused before reading).  The whole source stops at the gather deadline;
+agents still pending then are reported as failures.  So one dead, slow or
+hostile worker costs at most its own ``timeout`` and never holds up the rest.
+
+Identity: the Node an agent returns must be the host it was asked about.
+When the agent is listed by name, the Node's Id must be that name (or its
+short form); when listed by address, the first Id it reports is pinned to
+that address.  A Node claiming another host's Id (one that a different agent
+reports) is refused, so one broken or malicious worker cannot overwrite
+another host.  Pins are forgotten after ``drop_after`` without an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from glueinfo import __version__
+from glueinfo.core.hostrange import HostRangeError, Target, expand_list, parse_target, read_host_file
+from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
+
+SOURCE_NAME = "agents"
+_MAX_HEADER_LINES = 100
+_LINE_LIMIT = 16384
+
+
+class AgentError(Exception):
+    """A pull that failed for good (no retry): bad status, too big, bad framing."""
+
+
+class RetryableError(Exception):
+    """A pull that may succeed if tried again (5xx, connection reset mid-answer)."""
+
+
+@dataclass
+class PullSettings:
+    path: str = "/node.xml"
+    timeout_s: float = 5.0
+    retries: int = 2
+    backoff_s: float = 0.1
+    max_body: int = 4 * 2**20
+    pool_size: int = 64
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any]) -> PullSettings:
+        return cls(path=section["agent_path"], timeout_s=section["timeout"], retries=section["retries"],
+                   backoff_s=section["retry_backoff"], max_body=section["max_body"], pool_size=section["pool_size"])
+
+
+@dataclass
+class PullOutcome:
+    target: Target
+    body: Optional[bytes] = None
+    error: Optional[str] = None
+    attempts: int = 0
+    received_at: float = 0.0
+
+
+def agent_targets(section: dict[str, Any]) -> list[Target]:
+    """Every agent the config lists, expanded, in order, without repeats; HostRangeError if a pattern is bad."""
+    specs: dict[str, None] = {}
+    try:
+        for spec in expand_list(section["agents"]):
+            specs.setdefault(spec, None)
+    except HostRangeError as exc:
+        raise HostRangeError(f"[sources] agents: {exc}") from None
+    if section["agents_file"]:
+        for spec in read_host_file(section["agents_file"]):
+            specs.setdefault(spec, None)
+    targets: dict[Target, None] = {}
+    for spec in specs:
+        targets.setdefault(parse_target(spec, section["agent_port"]), None)
+    return list(targets)
+
+
+# -- HTTP ---------------------------------------------------------------------------
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            raise RetryableError("connection closed before an answer") from None
+        raise AgentError("answer cut off in the headers") from None
+    except asyncio.LimitOverrunError:
+        raise AgentError(f"header line longer than {_LINE_LIMIT} bytes") from None
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_body: int) -> bytes:
+    too_big = f"body over the limit of {max_body} bytes ([sources] max_body)"
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks, size = [], 0
+        while True:
+            line = (await _read_line(reader)).split(b";", 1)[0].strip()
+            try:
+                length = int(line, 16)
+            except ValueError:
+                raise AgentError("bad chunked framing") from None
+            if length == 0:
+                return b"".join(chunks)
+            size += length
+            if size > max_body:
+                raise AgentError(too_big)
+            try:
+                chunks.append(await reader.readexactly(length))
+                await reader.readexactly(2)
+            except asyncio.IncompleteReadError:
+                raise AgentError("answer cut off in the body") from None
+    if "content-length" in headers:
+        try:
+            length = int(headers["content-length"])
+        except ValueError:
+            raise AgentError(f"bad Content-Length {headers['content-length'][:40]!r}") from None
+        if length > max_body:
+            raise AgentError(f"body of {length} bytes is over the limit of {max_body} bytes ([sources] max_body)")
+        try:
+            return await reader.readexactly(length)
+        except asyncio.IncompleteReadError as exc:
+            raise AgentError(f"answer cut off after {len(exc.partial)} of {length} body bytes") from None
+    body = await reader.read(max_body + 1)  # no length given: read to the end, one byte past the cap
+    while True:
+        if len(body) > max_body:
+            raise AgentError(too_big)
+        more = await reader.read(max_body + 1 - len(body))
+        if not more:
+            return body
+        body += more
+
+
+async def fetch(target: Target, path: str, max_body: int) -> bytes:
+    """One HTTP GET; the caller bounds its time.  Raises AgentError, RetryableError or OSError."""
+    reader, writer = await asyncio.open_connection(target.host, target.port, limit=_LINE_LIMIT)
+    try:
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{target.port}\r\nUser-Agent: glueinfo/{__version__}\r\n"
+                     "Accept: application/xml\r\nConnection: close\r\n\r\n".encode("ascii"))
+        await writer.drain()
+        status_line = (await _read_line(reader)).decode("latin-1").strip()
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise AgentError(f"not an HTTP answer: {status_line[:60]!r}")
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        for _ in range(_MAX_HEADER_LINES):
+            line = await _read_line(reader)
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        else:
+            raise AgentError(f"more than {_MAX_HEADER_LINES} header lines")
+        if status >= 500:
+            raise RetryableError(f"HTTP {status} {parts[2] if len(parts) > 2 else ''}".strip())
+        if status != 200:
+            raise AgentError(f"HTTP {status} {parts[2] if len(parts) > 2 else ''}".strip())
+        return await _read_body(reader, headers, max_body)
+    finally:
+        writer.transport.abort()  # never wait on a peer that stopped reading
+
+
+def _describe(exc: Exception, target: Target) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve {target.host}: {exc.strerror or exc}"
+    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno)  # "Connection refused", not asyncio's "Connect call failed (...)"
+    return str(exc) or type(exc).__name__
+
+
+async def _pull(target: Target, settings: PullSettings, pool: asyncio.Semaphore, clock: Any) -> PullOutcome:
+    outcome = PullOutcome(target)
+    async with pool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.timeout_s  # the budget starts when the pull does, not in the queue
+        delay = settings.backoff_s
+        while True:
+            outcome.attempts += 1
+            left = deadline - loop.time()
+            try:
+                outcome.body = await asyncio.wait_for(fetch(target, settings.path, settings.max_body), max(0.001, left))
+                outcome.received_at = clock()
+                outcome.error = None  # an earlier attempt's failure no longer matters
+                return outcome
+            except TimeoutError:
+                outcome.error = f"no complete answer within {settings.timeout_s:g} s ([sources] timeout)"
+                return outcome
+            except AgentError as exc:
+                outcome.error = str(exc)
+                return outcome
+            except (RetryableError, OSError) as exc:
+                outcome.error = _describe(exc, target)
+            if outcome.attempts > settings.retries or loop.time() + delay >= deadline:
+                if outcome.attempts > 1:
+                    outcome.error += f" (after {outcome.attempts} attempts)"
+                return outcome
+            await asyncio.sleep(delay)
+            delay *= 2
+
+
+async def _pull_all(targets: list[Target], settings: PullSettings, budget_s: float, clock: Any) -> list[PullOutcome]:
+    pool = asyncio.Semaphore(settings.pool_size)
+    tasks = [asyncio.ensure_future(_pull(t, settings, pool, clock)) for t in targets]
+    if not tasks:
+        return []
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, budget_s))
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
+    outcomes = []
+    for target, task in zip(targets, tasks, strict=True):
+        if task in done and not task.cancelled() and task.exception() is None:
+            outcomes.append(task.result())
+        elif task in done and not task.cancelled():
+            error = task.exception()
+            outcomes.append(PullOutcome(target, error=f"{type(error).__name__}: {error}"))
+        else:
+            outcomes.append(PullOutcome(target, error="not finished when the gather's time was up ([sources] gather_timeout)"))
+    return outcomes
+
+
+def pull_all(targets: list[Target], settings: PullSettings, budget_s: float, clock: Any = time.time) -> list[PullOutcome]:
+    """Pull every target concurrently (own event loop; safe from any thread without one)."""
+    return asyncio.run(_pull_all(targets, settings, budget_s, clock))
+
+
+# -- identity -----------------------------------------------------------------------
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def gather(ctx: SourceContext) -> SourceReport:
+    from glueinfo.gather.gatherer import host_key, same_host
+    from glueinfo.sss.node_reader import NodeXMLError, read_node
+
+    section = ctx.config.section("sources")
+    report = SourceReport()
+    try:
+        targets = agent_targets(section)
+    except HostRangeError as exc:
+        report.failures.append(SourceFailure(target="[sources] agents", error=str(exc)))
+        return report
+    settings = PullSettings.from_section(section)
+    drop_after = float(section["drop_after"])
+    # target -> (host key, last time that agent answered for it)
+    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
+    now = ctx.clock()
+    for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
+        del pins[target_name]
+
+    claimed = {key: target_name for target_name, (key, _) in pins.items()}  # host key -> the agent that reports it
+    for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
+        target = outcome.target
+        name = str(target)
+        pinned = pins.get(name)
+        expected = target.host if not _is_address(target.host) else (pinned[0] if pinned else None)
+        if outcome.error is not None:
+            report.failures.append(SourceFailure(target=name, host=expected, error=outcome.error))
+            continue
+        try:
+            snapshot = read_node(outcome.body or b"", what=f"Node XML from {name}", source=SOURCE_NAME,
+                                 max_bytes=settings.max_body)
+        except NodeXMLError as exc:
+            report.failures.append(SourceFailure(target=name, host=expected, error=str(exc)))
+            continue
+        key = host_key(snapshot.hostname)
+        claimed_by = claimed.get(key)
+        claimed_by = claimed_by if claimed_by != name else None
+        if expected is not None and not same_host(snapshot.hostname, expected):
+            report.failures.append(SourceFailure(
+                target=name, host=expected,
+                error=f"Node claims to be {snapshot.hostname[:80]!r}, not {expected!r}: refused"))
+            continue
+        if claimed_by is not None:
+            report.failures.append(SourceFailure(
+                target=name, host=expected or snapshot.hostname[:80],
+                error=f"Node claims to be {snapshot.hostname[:80]!r}, which agent {claimed_by} reports: refused"))
+            continue
+        if pinned is not None and pinned[0] != key:
+            claimed.pop(pinned[0], None)
+        pins[name] = (key, outcome.received_at)
+        claimed[key] = name
+        if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
+            snapshot.collected_at = outcome.received_at
+        report.snapshots.append(snapshot)
+    return report
+
+
+SOURCE = Source(SOURCE_NAME, gather, "Node XML pulled from `glueinfo serve` on workers ([sources] agents)")

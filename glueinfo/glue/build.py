@@ -1,0 +1,441 @@
+"""The GLUE 1.3 pipeline: snapshots -> site model -> aggregate -> LRMS -> render -> check.
+
+One function for every caller that needs the resource tree: ``glueinfo
+ldif``, ``glueinfo publish``, and the long-running service (``build_site``
+returns entries, ``build_site_ldif`` the LDIF text).
+
+The check is the schema check of glueinfo.glue.schema against the installed
+glue-schema files ([glue] schema_dir): every entry is normalised (ASCII for
+IA5 attributes, TRUE/FALSE, integers) and then checked; an entry slapd
+would still reject is left out with its children and reported by DN in
+``errors``, so what is published always loads.  Without schema files the
+output is normalised without a schema and published unchecked (one warning
+from load_glue_schema).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import pickle
+import re
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Optional, Union
+
+from glueinfo.core.config import Config
+from glueinfo.core.ldif import Entry, LDIFError, format_ldif, normalise_dn, parent_dn, parse_ldif, tree_order, value_text, write_ldif
+from glueinfo.core.model import HostSnapshot, QueueState
+from glueinfo.glue.render13 import iter_glue13
+from glueinfo.glue.schema import (
+    DEFAULT_SCHEMA_FILES,
+    SYNTAX_BOOLEAN,
+    SYNTAX_IA5_STRING,
+    SYNTAX_INTEGER,
+    Problem,
+    Schema,
+    SchemaUnavailable,
+    load_schema,
+    normalise_unchecked,
+)
+from glueinfo.glue.templates import Template, load_templates
+from glueinfo.site.aggregate import SiteGroups, aggregate
+from glueinfo.site.model import SiteModel, site_from_config
+
+log = logging.getLogger("glueinfo.glue")
+
+AUTO = "auto"  # load the schema named by [glue] schema_dir
+
+# What the rendered tree uses; parsing GLUE20.schema and the SE schema too
+# would triple the start-up time of `glueinfo ldif`.  Static LDIF files may
+# hold anything, so with [glue] static_ldif_dir the whole default set is read.
+GLUE13_SCHEMA_FILES = ("Glue-CORE.schema", "Glue-MDS.schema", "Glue-CE.schema", "Glue-CESEBind.schema")
+
+
+@dataclass
+class SiteBuild:
+    """The checked tree and what was found on the way."""
+
+    site: SiteModel
+    groups: SiteGroups
+    states: dict[str, QueueState]  # CE unique id -> state
+    entries: list[Entry]  # normalised, checked, parents first
+    errors: list[Problem] = field(default_factory=list)  # entries left out, by DN
+    warnings: list[str] = field(default_factory=list)  # values changed, names merged, ...
+    checked: bool = True  # False when no schema files were found
+
+    def ldif(self) -> str:
+        return format_ldif(self.entries, sort=False)
+
+
+def default_local_fqdn(config: Config) -> str:
+    """This host's name as the collectors would publish it ([glueinfo] hostname, else the FQDN)."""
+    from glueinfo.host.collect import CollectContext, local_hostname
+
+    general = config.section("glueinfo")
+    try:
+        return local_hostname(CollectContext(host_root=general["host_root"], config={"hostname": general["hostname"]}))
+    except Exception:  # a recorded tree without a readable name: fall back to this machine's
+        return local_hostname(CollectContext(config={"hostname": general["hostname"]}))
+
+
+def load_glue_schema(schema_dir: str, everything: bool = False, cache_dir: Optional[str] = None) -> Optional[Schema]:
+    """The schema to check the tree against, or None after one warning when the files are absent.
+
+    The parsed schema is kept in a cache file (``cache_dir``, default
+    $XDG_CACHE_HOME/glueinfo or ~/.cache/glueinfo) named after the schema
+    files' paths, sizes and modification times and glueinfo's own schema
+    reader, so a fresh `glueinfo ldif` does not parse 80 KB of schema text;
+    any problem with the cache just means parsing again.
+    """
+    files = DEFAULT_SCHEMA_FILES if everything else GLUE13_SCHEMA_FILES
+    cache = _schema_cache_path(schema_dir, files, cache_dir)
+    if cache is not None:
+        try:
+            with open(cache, "rb") as handle:
+                cached = pickle.load(handle)
+            if isinstance(cached, Schema):
+                return cached
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
+            pass
+    try:
+        schema = load_schema(schema_dir, files)
+    except SchemaUnavailable as exc:
+        log.warning("%s: publishing without a schema check", exc)
+        return None
+    if cache is not None:
+        _write_schema_cache(cache, schema)
+    return schema
+
+
+def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optional[str]) -> Optional[str]:
+    import glueinfo.glue.schema as reader
+
+    parts = [schema_dir, reader.__file__ or ""]
+    try:
+        for path in [reader.__file__ or "", *(os.path.join(schema_dir, name) for name in files)]:
+            try:
+                st = os.stat(path)
+                parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+            except FileNotFoundError:
+                parts.append(f"{path}:absent")
+    except OSError:
+        return None
+    if not os.path.isdir(schema_dir):
+        return None  # let load_schema say why, every time
+    directory = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                                          "glueinfo")
+    digest = f"{zlib.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
+    return os.path.join(directory, f"schema-{digest}.pickle")
+
+
+def _write_schema_cache(path: str, schema: Schema) -> None:
+    try:
+        data = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when the cache is written
+
+        fd, temporary = tempfile.mkstemp(prefix=".schema-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        pass  # no cache: the next run parses again
+
+
+def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float] = time.time,
+                 queue_state: Optional[Callable[..., QueueState]] = None) -> dict[str, QueueState]:
+    """Ask each CE's LRMS plugin for its queue's state (never raises: failures are states with an error)."""
+    from glueinfo.lrms.registry import LrmsContext
+    from glueinfo.lrms.registry import queue_state as default_queue_state
+
+    ask = queue_state or default_queue_state
+    states = {}
+    for ce in site.ces:
+        try:
+            hosts = groups.cluster(ce.cluster).hosts
+        except KeyError:
+            hosts = []
+        ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=hosts, clock=clock,
+                          timeout_s=ce.lrms_timeout, with_jobs=ce.publish_jobs)
+        states[ce.unique_id] = ask(ce.lrms, ctx)
+    return states
+
+
+def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
+    """The entries of every *.ldif file in ``directory`` (sorted by name), published as they are."""
+    entries: list[Entry] = []
+    import glob
+
+    for path in sorted(glob.glob(os.path.join(directory, "*.ldif"))):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                entries.extend(parse_ldif(handle.read()))
+        except (OSError, UnicodeDecodeError, LDIFError) as exc:
+            warnings.append(f"static LDIF {path}: {exc}; not published")
+    return entries
+
+
+_INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+# slapd (mdb) stores an entry's RDN twice in one 511-byte key: measured, 244 bytes pass and 246 fail.
+MAX_SLAPD_RDN_BYTES = 240
+
+
+def dn_key(dn: str) -> str:
+    """ldif.normalise_dn, with a shortcut for the plain DNs the renderer writes
+    (no escapes, quotes, multi-valued RDNs or spaces)."""
+    if "\\" in dn or '"' in dn or "+" in dn or ";" in dn or " " in dn:
+        return normalise_dn(dn)
+    return dn.casefold()
+
+
+def parent_key(key: str) -> str:
+    return key.partition(",")[2] if "\\" not in key and '"' not in key else parent_dn(key)
+
+
+# Value kinds of a plan (TreeChecker._plan): what a value must look like to need no normalising.
+_IA5, _INT, _BOOL, _CLASSES, _OTHER = range(5)
+_KINDS = {SYNTAX_IA5_STRING: _IA5, SYNTAX_INTEGER: _INT, SYNTAX_BOOLEAN: _BOOL}
+
+
+class TreeChecker:
+    """Normalise and check entries one by one, as they stream past.
+
+    Same verdicts as ldapschema's Schema.normalise + Schema.check (which do
+    the work for anything unusual), fast enough for 100,000 hosts: an entry
+    whose values are already what slapd wants (ints for INTEGER, ASCII for
+    IA5, TRUE/FALSE, schema spelling, no duplicate values) is not copied, and
+    the structural check (classes, MUST, MAY) is done once per shape (its
+    object classes and attribute names), then only what varies per entry
+    (single-valued attributes, the RDN value) is looked at.  Entries whose
+    parent was left out, and repeated DNs, are left out too.
+    """
+
+    def __init__(self, schema: Optional[Schema]) -> None:
+        self.schema = schema
+        self.errors: list[Problem] = []
+        self.warnings: list[str] = []
+        self._plans: dict[tuple, Any] = {}
+        self._classes: dict[tuple, bool] = {}
+        self._seen: set[str] = set()
+        self._dropped: set[str] = set()
+
+    def _plan(self, names: tuple[str, ...]) -> Any:
+        """Per attribute of an entry shape: (kind, single-valued, fold case for duplicates), and the
+        set of object class lists that passed the full check with these names; None when some
+        name is unknown or not in the schema's spelling (normalise or check must look)."""
+        plan = self._plans.get(names)
+        if plan is None:
+            schema = self.schema
+            items = []
+            for name in names:
+                at = schema.attribute(name)
+                if at is None or schema.canonical_name(name) != name:
+                    items = None
+                    break
+                kind = _CLASSES if name == "objectClass" else _KINDS.get(schema.syntax(name), _OTHER)
+                items.append((kind, at.single_value, (schema.equality(name) or "").lower().startswith("caseignore")))
+            plan = self._plans[names] = (tuple(items), set()) if items is not None else False
+        return plan or None
+
+    def _is_normal(self, entry: Entry, plan: tuple) -> Optional[bool]:
+        """True when Schema.normalise would return the entry unchanged and no
+        single-valued attribute has several values; False when it needs
+        normalising; None when it is normal but needs the full check."""
+        if not entry.dn.isascii():
+            return False
+        verdict: Optional[bool] = True
+        integer_text = _INTEGER_TEXT.fullmatch
+        for (kind, single, fold), values in zip(plan, entry.attributes.values()):  # noqa: B905 - same length by construction
+            if kind == _CLASSES:
+                key = tuple(values)
+                ok = self._classes.get(key)
+                if ok is None:
+                    ok = self._classes[key] = all(isinstance(v, str) and self.schema.canonical_class(v) == v for v in values)
+                if not ok:
+                    return False
+                continue
+            for value in values:
+                kind_of = type(value)
+                if kind == _IA5:
+                    if kind_of is str:
+                        if not value or not value.isascii():
+                            return False
+                    elif kind_of is not int:
+                        return False
+                elif kind == _INT:
+                    if kind_of is not int and not (kind_of is str and integer_text(value)):
+                        return False
+                elif kind == _BOOL:
+                    if kind_of is not bool and value not in ("TRUE", "FALSE"):
+                        return False
+                elif not ((kind_of is str and value) or kind_of is int):
+                    return False
+            if len(values) > 1:
+                if single:
+                    verdict = None
+                keys = [" ".join(value_text(v).casefold().split()) if fold else value_text(v) for v in values]
+                if len(set(keys)) != len(keys):
+                    return False
+        return verdict
+
+    def _rdn_present(self, entry: Entry) -> Optional[bool]:
+        """Is the first RDN's value among the entry's values?  None: not a plain RDN, ask check()."""
+        rdn, _, _ = entry.dn.partition(",")
+        if "\\" in rdn or "+" in rdn or '"' in rdn:
+            return None
+        attr, sep, value = rdn.partition("=")
+        value = value.strip()
+        if not sep or not value:
+            return None
+        values = entry.attributes.get(attr.strip())
+        if values is None:
+            values = entry.get(attr.strip())
+        if len(values) == 1 and values[0] == value:
+            return True
+        wanted = " ".join(value.casefold().split())
+        return any(" ".join(value_text(v).casefold().split()) == wanted for v in values)
+
+    def _full_check(self, entry: Entry) -> list[Problem]:
+        problems = self.schema.check(entry) if self.schema is not None else []
+        if not problems:
+            plan = self._plan(tuple(entry.attributes))
+            if plan is not None:
+                plan[1].add(tuple(entry.attributes.get("objectClass", ())))
+        return problems
+
+    def __call__(self, entry: Entry) -> Optional[Entry]:
+        """The entry as it will be published, or None when it is left out (see errors)."""
+        schema = self.schema
+        quick = False
+        if schema is None:
+            entry, notes = normalise_unchecked(entry)
+            self.warnings.extend(str(note) for note in notes)
+        else:
+            plan = self._plan(tuple(entry.attributes))
+            verdict = self._is_normal(entry, plan[0]) if plan is not None else False
+            if verdict is False:
+                entry, notes = schema.normalise(entry)
+                self.warnings.extend(str(note) for note in notes)
+            else:
+                quick = verdict is True and tuple(entry.attributes.get("objectClass", ())) in plan[1]
+        key = dn_key(entry.dn)
+        if self._dropped and parent_key(key) in self._dropped:
+            self._dropped.add(key)
+            self.errors.append(Problem(entry.dn, "left out because its parent entry was left out"))
+            return None
+        if key in self._seen:
+            self.errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
+            return None
+        rdn = entry.dn.partition(",")[0]
+        if len(rdn) > MAX_SLAPD_RDN_BYTES // 4 and len(rdn.encode()) > MAX_SLAPD_RDN_BYTES:
+            problems = [Problem(entry.dn, f"the first DN component is over {MAX_SLAPD_RDN_BYTES} bytes: "
+                                          "slapd's mdb backend refuses it (Other error, 80)")]
+        elif quick and self._rdn_present(entry):
+            problems = []
+        elif schema is not None:
+            problems = self._full_check(entry)
+        else:
+            problems = []
+        if problems:
+            self.errors.extend(problems)
+            self._dropped.add(key)
+            return None
+        self._seen.add(key)
+        return entry
+
+
+def check_and_order(entries: Iterable[Entry], schema: Optional[Schema]) -> tuple[list[Entry], list[Problem], list[str]]:
+    """Order entries parents first (ldif.tree_order), normalise and check them:
+    (entries kept, entries left out by DN, warnings)."""
+    checker = TreeChecker(schema)
+    kept = [fixed for fixed in map(checker, tree_order(entries)) if fixed is not None]
+    return kept, checker.errors, checker.warnings
+
+
+@dataclass
+class _Prepared:
+    """What rendering the tree needs, gathered before the first entry."""
+
+    site: SiteModel
+    groups: SiteGroups
+    states: dict[str, QueueState]
+    templates: Mapping[str, Template]
+    schema: Optional[Schema]
+    publish_hosts: Optional[bool]
+
+
+def _prepare(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float], publish_hosts: Optional[bool],
+             schema: Union[Schema, None, str], local_fqdn: Optional[str], states: Optional[Mapping[str, QueueState]],
+             templates: Optional[Mapping[str, Template]], queue_state: Optional[Callable[..., Any]]) -> _Prepared:
+    site = site_from_config(config, local_fqdn or default_local_fqdn(config))
+    if isinstance(schema, str):
+        schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
+    templates = templates or load_templates(site.glue.templates_dir)
+    groups = aggregate(site, snapshots)
+    if states is None:
+        states = query_states(site, groups, clock, queue_state)
+    return _Prepared(site, groups, dict(states), templates, schema, publish_hosts)
+
+
+def _checked_entries(prepared: _Prepared, checker: TreeChecker) -> Iterator[Entry]:
+    """The rendered tree (already parents first), then the static LDIF files' entries, checked."""
+    site = prepared.site
+    warnings = checker.warnings
+    warnings.extend(prepared.groups.warnings)
+    rendered = iter_glue13(site, prepared.groups, prepared.states, prepared.templates,
+                           publish_hosts=prepared.publish_hosts, warnings=warnings)
+    static = tree_order(static_ldif_entries(site.glue.static_ldif_dir, warnings)) if site.glue.static_ldif_dir else []
+    for entry in itertools.chain(rendered, static):
+        fixed = checker(entry)
+        if fixed is not None:
+            yield fixed
+
+
+def build_site(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time, *,
+               publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,
+               local_fqdn: Optional[str] = None, states: Optional[Mapping[str, QueueState]] = None,
+               templates: Optional[Mapping[str, Template]] = None,
+               queue_state: Optional[Callable[..., Any]] = None) -> SiteBuild:
+    """The checked GLUE 1.3 tree for a config and host snapshots.
+
+    ``schema``: a loaded Schema, None for no check, or "auto" to load [glue]
+    schema_dir (warning once when absent).  ``states``: CE id -> QueueState
+    to use instead of asking the LRMS plugins.  ``local_fqdn``: the name of
+    the host the default cluster and CE are named after (default: this
+    host's).  Raises ConfigError and TemplateError (bad config or
+    templates); everything about the data is reported in the result instead.
+    """
+    prepared = _prepare(config, snapshots, clock, publish_hosts, schema, local_fqdn, states, templates, queue_state)
+    checker = TreeChecker(prepared.schema)
+    entries = list(_checked_entries(prepared, checker))
+    return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=entries,
+                     errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
+
+
+def write_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], stream: IO[str],
+                    clock: Callable[[], float] = time.time, **options: Any) -> SiteBuild:
+    """build_site, written to ``stream`` as it is produced (memory stays flat
+    for 100,000 hosts); the returned SiteBuild has no entries."""
+    prepared = _prepare(config, snapshots, clock, options.pop("publish_hosts", None), options.pop("schema", AUTO),
+                        options.pop("local_fqdn", None), options.pop("states", None), options.pop("templates", None),
+                        options.pop("queue_state", None))
+    if options:
+        raise TypeError(f"unknown options {', '.join(options)}")
+    checker = TreeChecker(prepared.schema)
+    write_ldif(_checked_entries(prepared, checker), stream, sort=False)
+    return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=[],
+                     errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
+
+
+def build_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,
+                    **options: Any) -> tuple[str, list[Problem]]:
+    """(LDIF text of the checked tree, the entries left out by DN): for ``glueinfo serve`` and ``run``.
+    Warnings (values transliterated, names merged) are logged at INFO."""
+    build = build_site(config, snapshots, clock, **options)
+    for warning in build.warnings:
+        log.info("%s", warning)
+    return build.ldif(), build.errors

@@ -1,0 +1,389 @@
+"""Render stage: the GLUE 1.3 resource tree, as glueinfo.core.ldif Entries.
+
+Input: the site model (site.py), the aggregated groups (aggregate.py) and
+each CE's QueueState (lrms.py).  Output, parents first::
+
+    GlueSiteUniqueID=<site>,<base>                    (only when [site] id is set)
+    GlueClusterUniqueID=<cluster>,<base>
+      GlueSubClusterUniqueID=<sc>,GlueClusterUniqueID=...
+        GlueHostUniqueID=<host>,GlueSubClusterUniqueID=...
+          GlueHostLocalFileSystemName=<mount>,GlueHostUniqueID=...
+          GlueHostRemoteFileSystemName=<mount>,GlueHostUniqueID=...
+    GlueCEUniqueID=<host:port/jobmanager-lrms-queue>,<base>
+      GlueCEJobLocalID=<id>,GlueCEUniqueID=...          (only with [ce:NAME] publish_jobs)
+
+Site, cluster, SubCluster and CE entries come from templates (templates.py),
+hosts, file systems and jobs from code (there may be 100,000 of them).
+Every entry carries GlueSchemaVersion 1.3 and its abstract top class
+(GlueClusterTop, GlueCETop, GlueTop).  Values are the facts as measured:
+the schema normalisation (ldapschema.Schema.normalise) then makes them
+slapd-safe (ASCII, TRUE/FALSE) and the schema check catches any mistake.
+
+Reading of the schema (glue-schema 2.0.11, Glue-CE.schema):
+- GlueHost itself only has GlueHostUniqueID/GlueHostName; all host facts
+  live in the auxiliary classes, so a host entry lists all of them.
+- GlueSubCluster's own MAY list carries the host facts a SubCluster may
+  summarise (no caches, free memory, adapter name/address or loads): only
+  those are published on it, with the matching auxiliary classes.
+- File system Size/AvailableSpace are in bytes (the schema's DESC), from
+  the snapshot's MB.
+- ProcessorLoad and SMPLoad: (logical CPUs - load average) x 100 over 1, 5
+  and 15 minutes (HostSnapshot.glue_load_figures), as the GLUE document
+  defines both.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
+
+from glueinfo.core.ldif import Entry, make_dn
+from glueinfo.core.model import FileSystem, HostSnapshot, JobInfo, QueueState
+from glueinfo.glue.schema import to_ascii
+from glueinfo.glue.templates import Template
+from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
+from glueinfo.site.model import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
+
+GLUE_MAJOR, GLUE_MINOR = 1, 3
+MB = 1024 * 1024
+
+HOST_CLASSES = ("GlueClusterTop", "GlueHost", "GlueHostArchitecture", "GlueHostProcessor", "GlueHostMainMemory",
+                "GlueHostNetworkAdapter", "GlueHostProcessorLoad", "GlueHostSMPLoad", "GlueHostOperatingSystem",
+                "GlueHostBenchmark", "GlueHostApplicationSoftware", "GlueKey", "GlueSchemaVersion")
+LOCAL_FS_CLASSES = ("GlueClusterTop", "GlueHostLocalFileSystem", "GlueKey", "GlueSchemaVersion")
+REMOTE_FS_CLASSES = ("GlueClusterTop", "GlueHostRemoteFileSystem", "GlueKey", "GlueSchemaVersion")
+JOB_CLASSES = ("GlueCETop", "GlueCEJob", "GlueSchemaVersion")
+
+
+def name_key(text: str) -> str:
+    """How slapd compares GLUE names (caseIgnoreIA5Match after ASCII transliteration):
+    two names with the same key would be the same DN."""
+    return " ".join(to_ascii(text).casefold().split())
+
+
+def cores_per_socket(physical_cores: Optional[int], sockets: Optional[int]) -> Optional[str]:
+    """EGI's GlueHostProcessorOtherDescription convention: ``Cores=<cores per CPU>``."""
+    if not physical_cores or not sockets:
+        return None
+    return f"Cores={physical_cores / sockets:g}"
+
+
+# -- templated entries ----------------------------------------------------------------
+
+def site_entry(site: SiteModel, template: Template) -> Optional[Entry]:
+    info = site.site
+    if not info.unique_id:
+        return None
+    return template.render({
+        "SITE_ID": info.unique_id, "SITE_NAME": info.name, "PARENT_DN": site.glue.base_dn,
+        "DESCRIPTION": info.description, "LOCATION": info.location, "LATITUDE": info.latitude,
+        "LONGITUDE": info.longitude, "WEB": info.web, "EMAIL": info.email, "SYSADMIN_CONTACT": info.sysadmin_contact,
+        "USER_SUPPORT_CONTACT": info.user_support_contact, "SECURITY_CONTACT": info.security_contact,
+        "SPONSOR": list(info.sponsor), "OTHER_INFO": list(info.other_info), "INFO_URL": site.glue.information_service_url,
+    })
+
+
+def cluster_entry(site: SiteModel, cluster: ClusterGroup, template: Template) -> Entry:
+    spec = cluster.spec
+    return template.render({
+        "CLUSTER_ID": spec.unique_id, "CLUSTER_NAME": spec.name, "PARENT_DN": site.glue.base_dn,
+        "CE_UNIQUE_ID": [ce.unique_id for ce in site.ces_of(spec.unique_id)], "SITE_ID": site.site.unique_id,
+        "TMP_DIR": spec.tmp_dir, "WN_TMP_DIR": spec.wn_tmp_dir, "INFO_URL": site.glue.information_service_url,
+    })
+
+
+def subcluster_variables(sc: SubClusterGroup) -> dict[str, Any]:
+    """Template variables of a SubCluster: its identity and the facts all members share."""
+    shared = sc.shared
+    values: dict[str, Any] = {
+        "SUBCLUSTER_ID": sc.unique_id, "SUBCLUSTER_NAME": sc.name, "CLUSTER_ID": sc.cluster_id,
+        "TMP_DIR": sc.tmp_dir, "WN_TMP_DIR": sc.wn_tmp_dir,
+        "PHYSICAL_CPUS": sc.physical_cpus, "LOGICAL_CPUS": sc.logical_cpus,
+        "PLATFORM": shared.get("platform"), "SMP_SIZE": shared.get("logical_cpus"),
+        "CPU_VENDOR": shared.get("cpu_vendor"), "CPU_MODEL": shared.get("cpu_model"),
+        "CPU_VERSION": shared.get("cpu_version"), "CPU_CLOCK": shared.get("cpu_clock"),
+        "INSTRUCTION_SET": shared.get("instruction_set"),
+        "CPU_OTHER": cores_per_socket(shared.get("physical_cores"), shared.get("sockets")),
+        "OS_NAME": shared.get("os_name"), "OS_RELEASE": shared.get("os_release"), "OS_VERSION": shared.get("os_version"),
+        "RAM_SIZE": shared.get("ram"), "VIRTUAL_SIZE": shared.get("virtual_memory"),
+        "SI00": shared.get("si00"), "SF00": shared.get("sf00"),
+        "INBOUND_IP": shared.get("inbound_ip"), "OUTBOUND_IP": shared.get("outbound_ip"),
+        "RUNTIME_ENVIRONMENT": list(shared.get("runtime_environment") or ()),
+    }
+    # The auxiliary class of each group of facts, when the SubCluster carries one of them.
+    has = lambda *names: any(values.get(n) not in (None, "", []) for n in names)  # noqa: E731
+    values["ARCHITECTURE"] = "yes" if has("PLATFORM", "SMP_SIZE") else None
+    values["PROCESSOR"] = "yes" if has("CPU_VENDOR", "CPU_MODEL", "CPU_VERSION", "CPU_CLOCK", "INSTRUCTION_SET",
+                                       "CPU_OTHER") else None
+    values["OPERATING_SYSTEM"] = "yes" if has("OS_NAME", "OS_RELEASE", "OS_VERSION") else None
+    values["MAIN_MEMORY"] = "yes" if has("RAM_SIZE", "VIRTUAL_SIZE") else None
+    values["BENCHMARK"] = "yes" if has("SI00", "SF00") else None
+    values["NETWORK"] = "yes" if has("INBOUND_IP", "OUTBOUND_IP") else None
+    return values
+
+
+def subcluster_entry(sc: SubClusterGroup, cluster_dn: str, template: Template, info_url: str = "") -> Entry:
+    values = subcluster_variables(sc)
+    values["PARENT_DN"] = cluster_dn
+    values["INFO_URL"] = info_url
+    return template.render(values)
+
+
+def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
+                 cluster_logical_cpus: Optional[int]) -> dict[str, Any]:
+    """Template variables of a CE: config identity, LRMS state, policies (LRMS first, then config)."""
+    state = state or QueueState(lrms_type=ce.lrms, error="not queried")
+    policy_from_state = {
+        "max_wall_clock_time": state.max_wall_clock_time_min, "max_cpu_time": state.max_cpu_time_min,
+        "max_running_jobs": state.max_running_jobs, "max_total_jobs": state.max_total_jobs,
+        "max_waiting_jobs": state.max_waiting_jobs, "priority": state.priority,
+    }
+    policies = {key: policy_from_state.get(key) if policy_from_state.get(key) is not None else value
+                for key, value in ce.policies.items()}
+    status = state.status or ce.status
+    total_cpus = state.total_cpus if state.total_cpus is not None else cluster_logical_cpus
+    values: dict[str, Any] = {
+        "CE_UNIQUE_ID": ce.unique_id, "CE_NAME": ce.queue, "CE_HOST": ce.host, "CE_PORT": ce.port,
+        "CE_JOBMANAGER": ce.lrms, "LRMS_TYPE": ce.lrms, "CLUSTER_ID": ce.cluster, "PARENT_DN": site.glue.base_dn,
+        "SITE_ID": site.site.unique_id, "LRMS_VERSION": state.lrms_version or ce.lrms_version,
+        "IMPLEMENTATION_NAME": ce.implementation_name, "IMPLEMENTATION_VERSION": ce.implementation_version,
+        "GRAM_VERSION": ce.gram_version, "CONTACT_STRING": list(ce.contact_string),
+        "APPLICATION_DIR": ce.application_dir, "DATA_DIR": ce.data_dir, "DEFAULT_SE": ce.default_se,
+        "CAPABILITY": list(ce.capability), "ACCESS_RULE": list(ce.access), "INFO_URL": site.glue.information_service_url,
+        "TOTAL_CPUS": total_cpus, "FREE_CPUS": state.free_cpus, "STATUS": status,
+        "RUNNING_JOBS": state.running_jobs, "WAITING_JOBS": state.waiting_jobs, "TOTAL_JOBS": state.total_jobs,
+        "FREE_JOB_SLOTS": state.free_job_slots, "ESTIMATED_RESPONSE_TIME": state.estimated_response_time_s,
+        "WORST_RESPONSE_TIME": state.worst_response_time_s,
+    }
+    for key, value in policies.items():
+        values[key.upper()] = value
+    return values
+
+
+# -- hosts, file systems, jobs --------------------------------------------------------
+
+def _attributes(classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> dict[str, list]:
+    """objectClass and (attribute, value) pairs; None and "" (unknown) are left out."""
+    attributes: dict[str, list] = {"objectClass": list(classes)}
+    attributes.update({name: [value] for name, value in pairs if value is not None and value != ""})
+    return attributes
+
+
+def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]], shapes: Optional[dict] = None) -> Entry:
+    return _finish(dn, _attributes(classes, pairs), shapes)
+
+
+def _finish(dn: str, attributes: dict[str, list], shapes: Optional[dict]) -> Entry:
+    """Entry.from_lists, reusing the lower-case name index of entries of the same shape (``shapes``: one run's cache)."""
+    if shapes is None:
+        return Entry.from_lists(dn, attributes)
+    keys = tuple(attributes)
+    index = shapes.get(keys)
+    if index is None:
+        index = shapes[keys] = {name.lower(): name for name in keys}
+    return Entry.from_lists(dn, attributes, index)
+
+
+def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "", host_id: Optional[str] = None,
+               shapes: Optional[dict] = None) -> Entry:
+    """One GlueHost entry with every host auxiliary class of the schema.
+
+    Built as one dict (Entry.from_lists): a site may have 100,000 hosts.
+    """
+    osinfo, cpu, memory, static = host.os, host.cpu, host.memory, host.static
+    adapter = host.primary_adapter()
+    loads = host.glue_load_figures() or (None, None, None)
+    no_cpu = cpu is None
+    no_memory = memory is None
+    no_static = static is None
+    raw = {
+        "GlueHostUniqueID": host_id or host.hostname,
+        "GlueHostName": host.hostname,
+        "GlueHostArchitecturePlatformType": None if osinfo is None else osinfo.platform_type,
+        "GlueHostArchitectureSMPSize": None if no_cpu else cpu.logical_cpus,
+        "GlueHostProcessorVendor": None if no_cpu else cpu.vendor,
+        "GlueHostProcessorModel": None if no_cpu else cpu.model_name,
+        "GlueHostProcessorVersion": None if no_cpu else cpu.version,
+        "GlueHostProcessorClockSpeed": None if no_cpu else cpu.clock_mhz,
+        "GlueHostProcessorInstructionSet": None if no_cpu else cpu.instruction_set,
+        "GlueHostProcessorOtherDescription": None if no_cpu else cores_per_socket(cpu.physical_cores, cpu.sockets),
+        "GlueHostProcessorCacheL1": None if no_cpu else cpu.cache_l1_kb,
+        "GlueHostProcessorCacheL1I": None if no_cpu else cpu.cache_l1i_kb,
+        "GlueHostProcessorCacheL1D": None if no_cpu else cpu.cache_l1d_kb,
+        "GlueHostProcessorCacheL2": None if no_cpu else cpu.cache_l2_kb,
+        "GlueHostMainMemoryRAMSize": None if no_memory else memory.ram_mb,
+        "GlueHostMainMemoryRAMAvailable": None if no_memory else memory.ram_available_mb,
+        "GlueHostMainMemoryVirtualSize": None if no_memory else memory.virtual_mb,
+        "GlueHostMainMemoryVirtualAvailable": None if no_memory else memory.virtual_available_mb,
+        "GlueHostNetworkAdapterName": None if adapter is None else adapter.name,
+        "GlueHostNetworkAdapterIPAddress": None if adapter is None else (adapter.ipv4 or adapter.ipv6 or [None])[0],
+        "GlueHostNetworkAdapterMTU": None if adapter is None else adapter.mtu,
+        "GlueHostNetworkAdapterInboundIP": None if no_static else static.inbound_ip,
+        "GlueHostNetworkAdapterOutboundIP": None if no_static else static.outbound_ip,
+        "GlueHostProcessorLoadLast1Min": loads[0],
+        "GlueHostProcessorLoadLast5Min": loads[1],
+        "GlueHostProcessorLoadLast15Min": loads[2],
+        "GlueHostSMPLoadLast1Min": loads[0],
+        "GlueHostSMPLoadLast5Min": loads[1],
+        "GlueHostSMPLoadLast15Min": loads[2],
+        "GlueHostOperatingSystemName": None if osinfo is None else osinfo.name,
+        "GlueHostOperatingSystemRelease": None if osinfo is None else osinfo.release,
+        "GlueHostOperatingSystemVersion": None if osinfo is None else osinfo.version,
+        "GlueHostBenchmarkSI00": None if no_static else static.si00,
+        "GlueHostBenchmarkSF00": None if no_static else static.sf00,
+    }
+    attributes = _attributes(HOST_CLASSES + ("GlueInformationService",) if info_url else HOST_CLASSES, raw.items())
+    if static is not None and static.runtime_environment:
+        attributes["GlueHostApplicationSoftwareRunTimeEnvironment"] = sorted(set(static.runtime_environment))
+    attributes["GlueChunkKey"] = ["GlueSubClusterUniqueID=" + subcluster_id]
+    if info_url:
+        attributes["GlueInformationServiceURL"] = [info_url]
+    attributes["GlueSchemaVersionMajor"] = [GLUE_MAJOR]
+    attributes["GlueSchemaVersionMinor"] = [GLUE_MINOR]
+    return _finish(dn, attributes, shapes)
+
+
+# Values that ldif.dn_escape would return unchanged (most host names and
+# mount points): the DN is then built without the per-character escape loop.
+_DN_PLAIN = re.compile(r"[A-Za-z0-9._:/@-]+")
+
+
+def child_dn(attr: str, value: str, parent: str) -> str:
+    """ldif.make_dn, skipping the escape for plain values."""
+    if type(value) is str and _DN_PLAIN.fullmatch(value):
+        return f"{attr}={value},{parent}"
+    return make_dn(attr, value, parent)
+
+
+def naming_value(attr: str, value: str) -> str:
+    """The value an entry is named by: ``value`` itself, or, when ``attr=value``
+    is too long for slapd (site.MAX_RDN_BYTES), its ASCII start and a hash of
+    the whole (the full value is still published in a non-naming attribute)."""
+    if len(value) < 100 and _DN_PLAIN.fullmatch(value):
+        return value
+    if not rdn_too_long(attr, to_ascii(value)):
+        return value
+    digest = f"~{zlib.crc32(value.encode('utf-8')):08x}"
+    keep = to_ascii(value)[:MAX_RDN_BYTES]
+    while keep and rdn_too_long(attr, keep + digest):
+        keep = keep[:-8]
+    return keep + digest
+
+
+def _fs_order(fs: FileSystem) -> tuple[bool, str]:
+    return fs.remote, fs.mount_point
+
+
+_FS_NAMES = {remote: tuple(f"GlueHost{'Remote' if remote else 'Local'}FileSystem{part}"
+                           for part in ("Name", "Root", "Type", "ReadOnly", "Size", "AvailableSpace", "Server"))
+             for remote in (False, True)}
+
+
+def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Optional[str] = None,
+                     shapes: Optional[dict] = None) -> Entry:
+    """A file system entry under its host; named by its mount point (shortened when too long, see naming_value)."""
+    name, root, fs_type, read_only, size, available, server = _FS_NAMES[fs.remote]
+    fs_name = fs_name or naming_value(name, fs.mount_point)
+    attributes: dict[str, list] = {"objectClass": list(REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES),
+                                   name: [fs_name], root: [fs.mount_point]}
+    if fs.fs_type:
+        attributes[fs_type] = [fs.fs_type]
+    attributes[read_only] = [fs.read_only]
+    if fs.size_mb is not None:
+        attributes[size] = [fs.size_mb * MB]
+    if fs.available_mb is not None:
+        attributes[available] = [fs.available_mb * MB]
+    if fs.remote and fs.server:
+        attributes[server] = [fs.server]
+    attributes["GlueChunkKey"] = ["GlueHostUniqueID=" + host_id]
+    attributes["GlueSchemaVersionMajor"] = [GLUE_MAJOR]
+    attributes["GlueSchemaVersionMinor"] = [GLUE_MINOR]
+    return _finish(child_dn(name, fs_name, host_dn), attributes, shapes)
+
+
+def job_entry(job: JobInfo, ce: CESpec, ce_dn: str) -> Entry:
+    local_id = naming_value("GlueCEJobLocalID", job.local_id)
+    return _entry(make_dn("GlueCEJobLocalID", local_id, ce_dn), JOB_CLASSES, (
+        ("GlueCEJobLocalID", local_id), ("GlueCEJobGlobalID", f"{ce.unique_id}/{job.local_id}"),
+        ("GlueCEJobLocalOwner", job.local_owner), ("GlueCEJobGlobalOwner", job.global_owner),
+        ("GlueCEJobStatus", job.glue_status), ("GlueCEJobSchedulerSpecific", job.scheduler_specific),
+        ("GlueSchemaVersionMajor", GLUE_MAJOR), ("GlueSchemaVersionMinor", GLUE_MINOR)))
+
+
+# -- the whole tree -------------------------------------------------------------------
+
+def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueState], templates: Mapping[str, Template],
+                publish_hosts: Optional[bool] = None, warnings: Optional[list[str]] = None) -> Iterator[Entry]:
+    """Every entry of the tree, parents before children (see the module docstring).
+
+    ``states`` maps CE unique id -> QueueState.  ``publish_hosts`` (default:
+    [glue] publish_hosts) adds the GlueHost and file system entries.  Hosts or
+    file systems whose names slapd would take for the same DN are published
+    once; the others are reported in ``warnings``.
+    """
+    warnings = warnings if warnings is not None else []
+    if publish_hosts is None:
+        publish_hosts = site.glue.publish_hosts
+    info_url = site.glue.information_service_url
+    base = site.glue.base_dn
+    # Templated entries first, before anything is yielded: a template error
+    # (a custom template missing a variable) must stop the run before any
+    # output is written, not half-way through 100,000 hosts.
+    logical = {cluster.unique_id: cluster.logical_cpus for cluster in groups.clusters}
+    shapes: dict = {}  # attribute names of an entry -> their lower-case index (Entry.from_lists)
+    site_templated = site_entry(site, templates["site"])
+    clusters = []
+    for cluster in groups.clusters:
+        cluster_dn = make_dn("GlueClusterUniqueID", cluster.unique_id, base)
+        subclusters = [(sc, make_dn("GlueSubClusterUniqueID", sc.unique_id, cluster_dn),
+                        subcluster_entry(sc, cluster_dn, templates["subcluster"], info_url)) for sc in cluster.subclusters]
+        clusters.append((cluster_entry(site, cluster, templates["cluster"]), subclusters))
+    ces = [(ce, templates["ce"].render(ce_variables(site, ce, states.get(ce.unique_id), logical.get(ce.cluster))))
+           for ce in site.ces]
+
+    if site_templated is not None:
+        yield site_templated
+    for cluster_templated, subclusters in clusters:
+        yield cluster_templated
+        for sc, sc_dn, sc_templated in subclusters:
+            yield sc_templated
+            if not publish_hosts:
+                continue
+            seen_hosts: dict[str, str] = {}
+            for host in sc.hosts:
+                host_id = naming_value("GlueHostUniqueID", host.hostname)
+                key = name_key(host_id)
+                if key in seen_hosts or not key:
+                    warnings.append(f"host {host.hostname!r}: same LDAP name as {seen_hosts.get(key, '')!r} "
+                                    f"(names compare as ASCII, ignoring case and extra spaces); published once")
+                    continue
+                seen_hosts[key] = host.hostname
+                host_dn = child_dn("GlueHostUniqueID", host_id, sc_dn)
+                yield host_entry(host, host_dn, sc.unique_id, info_url, host_id, shapes)
+                seen_fs: dict[tuple[bool, str], str] = {}
+                for fs in sorted(host.filesystems or (), key=_fs_order):  # stable output whatever the mount order
+                    fs_name = naming_value(_FS_NAMES[fs.remote][0], fs.mount_point)
+                    fs_key = (fs.remote, name_key(fs_name))
+                    if fs_key in seen_fs or not fs_key[1]:
+                        warnings.append(f"host {host.hostname}: file system {fs.mount_point!r} has the same LDAP name as "
+                                        f"{seen_fs.get(fs_key, '')!r}; published once")
+                        continue
+                    seen_fs[fs_key] = fs.mount_point
+                    yield filesystem_entry(fs, host_dn, host_id, fs_name, shapes)
+    for ce, ce_templated in ces:
+        yield ce_templated
+        state = states.get(ce.unique_id)
+        if ce.publish_jobs and state is not None:
+            ce_dn = make_dn("GlueCEUniqueID", ce.unique_id, base)
+            seen_jobs: set[str] = set()
+            for job in state.jobs:
+                key = name_key(job.local_id)
+                if not key or key in seen_jobs:
+                    continue
+                seen_jobs.add(key)
+                yield job_entry(job, ce, ce_dn)
+        if not ce.access:
+            warnings.append(f"CE {ce.unique_id}: no access rules ([ce:{ce.section or 'NAME'}] access = VO:name ...); "
+                            f"brokers match CEs to VOs by them")

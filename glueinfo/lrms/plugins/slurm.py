@@ -1,0 +1,818 @@
+"""LRMS plugin ``slurm``: a CE queue is a Slurm partition.
+
+Commands (each bounded by what is left of the query's deadline):
+
+- ``sinfo --version``                         -> LRMSVersion
+- ``scontrol show partition -o NAME``         -> Status, MaxWallClockTime, Priority, QoS name
+- ``sinfo --json`` (Slurm >= 21.08) or
+  ``sinfo -h -N -p NAME -o %N|%n|%C|%T``     -> TotalCPUs, FreeCPUs, the partition's hosts
+- ``squeue -h -r -t all -p NAME -O ...``      -> jobs, Running/Waiting/TotalJobs, response times
+- ``sacctmgr -nP show qos NAME ...``          -> MaxRunningJobs, MaxTotalJobs, MaxCPUTime (only when
+                                                 the partition has a QoS, i.e. with slurmdbd)
+
+``--json`` is used for the node side only: its schema changes with every
+Slurm release (openapi v0.0.37/38/39 node lists, v0.0.40+ ``sinfo`` groups,
+both read here) and for jobs it is ~30 times larger than a fixed format
+(about 3.4 kB per job on 22.05), too slow for queues of 10,000 jobs.  Jobs and
+partitions use fixed formats, stable since Slurm 17: ``squeue -O`` fields with
+no width (never truncated), each ending in a separator built from a random
+token drawn per query, so a job name holding ``|`` or a newline can neither
+shift a field nor forge a job (see :func:`squeue_format`).
+
+Commands run with ``TZ=UTC`` and ``SLURM_TIME_FORMAT=standard`` (ISO times in
+UTC, whatever the admin's environment says) and without the ``SQUEUE_*`` /
+``SINFO_*`` variables that change output.  Any step that fails (command
+missing, timed out, non-zero exit, output not in the expected shape) leaves
+the fields it feeds unknown (None) and adds a one-line reason to
+``QueueState.error``; the other steps still fill theirs.
+
+Mappings (also in README.md, "Batch systems"):
+
+- partition State: UP -> Production, DRAIN -> Draining, DOWN -> Queueing (Slurm
+  queues but does not start jobs in a DOWN partition, which is GLUE's
+  Queueing), INACTIVE -> Closed.
+- job state -> (GLUE status, SSS state): see ``JOB_STATES``; a PENDING job
+  whose reason is JobHeldUser/JobHeldAdmin is held (WAITING, Hold).
+- RunningJobs = jobs in GLUE RUNNING; WaitingJobs = every other unfinished job
+  (GLUE: "in a state different than running"); TotalJobs = their sum.
+- FreeJobSlots = FreeCPUs (idle CPUs on usable nodes), capped by MaxRunningJobs
+  minus RunningJobs when a QoS sets it, 0 when the partition is not Production.
+- Response times: see :func:`response_times`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import json
+import os
+import re
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core.hostrange import expand_list
+from glueinfo.core.model import JobInfo, QueueState
+from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+
+# -- job states ----------------------------------------------------------------------
+
+# Slurm job state -> (GLUE CE job status, SSS job State, finished?)
+JOB_STATES: dict[str, tuple[str, str, bool]] = {
+    "PENDING": ("SCHEDULED", "Idle", False),
+    "REQUEUED": ("SCHEDULED", "Idle", False),
+    "REQUEUE_FED": ("SCHEDULED", "Idle", False),
+    "REQUEUE_HOLD": ("WAITING", "Hold", False),
+    "RESV_DEL_HOLD": ("WAITING", "Hold", False),
+    "SPECIAL_EXIT": ("WAITING", "Hold", False),
+    "SUSPENDED": ("WAITING", "Suspended", False),
+    "STOPPED": ("WAITING", "Suspended", False),
+    "CONFIGURING": ("READY", "Running", False),  # resources allocated, nodes booting
+    "RUNNING": ("RUNNING", "Running", False),
+    "COMPLETING": ("RUNNING", "Running", False),  # still holds its nodes
+    "SIGNALING": ("RUNNING", "Running", False),
+    "STAGE_OUT": ("RUNNING", "Running", False),
+    "RESIZING": ("RUNNING", "Running", False),
+    "COMPLETED": ("DONE", "Completed", True),
+    "FAILED": ("DONE", "Completed", True),  # the job's program ended by itself, non-zero
+    "CANCELLED": ("ABORTED", "Completed", True),
+    "TIMEOUT": ("ABORTED", "Completed", True),
+    "OUT_OF_MEMORY": ("ABORTED", "Completed", True),
+    "NODE_FAIL": ("ABORTED", "Completed", True),
+    "BOOT_FAIL": ("ABORTED", "Completed", True),
+    "PREEMPTED": ("ABORTED", "Completed", True),
+    "DEADLINE": ("ABORTED", "Completed", True),
+    "REVOKED": ("ABORTED", "Completed", True),
+}
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+
+PARTITION_STATUS = {"UP": "Production", "DRAIN": "Draining", "DOWN": "Queueing", "INACTIVE": "Closed"}
+
+# Node states (base or flag) whose CPUs no job can be given: sinfo's "other".
+UNUSABLE_NODE_STATES = frozenset({"DOWN", "FUTURE", "UNKNOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING",
+                                  "MAINT", "INVALID", "INVALID_REG", "PLANNED_DOWN"})
+
+# squeue -O fields.  Every field ends with a separator holding a random token
+# drawn per query (see squeue_format), so no job name can forge a field or a job.
+SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "UserName", "Account", "Partition", "SubmitTime", "StartTime",
+                 "EndTime", "TimeLimit", "TimeUsed", "NumCPUs", "tres-alloc", "NumNodes", "NodeList", "QOS", "Name")
+SINFO_TEXT_FORMAT = "%N|%n|%C|%T"
+QOS_FORMAT = "Name,GrpJobs,GrpSubmit,MaxWall,MaxTRESMins"
+
+# Environment variables that change what the Slurm tools print.
+_OUTPUT_ENV_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_", "SACCTMGR_")
+_OUTPUT_ENV = ("SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONF_OUT")
+
+_NONE_WORDS = frozenset({"", "N/A", "NONE", "UNKNOWN", "(NULL)", "INVALID", "NOT_SET"})
+
+
+class SlurmOutputError(LrmsQueryError):
+    """Output that is not in the shape asked for."""
+
+
+# -- small parsers -------------------------------------------------------------------
+
+def parse_version(text: str) -> str:
+    """``slurm 23.02.7`` / ``slurm-wlm 22.05.8`` -> ``22.05.8``."""
+    match = re.search(r"\b(\d+\.\d+(?:\.\d+)?(?:-\S+)?)\s*$", text.strip())
+    if not text.strip().lower().startswith("slurm") or not match:
+        raise SlurmOutputError(f"sinfo --version: unexpected output {_clip(text)!r}")
+    return match.group(1)
+
+
+def version_tuple(version: Optional[str]) -> tuple[int, ...]:
+    if not version:
+        return ()
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("-")[0])[:3])
+
+
+def parse_duration_s(text: str) -> Optional[int]:
+    """A Slurm time span in seconds; None for UNLIMITED/INFINITE/N/A.
+
+    Slurm prints ``D-HH:MM:SS``, ``H:MM:SS`` or ``M:SS``; a bare number (as in
+    slurm.conf and sacctmgr input) is minutes.  Raises ValueError otherwise.
+    """
+    text = text.strip()
+    if text.upper() in ("UNLIMITED", "INFINITE") or text.upper() in _NONE_WORDS:
+        return None
+    days = 0
+    if "-" in text:
+        day_text, text = text.split("-", 1)
+        days = int(day_text)
+    parts = [int(p) for p in text.split(":")] if text else []
+    if any(p < 0 for p in parts) or days < 0 or not parts or len(parts) > 3:
+        raise ValueError(f"not a Slurm time span: {text!r}")
+    if len(parts) == 1:
+        seconds = parts[0] * 60 if not days else parts[0] * 3600
+    elif len(parts) == 2:
+        seconds = parts[0] * 60 + parts[1] if not days else parts[0] * 3600 + parts[1] * 60
+    else:
+        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return days * 86400 + seconds
+
+
+def parse_timestamp(text: str) -> Optional[float]:
+    """``2026-11-22T14:25:29`` printed with TZ=UTC -> Unix time; None for N/A, Unknown, None."""
+    text = text.strip()
+    if text.upper() in _NONE_WORDS:
+        return None
+    # Slicing is ~10x faster than strptime, which matters for 10,000 jobs.
+    if len(text) != 19 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" or text[16] != ":":
+        raise ValueError(f"not a Slurm timestamp: {text!r}")
+    return float(calendar.timegm((int(text[0:4]), int(text[5:7]), int(text[8:10]),
+                                  int(text[11:13]), int(text[14:16]), int(text[17:19]), 0, 0, 0)))
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024 ** 3}
+
+
+def parse_memory_mb(text: str) -> Optional[int]:
+    """``1000M``, ``4G``, ``512`` (MB) -> MB; None when 0 or absent (no requirement)."""
+    text = text.strip().upper()
+    if text in _NONE_WORDS:
+        return None
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)B?", text)
+    if not match:
+        raise ValueError(f"not a Slurm memory size: {text!r}")
+    value = float(match.group(1)) * _MEM_UNITS[match.group(2) or "M"]
+    return int(round(value)) or None
+
+
+def parse_tres(text: str) -> dict[str, str]:
+    """``cpu=2,mem=100M,node=1,billing=2`` -> {"cpu": "2", ...}."""
+    result = {}
+    for item in text.strip().split(","):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            result[key.strip()] = value.strip()
+    return result
+
+
+def _int_or_none(text: str) -> Optional[int]:
+    text = text.strip()
+    if text.upper() in _NONE_WORDS or text.upper() == "UNLIMITED":
+        return None
+    return int(text)
+
+
+def split_key_values(line: str) -> dict[str, str]:
+    """``scontrol -o`` output: ``Key=value Key2=value with spaces ...``.
+
+    A value ends where whitespace is followed by the next ``Key=``; values may
+    hold ``=`` (``TRES=cpu=2,mem=1000M``) and spaces (``OS=Linux 6.1 #1 SMP``).
+    """
+    pieces = re.split(r"\s+(?=[A-Za-z][A-Za-z0-9_/:]*=)", line.strip())
+    result = {}
+    for piece in pieces:
+        if "=" not in piece:
+            raise SlurmOutputError(f"scontrol: unexpected field {_clip(piece)!r}")
+        key, value = piece.split("=", 1)
+        result[key] = value.strip()
+    return result
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm host list -> names: ``n[01-03,7],gpu1`` -> n01 n02 n03 n7 gpu1 (ValueError when malformed)."""
+    expr = expr.strip()
+    if not expr or expr.upper() in _NONE_WORDS:
+        return []
+    return expand_list(expr)
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- partition -----------------------------------------------------------------------
+
+@dataclass
+class PartitionInfo:
+    name: str
+    state: str
+    max_time_s: Optional[int]  # None: unlimited
+    default_time_s: Optional[int]
+    nodes: str
+    total_cpus: Optional[int]
+    qos: Optional[str]
+    priority_tier: Optional[int]
+
+
+def parse_partition(text: str, name: str) -> PartitionInfo:
+    """``scontrol show partition -o NAME`` -> the one partition called ``name``."""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = split_key_values(line)
+        if fields.get("PartitionName") != name:
+            continue
+        try:
+            state = fields["State"].upper()
+            return PartitionInfo(
+                name=name, state=state,
+                max_time_s=parse_duration_s(fields.get("MaxTime", "UNLIMITED")),
+                default_time_s=parse_duration_s(fields.get("DefaultTime", "NONE")),
+                nodes=fields.get("Nodes", ""),
+                total_cpus=_int_or_none(fields.get("TotalCPUs", "N/A")),
+                qos=None if fields.get("QoS", "N/A").upper() in _NONE_WORDS else fields["QoS"],
+                priority_tier=_int_or_none(fields.get("PriorityTier", "N/A")))
+        except (KeyError, ValueError) as exc:
+            raise SlurmOutputError(f"scontrol show partition {name}: unexpected output ({exc})") from None
+    raise SlurmOutputError(f"scontrol show partition: no partition {name!r} in output")
+
+
+# -- nodes ---------------------------------------------------------------------------
+
+@dataclass
+class NodeCpus:
+    name: str
+    hostname: str
+    allocated: int
+    idle: int
+    other: int  # on nodes no job can be given (down, drained, ...)
+    total: int
+    state: str
+
+
+def parse_sinfo_text(text: str) -> list[NodeCpus]:
+    """``sinfo -h -N -p NAME -o '%N|%n|%C|%T'`` (one line per node; %C is alloc/idle/other/total)."""
+    nodes: dict[str, NodeCpus] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.strip().split("|")
+        try:
+            name, hostname, cpus, state = parts
+            allocated, idle, other, total = (int(v) for v in cpus.split("/"))
+        except ValueError:
+            raise SlurmOutputError(f"sinfo: unexpected output line {number}: {_clip(line)!r}") from None
+        nodes.setdefault(name, NodeCpus(name, hostname or name, allocated, idle, other, total, state))
+    return list(nodes.values())
+
+
+def _json_number(value: Any) -> Optional[int]:
+    """Slurm JSON numbers: plain (v0.0.38) or {"set": .., "infinite": .., "number": ..} (v0.0.39+)."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    raise SlurmOutputError(f"sinfo --json: expected a number, got {_clip(repr(value))}")
+
+
+def _json_states(node: Mapping[str, Any]) -> list[str]:
+    state = node.get("state")
+    states = [state] if isinstance(state, str) else list(state or [])
+    states += list(node.get("state_flags") or [])
+    return [str(s).upper() for s in states]
+
+
+def parse_sinfo_json(text: str, partition: str) -> list[NodeCpus]:
+    """``sinfo --json``: the nodes of ``partition`` with their CPU counts.
+
+    Two shapes exist: a ``nodes`` list (openapi v0.0.37-39: Slurm 21.08-23.02;
+    ``state`` a string plus ``state_flags`` up to 22.05, a list from 23.02) and
+    a ``sinfo`` list of node groups with ``cpus`` {allocated, idle, other,
+    total} (data_parser v0.0.40+: Slurm 23.11 and later).
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SlurmOutputError(f"sinfo --json: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SlurmOutputError("sinfo --json: not a JSON object")
+    errors = [e for e in data.get("errors") or [] if e]
+    if errors:
+        first = errors[0]
+        message = first.get("description") or first.get("error") if isinstance(first, dict) else first
+        raise LrmsQueryError(f"sinfo --json reported an error: {_clip(str(message))}")
+    if isinstance(data.get("sinfo"), list):
+        return _sinfo_groups(data["sinfo"], partition)
+    if isinstance(data.get("nodes"), list):
+        return _sinfo_nodes(data["nodes"], partition)
+    raise SlurmOutputError("sinfo --json: neither a 'nodes' nor a 'sinfo' list in the output")
+
+
+def _sinfo_nodes(items: list[Any], partition: str) -> list[NodeCpus]:
+    nodes = []
+    for item in items:
+        if not isinstance(item, dict) or "name" not in item:
+            raise SlurmOutputError("sinfo --json: a node without a name")
+        if partition not in (item.get("partitions") or []):
+            continue
+        total = _json_number(item.get("cpus"))
+        allocated = _json_number(item.get("alloc_cpus")) or 0
+        if total is None:
+            raise SlurmOutputError(f"sinfo --json: node {item['name']} has no CPU count")
+        states = _json_states(item)
+        if UNUSABLE_NODE_STATES.intersection(states):
+            idle, other = 0, total - allocated
+        else:
+            idle, other = total - allocated, 0
+        nodes.append(NodeCpus(str(item["name"]), str(item.get("hostname") or item["name"]), allocated, max(0, idle),
+                              max(0, other), total, "+".join(states).lower()))
+    return nodes
+
+
+def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
+    nodes: dict[str, NodeCpus] = {}
+    for group in groups:
+        if not isinstance(group, dict):
+            raise SlurmOutputError("sinfo --json: a 'sinfo' entry is not an object")
+        if (group.get("partition") or {}).get("name") != partition:
+            continue
+        names = list((group.get("nodes") or {}).get("nodes") or [])
+        hostnames = list((group.get("nodes") or {}).get("hostnames") or [])
+        cpus = group.get("cpus") or {}
+        counts = [_json_number(cpus.get(k)) for k in ("allocated", "idle", "other", "total")]
+        if not names or None in counts:
+            raise SlurmOutputError("sinfo --json: a node group without node names or CPU counts")
+        state = "+".join(str(s).upper() for s in ((group.get("node") or {}).get("state") or [])).lower()
+        # A group's CPU counts are its nodes' sums; spread them evenly only when
+        # the group is one node, otherwise keep the sums on the first node and
+        # zero on the others so totals stay exact.
+        expanded = [n for name in names for n in expand_hostlist(name)]
+        hosts = [h for host in hostnames for h in expand_hostlist(host)] if hostnames else expanded
+        for i, name in enumerate(expanded):
+            if name in nodes:
+                continue
+            allocated, idle, other, total = counts if i == 0 else (0, 0, 0, 0)
+            nodes[name] = NodeCpus(name, hosts[i] if i < len(hosts) else name, allocated, idle, other, total, state)  # type: ignore[arg-type]
+    return list(nodes.values())
+
+
+# -- jobs ----------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class SlurmJob:
+    job_id: str
+    state: str
+    reason: str
+    user: Optional[str]
+    account: Optional[str]
+    partition: Optional[str]
+    submit_time: Optional[float]
+    start_time: Optional[float]  # actual when started, Slurm's forecast when pending
+    end_time: Optional[float]  # actual when finished, the time-limit end when running
+    time_limit_s: Optional[int]
+    elapsed_s: Optional[int]
+    cpus: Optional[int]
+    memory_mb: Optional[int]
+    node_count: Optional[int]
+    nodelist: str
+    qos: Optional[str]
+    name: str
+    # From JOB_STATES (None for a state this version does not know): set by parse_squeue.
+    glue_status: Optional[str] = None
+    sss_state: Optional[str] = None
+    finished: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.glue_status == "RUNNING"
+
+    @property
+    def eligible_pending(self) -> bool:
+        """Queued and not held: what a new job would queue behind."""
+        return self.glue_status == "SCHEDULED"
+
+
+def map_state(state: str, reason: str) -> tuple[Optional[str], Optional[str], bool]:
+    """(GLUE status, SSS state, finished?) of a Slurm job state; held PENDING jobs are (WAITING, Hold)."""
+    if state == "PENDING" and reason in HELD_REASONS:
+        return "WAITING", "Hold", False
+    return JOB_STATES.get(state, (None, None, False))
+
+
+def _opt(text: str) -> Optional[str]:
+    text = text.strip()
+    return None if text.upper() in _NONE_WORDS else text
+
+
+def field_separator(token: str) -> str:
+    return f"|{token}|"
+
+
+def record_end(token: str) -> str:
+    return f"|{token}."
+
+
+def squeue_format(token: str) -> str:
+    """The ``squeue -O`` argument: each field's suffix is a separator made of ``token``.
+
+    Job names (and some pending reasons) are free text that may hold ``|`` and
+    newlines; a user who names a job ``x\n999|RUNNING|...`` must not be able
+    to add a job or shift a field.  A random token per query cannot be guessed
+    in advance, and a field with no width is never truncated.
+    """
+    sep = field_separator(token)
+    return ",".join(f"{name}:{sep}" for name in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:{record_end(token)}"
+
+
+def _memo(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``convert`` with a cache for one parse: queues repeat the same limits,
+    sizes, states and forecast minutes thousands of times."""
+    cache: dict[str, Any] = {}
+
+    def cached(text: str) -> Any:
+        try:
+            return cache[text]
+        except KeyError:
+            value = cache[text] = convert(text)
+            return value
+
+    return cached
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def fast_timestamp(text: str) -> Optional[float]:
+    """parse_timestamp, about 3x faster on the common well-formed case (C's fromisoformat
+    after the strict shape check; fromisoformat alone would also take other ISO forms)."""
+    if len(text) != 19 or text[10] != "T" or text[4] != "-" or text[7] != "-" or text[13] != ":" or text[16] != ":":
+        return parse_timestamp(text)  # N/A, Unknown, ... or a ValueError naming the text
+    return (datetime.datetime.fromisoformat(text) - _EPOCH).total_seconds()
+
+
+def _memory_of_tres(tres: str) -> Optional[int]:
+    memory = parse_tres(tres).get("mem")
+    return parse_memory_mb(memory) if memory else None
+
+
+def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
+    """``squeue -h -r -t all -O squeue_format(token)`` -> jobs.  Any malformed record fails the whole
+    parse: counts from a partly understood queue would be wrong, not just incomplete.
+
+    ``full=False`` reads only what the counts and estimates need (state, reason,
+    start, time limit, time used, CPUs) and leaves the rest None: half the cost
+    when no job list is published.
+    """
+    jobs = []
+    n_fields = len(SQUEUE_FIELDS)
+    sep, end = field_separator(token), record_end(token) + "\n"
+    records = text.split(end)
+    if records[-1].strip():
+        raise SlurmOutputError(f"squeue: output does not end with a complete job record: "
+                               f"{_clip(records[-1].replace(sep, '|'))!r}")
+    timestamp, duration, number, memory, opt = (fast_timestamp, _memo(parse_duration_s), _memo(_int_or_none),
+                                                _memo(_memory_of_tres), _memo(_opt))
+    mapping = _memo(lambda key: map_state(*key.split("|", 1)))
+    valid_state = _memo(lambda state: bool(re.fullmatch(r"[A-Z_]+", state)))
+    for number_of_record, record in enumerate(records[:-1], 1):
+        parts = record.split(sep)
+        if len(parts) != n_fields:
+            raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
+                                   f"{_clip(record.replace(sep, '|'))!r}")
+        (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres, node_count,
+         nodelist, qos, name) = parts
+        try:
+            job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
+            if not job_id or not valid_state(state):
+                raise ValueError("no job id or state")
+            glue_status, sss_state, finished = mapping(f"{state}|{reason}")
+            if full:
+                jobs.append(SlurmJob(
+                    job_id, state, reason, opt(user), opt(account), opt(partition), timestamp(submit), timestamp(start),
+                    timestamp(end_text), duration(limit), duration(used), number(cpus), memory(tres), number(node_count),
+                    nodelist.strip(), opt(qos), name, glue_status, sss_state, finished))
+            else:
+                jobs.append(SlurmJob(
+                    job_id, state, reason, None, None, None, None, timestamp(start), None, duration(limit), duration(used),
+                    number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
+        except ValueError as exc:
+            raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
+                                   f"{_clip(record.replace(sep, '|'))!r}") from None
+    return jobs
+
+
+def node_names(hostname_of: Mapping[str, str]) -> Callable[[str], list[str]]:
+    """Slurm node list -> host names (via sinfo's NodeHostName), cached for one refresh:
+    thousands of jobs share a handful of node lists.  A list that does not expand gives []."""
+
+    def expand(nodelist: str) -> list[str]:
+        if "[" not in nodelist and "," not in nodelist:
+            return [hostname_of.get(nodelist, nodelist)] if nodelist and nodelist.upper() not in _NONE_WORDS else []
+        try:
+            return [hostname_of.get(n, n) for n in expand_hostlist(nodelist)]
+        except ValueError:
+            return []
+
+    return _memo(expand)
+
+
+def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
+             nodes_of: Optional[Callable[[str], list[str]]] = None) -> JobInfo:
+    """The model's view of one Slurm job (GLUE CE Job / SSS Job)."""
+    glue_status, sss_state, finished = job.glue_status, job.sss_state, job.finished
+    started = sss_state in ("Running", "Suspended", "Completed") and job.start_time is not None
+    pending = not started and not finished
+    reason = job.reason if job.reason and job.reason.upper() not in _NONE_WORDS else None
+    nodes = list((nodes_of or node_names(hostname_of))(job.nodelist)) if started else []
+    return JobInfo(
+        local_id=job.job_id, name=job.name or None, local_owner=job.user, account=job.account, queue=job.partition,
+        lrms_state=job.state, sss_state=sss_state, glue_status=glue_status,
+        submit_time=job.submit_time,
+        start_time=job.start_time if (started or pending) else None,
+        start_is_estimate=pending and job.start_time is not None,
+        end_time=job.end_time if finished else None,
+        requested_processors=job.cpus, requested_memory_mb=job.memory_mb, requested_duration_s=job.time_limit_s,
+        requested_nodes=job.node_count,
+        delivered_processors=job.cpus if started else None,
+        delivered_wall_s=job.elapsed_s if started else None,
+        nodes=nodes,
+        scheduler_specific=reason if not started and not finished else None,
+    )
+
+
+# -- QoS limits (slurmdbd only) ------------------------------------------------------
+
+@dataclass
+class QosLimits:
+    max_running_jobs: Optional[int] = None  # GrpJobs
+    max_total_jobs: Optional[int] = None  # GrpSubmit
+    max_wall_s: Optional[int] = None  # MaxWall
+    max_cpu_min: Optional[int] = None  # MaxTRESMins cpu=
+
+
+def parse_qos(text: str, name: str) -> QosLimits:
+    """``sacctmgr -nP show qos NAME format=Name,GrpJobs,GrpSubmit,MaxWall,MaxTRESMins``."""
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if not line.strip() or parts[0] != name:
+            continue
+        if len(parts) != 5:
+            raise SlurmOutputError(f"sacctmgr show qos: unexpected output {_clip(line)!r}")
+        try:
+            cpu_min = parse_tres(parts[4]).get("cpu")
+            return QosLimits(max_running_jobs=_int_or_none(parts[1]) if parts[1] else None,
+                             max_total_jobs=_int_or_none(parts[2]) if parts[2] else None,
+                             max_wall_s=parse_duration_s(parts[3]) if parts[3] else None,
+                             max_cpu_min=int(cpu_min) if cpu_min else None)
+        except ValueError as exc:
+            raise SlurmOutputError(f"sacctmgr show qos: unexpected output ({exc})") from None
+    raise SlurmOutputError(f"sacctmgr show qos: no QoS {name!r} in output")
+
+
+# -- estimates -----------------------------------------------------------------------
+
+def response_times(jobs: Sequence[SlurmJob], free_cpus: Optional[int], usable_cpus: Optional[int],
+                   partition_max_time_s: Optional[int], now: float) -> tuple[Optional[int], Optional[int]]:
+    """(EstimatedResponseTime, WorstResponseTime) in seconds for a job submitted now.
+
+    1. Free CPUs and no job waiting for resources/priority: (0, 0), the job
+       starts at the next scheduling pass.
+    2. Else, when Slurm forecast start times for waiting jobs (the backfill
+       scheduler plans every job to run to its time limit): the new job joins
+       that queue, so Estimated = the mean and Worst = the largest forecast
+       wait (start - now, at least 0) of the waiting jobs.
+    3. Else a drain model on time limits: the new job waits for the first
+       running job to reach its limit (0 if a CPU is free), then for the CPU
+       time of the waiting jobs (CPUs x time limit) to drain through the
+       partition's usable CPUs:  Worst = first + sum(cpus x limit) / usable.
+       Estimated = Worst x u, where u is the mean fraction of their time limit
+       the recently finished jobs still listed by squeue actually ran (1 if
+       none are listed).  A job without a time limit uses the partition's
+       MaxTime; if that is unlimited too, the estimate is unknown (None).
+    """
+    waiting = [j for j in jobs if j.eligible_pending]
+    if free_cpus and not waiting:
+        return 0, 0
+    forecasts = [max(0.0, j.start_time - now) for j in waiting if j.start_time is not None]
+    if forecasts:
+        return int(round(sum(forecasts) / len(forecasts))), int(round(max(forecasts)))
+    if not usable_cpus:
+        return None, None
+
+    def limit(job: SlurmJob) -> Optional[int]:
+        return job.time_limit_s if job.time_limit_s is not None else partition_max_time_s
+
+    if free_cpus:
+        first = 0.0
+    else:
+        remaining = []
+        for job in jobs:
+            if job.running:
+                job_limit = limit(job)
+                if job_limit is None:
+                    return None, None
+                remaining.append(max(0, job_limit - (job.elapsed_s or 0)))
+        if not remaining:  # CPUs busy with other partitions' jobs: nothing here to go by
+            return None, None
+        first = float(min(remaining))
+    work = 0.0
+    for job in waiting:
+        job_limit = limit(job)
+        if job_limit is None:
+            return None, None
+        work += (job.cpus or 1) * job_limit
+    worst = first + work / usable_cpus
+    ratios = [min(1.0, (j.elapsed_s or 0) / limit_s) for j in jobs
+              if j.finished and (limit_s := limit(j)) and j.elapsed_s is not None]
+    used = sum(ratios) / len(ratios) if ratios else 1.0
+    return int(round(worst * used)), int(round(worst))
+
+
+# -- running the commands ------------------------------------------------------------
+
+Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> tuple[int, str, str]:
+    proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, env=dict(env), stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+@dataclass
+class SlurmTools:
+    """How to call the Slurm commands for one CE: directory, prefix, environment, deadline."""
+
+    bin_dir: str = ""
+    prefix: Sequence[str] = ()
+    slurm_conf: str = ""
+    deadline: float = 0.0  # time.monotonic() value
+    run: Runner = subprocess_runner
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(_OUTPUT_ENV_PREFIXES) and k not in _OUTPUT_ENV}
+        env.update({"TZ": "UTC", "SLURM_TIME_FORMAT": "standard", "LC_ALL": "C"})
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        self.env = env
+
+    def __call__(self, tool: str, *args: str) -> str:
+        program = os.path.join(self.bin_dir, tool) if self.bin_dir else tool
+        argv = [*self.prefix, program, *args]
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LrmsQueryError(f"{tool}: not run, the query's time was used up")
+        try:
+            code, out, err = self.run(argv, left, self.env)
+        except FileNotFoundError:
+            raise LrmsQueryError(f"{argv[0]}: command not found") from None
+        except PermissionError:
+            raise LrmsQueryError(f"{argv[0]}: permission denied") from None
+        except subprocess.TimeoutExpired:
+            raise LrmsQueryError(f"{tool} timed out after {left:.3g} s") from None
+        except OSError as exc:
+            raise LrmsQueryError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
+        if code != 0:
+            message = next((line for line in err.splitlines() if line.strip()), "") or _clip(out)
+            raise LrmsQueryError(f"{tool} {' '.join(args[:3])} exited {code}: {_clip(message)}")
+        return out
+
+
+def tools_for(ctx: LrmsContext, deadline: float) -> SlurmTools:
+    cfg = ctx.ce_config
+    prefix = cfg.get("lrms_command_prefix") or ()
+    if isinstance(prefix, str):
+        prefix = prefix.split()
+    return SlurmTools(bin_dir=str(cfg.get("slurm_bin_dir") or ""), prefix=tuple(prefix),
+                      slurm_conf=str(cfg.get("slurm_conf") or ""), deadline=deadline, run=ctx.run or subprocess_runner)
+
+
+# -- the query -----------------------------------------------------------------------
+
+JSON_SINCE = (21, 8)
+
+
+def query(ctx: LrmsContext) -> QueueState:
+    deadline = time.monotonic() + ctx.timeout_s
+    tools = tools_for(ctx, deadline)
+    now = ctx.clock()
+    state = QueueState(lrms_type="slurm", queue=ctx.queue, collected_at=now)
+    errors: list[str] = []
+
+    def step(what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except LrmsQueryError as exc:
+            errors.append(str(exc))
+            return None
+
+    if not ctx.queue:
+        raise LrmsQueryError("slurm: no partition named for this CE (set its queue)")
+    state.lrms_version = step(lambda: parse_version(tools("sinfo", "--version")))
+    partition: Optional[PartitionInfo] = step(lambda: parse_partition(
+        tools("scontrol", "show", "partition", "-o", ctx.queue), ctx.queue))  # type: ignore[arg-type]
+    nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
+    token = secrets.token_hex(8)
+    jobs: Optional[list[SlurmJob]] = step(lambda: parse_squeue(
+        tools("squeue", "-h", "-r", "-t", "all", "-p", ctx.queue, "-O", squeue_format(token)), token,  # type: ignore[arg-type]
+        full=ctx.with_jobs))
+    qos = None
+    if partition is not None and partition.qos:
+        qos = step(lambda: parse_qos(tools("sacctmgr", "-nP", "show", "qos", partition.qos, f"format={QOS_FORMAT}"),
+                                     partition.qos))
+
+    usable = None
+    if partition is not None:
+        state.status = PARTITION_STATUS.get(partition.state)
+        if state.status is None:
+            errors.append(f"partition {partition.name}: unknown state {partition.state!r}")
+        max_time = partition.max_time_s
+        if qos and qos.max_wall_s is not None:
+            max_time = qos.max_wall_s if max_time is None else min(max_time, qos.max_wall_s)
+        state.max_wall_clock_time_min = None if max_time is None else max(1, max_time // 60)
+        state.priority = partition.priority_tier
+    if qos is not None:
+        state.max_running_jobs = qos.max_running_jobs
+        state.max_total_jobs = qos.max_total_jobs
+        state.max_cpu_time_min = qos.max_cpu_min
+    if nodes is not None:
+        state.total_cpus = sum(n.total for n in nodes)
+        state.free_cpus = sum(n.idle for n in nodes)
+        usable = sum(n.total - n.other for n in nodes)
+        state.hosts = [n.hostname for n in nodes]
+    if jobs is not None:
+        active = [j for j in jobs if not j.finished]
+        state.running_jobs = sum(1 for j in active if j.running)
+        state.total_jobs = len(active)
+        state.waiting_jobs = state.total_jobs - state.running_jobs
+        if ctx.with_jobs:
+            hostname_of = {n.name: n.hostname for n in nodes or ()}
+            nodes_of = node_names(hostname_of)
+            state.jobs = [job_info(j, hostname_of, nodes_of) for j in jobs]
+    if state.free_cpus is not None and state.status is not None:
+        slots = state.free_cpus if state.status == "Production" else 0
+        if state.max_running_jobs is not None and state.running_jobs is not None:
+            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
+        state.free_job_slots = slots
+    if jobs is not None and nodes is not None and state.status == "Production":
+        state.estimated_response_time_s, state.worst_response_time_s = response_times(
+            jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)
+    if errors:
+        state.error = "slurm: " + "; ".join(dict.fromkeys(errors))  # sinfo runs twice: say it once
+    return state
+
+
+def read_nodes(tools: SlurmTools, ctx: LrmsContext, version: Optional[str]) -> list[NodeCpus]:
+    """The partition's nodes: ``sinfo --json`` where this Slurm has it, else the fixed text format."""
+    mode = str(ctx.ce_config.get("slurm_json") or "auto")
+    queue: str = ctx.queue  # type: ignore[assignment]
+    use_json = mode == "yes" or (mode == "auto" and version_tuple(version) >= JSON_SINCE)
+    if use_json:
+        try:
+            return parse_sinfo_json(tools("sinfo", "--json", "-p", queue), queue)
+        except LrmsQueryError:
+            if mode == "yes":
+                raise
+            # auto: a Slurm built without its openapi/serializer plugins has no --json; the text format always works.
+    return parse_sinfo_text(tools("sinfo", "-h", "-N", "-p", queue, "-o", SINFO_TEXT_FORMAT))
+
+
+def iter_states() -> Iterable[tuple[str, str, str]]:
+    """(Slurm state, GLUE status, SSS state) rows, for the README table and tests."""
+    for slurm_state, (glue, sss, _finished) in JOB_STATES.items():
+        yield slurm_state, glue, sss
+
+
+LRMS = LrmsPlugin(name="slurm", query=query, description="Slurm partition via sinfo/squeue/scontrol")

@@ -1,0 +1,205 @@
+"""LRMS stage: ask the batch system behind a CE for its queue's state.
+
+A plugin is an :class:`LrmsPlugin` value: a name (the ``lrms`` a CE names in
+its config, e.g. ``fork``, ``slurm``) and one function ``query(ctx) ->
+QueueState``.  Built-ins live in ``glueinfo.lrms.plugins`` (modules
+``lrms_fork``, ``lrms_slurm``, each with a module-level ``LRMS``); third-party
+packages register theirs under the entry-point group ``glueinfo.lrms.registry`` (the
+entry point names an ``LrmsPlugin`` or a module holding ``LRMS``).
+
+:func:`queue_state` is what the aggregation calls, once per CE and cycle.  It
+never raises: a plugin that fails, hangs past its deadline or is unknown
+gives ``QueueState(lrms_type=..., error="one line")`` with every unknown field
+None, and the failure is logged once (one WARNING per call).  Renderers leave
+None fields out, so a broken batch system never publishes stale or invented
+numbers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from glueinfo.core import plugins as plugin_registry
+from glueinfo.core.model import HostSnapshot, QueueState
+
+log = logging.getLogger("glueinfo.lrms")
+
+ENTRY_POINT_GROUP = "glueinfo.lrms"
+
+# Built-in plugin modules, in glueinfo.lrms.plugins.
+BUILTIN_PACKAGE = "glueinfo.lrms.plugins"
+BUILTIN_MODULES = ("fork", "slurm")
+
+# Extra time a plugin gets beyond ctx.timeout_s before it is abandoned: the
+# built-ins bound every command by the deadline themselves, this only catches
+# third-party plugins that hang.
+GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class LrmsContext:
+    """What an LRMS plugin may know about the run: never global state.
+
+    ``ce_config`` is the CE's typed ``[ce:NAME]`` section (the plugin reads its
+    own keys from it, e.g. ``slurm_bin_dir``); ``hosts`` are the snapshots of
+    the hosts behind the CE (fork derives its state from them).  ``timeout_s``
+    bounds the whole query, not each command.
+    """
+
+    queue: Optional[str]
+    ce_config: Mapping[str, Any]
+    hosts: Sequence[HostSnapshot]
+    clock: Callable[[], float] = time.time
+    timeout_s: float = 10.0
+    with_jobs: bool = False
+    # Runs an external command: (argv, timeout_s, env) -> (returncode, stdout, stderr).
+    # None means subprocess; tests and benchmarks pass recorded outputs.
+    run: Optional[Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]] = None
+
+
+@dataclass(frozen=True)
+class LrmsPlugin:
+    """A named batch-system query returning a queue's state."""
+
+    name: str
+    query: Callable[[LrmsContext], QueueState]
+    source: str = "builtin"
+    description: str = ""
+
+
+class LrmsError(Exception):
+    """A plugin that cannot be loaded or named."""
+
+
+class LrmsQueryError(Exception):
+    """Raised by a plugin for an expected failure; its message is published as is (one line)."""
+
+
+def builtin_plugins() -> list[LrmsPlugin]:
+    return plugin_registry.builtin(LrmsPlugin, "LRMS", BUILTIN_PACKAGE, BUILTIN_MODULES, LrmsError)
+
+
+def entry_point_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
+    """Plugins registered by installed packages under ``glueinfo.lrms.registry``."""
+    return plugin_registry.entry_point_plugins(ENTRY_POINT_GROUP, LrmsPlugin, "LRMS", "LRMS", LrmsError, on_error)
+
+
+def all_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
+    return plugin_registry.merge(builtin_plugins(), entry_point_plugins(on_error), "LRMS", on_error)
+
+
+def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
+                on_error: Callable[[str], None] = lambda msg: None) -> LrmsPlugin:
+    """The plugin called ``lrms_type``; built-ins are found without scanning entry points."""
+    if plugins is None:
+        for name in BUILTIN_MODULES:
+            if name == lrms_type:
+                return plugin_registry.unwrap(importlib.import_module(f"{BUILTIN_PACKAGE}.{name}"), LrmsPlugin, "LRMS", name, LrmsError)
+        plugins = all_plugins(on_error)
+    for plugin in plugins:
+        if plugin.name == lrms_type:
+            return plugin
+    known = ", ".join(sorted(p.name for p in plugins))
+    raise LrmsError(f"unknown LRMS {lrms_type!r} (known: {known})")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def failed_state(lrms_type: str, ctx: LrmsContext, error: str) -> QueueState:
+    """The state of a queue whose LRMS could not be read: everything unknown."""
+    return QueueState(lrms_type=lrms_type, queue=ctx.queue, collected_at=ctx.clock(), error=_one_line(error))
+
+
+def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[LrmsPlugin]] = None) -> QueueState:
+    """Ask the ``lrms_type`` plugin for the state of ``ctx.queue``.  Never raises.
+
+    The plugin runs in a daemon thread: one that hangs past ``ctx.timeout_s``
+    (plus a short grace) is abandoned and its late answer never read.  A
+    failure is logged once at WARNING and returned as the state's ``error``.
+    """
+    try:
+        plugin = find_plugin(lrms_type, plugins, on_error=log.warning)
+    except Exception as exc:
+        state = failed_state(lrms_type, ctx, str(exc))
+        log.warning("LRMS %s queue %s: %s", lrms_type, ctx.queue or "-", state.error)
+        return state
+
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(plugin.query(ctx))
+        except LrmsQueryError as exc:
+            outcome.append(failed_state(lrms_type, ctx, str(exc)))
+        except Exception as exc:  # isolation is the point: report and go on
+            outcome.append(failed_state(lrms_type, ctx, f"{type(exc).__name__}: {exc}"))
+
+    thread = threading.Thread(target=run, name=f"lrms-{lrms_type}", daemon=True)
+    thread.start()
+    thread.join(ctx.timeout_s + GRACE_S)
+    if not outcome:
+        state = failed_state(lrms_type, ctx, f"{lrms_type} query timed out after {ctx.timeout_s:g} s")
+    elif not isinstance(outcome[0], QueueState):
+        state = failed_state(lrms_type, ctx, f"plugin {plugin.name} returned {type(outcome[0]).__name__}, not a QueueState")
+    else:
+        state = outcome[0]
+        if not state.lrms_type:
+            state.lrms_type = lrms_type
+        if not state.collected_at:
+            state.collected_at = ctx.clock()
+        if state.error:
+            state.error = _one_line(state.error)
+    if state.error:
+        log.warning("LRMS %s queue %s: %s", lrms_type, ctx.queue or "-", state.error)
+    return state
+
+
+# -- config ---------------------------------------------------------------------
+
+def context_for_ce(ce_config: Mapping[str, Any], hosts: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,
+                   with_jobs: bool = False, queue: Optional[str] = None) -> LrmsContext:
+    """Build the context for one ``[ce:NAME]`` section, reading the LRMS keys
+    this module declares (``lrms_timeout``); ``queue`` defaults to the
+    section's ``queue`` key."""
+    timeout = ce_config.get("lrms_timeout")
+    return LrmsContext(queue=queue if queue is not None else (ce_config.get("queue") or None),
+                       ce_config=ce_config, hosts=hosts, clock=clock,
+                       timeout_s=float(timeout) if timeout else 10.0, with_jobs=with_jobs)
+
+
+def site_jobs(ces: Sequence[Any], clock: Callable[[], float] = time.time,
+              ask: Optional[Callable[[str, LrmsContext], QueueState]] = None) -> tuple[list[tuple[Any, str]], list[str]]:
+    """Every batch job of the given CEs (site.CESpec values) once, as (JobInfo, cluster id) pairs,
+    and the CE ids whose LRMS could not list its jobs.
+
+    fork CEs are skipped (processes are not jobs); two CEs on one partition
+    of one Slurm (same LRMS, slurm_conf and job id) list each job once.
+    """
+    ask = ask or queue_state
+    jobs: list[tuple[Any, str]] = []
+    failed: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for ce in ces:
+        if ce.lrms == "fork":
+            continue
+        # Job lists need no host snapshots: batch systems know their own jobs.
+        ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=[], clock=clock,
+                          timeout_s=ce.lrms_timeout, with_jobs=True)
+        state = ask(ce.lrms, ctx)  # logs its own failure once
+        if state.error and state.total_jobs is None:
+            failed.append(ce.unique_id)
+        for job in state.jobs:
+            key = (ce.lrms, str(ce.options.get("slurm_conf") or ""), job.local_id)
+            if key not in seen:
+                seen.add(key)
+                jobs.append((job, ce.cluster))
+    return jobs, failed

@@ -1,0 +1,86 @@
+"""Publish stage: the CEs' batch jobs as SSSRMAP ``Job`` objects, refreshed in the background.
+
+``glueinfo serve`` answers ``<Object>Node</Object>`` from memory; this gives
+it ``<Object>Job</Object>`` the same way, through the same Where/Get engine
+(glueinfo/sssrmap.py)::
+
+    jobs = JobObjects(config)            # the [ce:NAME] sections' batch systems
+    jobs.register(service)               # service.register("Job", jobs.object_set)
+    jobs.start(refresh_interval_s)       # ... jobs.stop()
+
+A request never waits for Slurm: it reads the last finished refresh (an
+empty set before the first).  A CE whose LRMS cannot be read contributes no
+jobs to that refresh rather than its old ones (a job list from minutes ago
+would show jobs that may have ended); the failure is logged once per
+refresh by glueinfo.lrms.registry and its CE id kept in ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Optional
+
+from glueinfo.core.config import Config
+from glueinfo.sss.job_xml import job_object_set
+
+log = logging.getLogger("glueinfo.serve_jobs")
+
+
+class JobObjects:
+    """The current Job ObjectSet of a site, swapped whole after each refresh."""
+
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, local_fqdn: Optional[str] = None):
+        from glueinfo.glue.build import default_local_fqdn
+        from glueinfo.site.model import site_from_config
+
+        self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))
+        self.clock = clock
+        self._objects = job_object_set([])
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.failed: list[str] = []  # CE ids whose LRMS could not be read in the last refresh
+        self.refreshed_at: Optional[float] = None
+
+    @property
+    def serves_jobs(self) -> bool:
+        """False for a fork-only site: nothing to refresh."""
+        return any(ce.lrms != "fork" for ce in self.site.ces)
+
+    def refresh(self) -> None:
+        from glueinfo.lrms.registry import site_jobs
+
+        jobs, failed = site_jobs(self.site.ces, clock=self.clock)
+        self._objects = job_object_set(jobs)  # one assignment: readers see the old set or the new one
+        self.failed = failed
+        self.refreshed_at = self.clock()
+
+    def object_set(self) -> Any:
+        return self._objects
+
+    def register(self, service: Any) -> None:
+        service.register("Job", self.object_set)
+
+    def start(self, interval_s: float) -> None:
+        """Refresh now and every ``interval_s`` seconds in a daemon thread."""
+        if not self.serves_jobs or self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.refresh()
+                except Exception as exc:  # a bug must not end the refreshes
+                    log.error("job refresh failed: %s: %s", type(exc).__name__, exc)
+                self._stop.wait(interval_s)
+
+        self._thread = threading.Thread(target=loop, name="glueinfo-jobs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

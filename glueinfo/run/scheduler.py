@@ -1,0 +1,194 @@
+"""When the provider's jobs run: APScheduler, signals, start and stop of ``glueinfo run``.
+
+Only ``glueinfo run`` imports this module (APScheduler is never loaded by
+the one-shot commands).  What each job does is glueinfo.run.provider.
+
+- Start: the state directory is read and, when it held hosts, published at
+  once with their real age; then this host's slow and fast facts are
+  collected and published (so the first files are whole), then the
+  scheduler starts with the first gather due at once.
+- Jobs run in a thread pool, one thread per job, each on its own
+  IntervalTrigger (``[run] *_interval``, ``jitter``) with ``max_instances=1``
+  and ``coalesce=True``: a job still running when its next run is due is
+  not started twice -- the overrun is logged (EVENT_JOB_MAX_INSTANCES) and
+  counted in the self-metrics; runs missed by more than ``misfire_grace``
+  (a suspended process) are logged and run once, not in a burst.
+- SIGTERM / SIGINT: no new runs; a running job gets ``[run] shutdown_grace``
+  seconds to finish, then is abandoned (files are replaced atomically, so
+  abandoning one never leaves half a file); the state is flushed; exit 0.
+- SIGHUP: the config file is read again.  A file that does not parse, or
+  that the provider cannot run with (unknown collector or source, bad site
+  model), is rejected with one ERROR line and the running config stays.
+  Otherwise the intervals are applied and the slow collectors run at once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Optional
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from glueinfo.core.config import Config, ConfigError
+from glueinfo.run.provider import JOB_NAMES, Provider, ServiceError
+
+log = logging.getLogger("glueinfo.run")
+
+UTC = datetime.UTC
+
+
+class Service:
+    """Runs a Provider's jobs on their intervals until told to stop (see the module docstring)."""
+
+    def __init__(self, provider: Provider, reload_config: Callable[[], Config], clock: Callable[[], float] = time.time) -> None:
+        self.provider = provider
+        self.reload_config = reload_config
+        self.clock = clock
+        self.stop_requested = threading.Event()
+        self.reload_requested = threading.Event()
+        self._wake = threading.Event()
+        self._running: dict[str, float] = {}  # job name -> monotonic start
+        self._running_changed = threading.Condition()
+        self.scheduler: Optional[BackgroundScheduler] = None
+        self.abandoned: list[str] = []  # jobs still running at exit: the caller must not wait for their threads
+
+    # -- signals ---------------------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        def stop(signum: int, frame: Any) -> None:
+            self.stop_requested.set()
+            self._wake.set()
+
+        def reload(signum: int, frame: Any) -> None:
+            self.reload_requested.set()
+            self._wake.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, reload)
+
+    # -- jobs ------------------------------------------------------------------------------------
+    def _run(self, name: str) -> None:
+        if self.stop_requested.is_set():
+            return
+        with self._running_changed:
+            self._running[name] = time.monotonic()
+        try:
+            self.provider.run_job(name)
+        finally:
+            with self._running_changed:
+                self._running.pop(name, None)
+                self._running_changed.notify_all()
+
+    def _trigger(self, interval_s: float) -> IntervalTrigger:
+        jitter = self.provider.settings.jitter_s
+        return IntervalTrigger(seconds=interval_s, jitter=jitter if jitter > 0 else None, timezone=UTC)
+
+    def _schedule(self, first_runs: dict[str, float]) -> None:
+        """Add or update the jobs the provider needs; ``first_runs``: name -> seconds from now to its first run."""
+        assert self.scheduler is not None
+        wanted = self.provider.intervals()
+        settings = self.provider.settings
+        now = datetime.datetime.now(UTC)
+        for job in self.scheduler.get_jobs():
+            if job.id not in wanted:
+                job.remove()
+        for name, interval in wanted.items():
+            first = now + datetime.timedelta(seconds=first_runs.get(name, interval))
+            if self.scheduler.get_job(name) is None:
+                self.scheduler.add_job(self._run, self._trigger(interval), args=[name], id=name, name=name,
+                                       max_instances=1, coalesce=True, misfire_grace_time=int(max(1, settings.misfire_grace_s)),
+                                       next_run_time=first)
+            else:
+                self.scheduler.reschedule_job(name, trigger=self._trigger(interval))
+                self.scheduler.modify_job(name, misfire_grace_time=int(max(1, settings.misfire_grace_s)),
+                                          next_run_time=first)
+
+    def _on_event(self, event: Any) -> None:
+        name = getattr(event, "job_id", "?")
+        stats = self.provider.job_stats.get(name)
+        if event.code == EVENT_JOB_MAX_INSTANCES:
+            with self._running_changed:
+                started = self._running.get(name)
+            running = f" for {time.monotonic() - started:.1f} s" if started is not None else ""
+            if stats is not None:
+                stats.overruns += 1
+            interval = self.provider.intervals().get(name)
+            log.warning("job %s overran: still running%s when its next run was due (interval %s s); that run is skipped",
+                        name, running, f"{interval:g}" if interval else "?")
+        elif event.code == EVENT_JOB_MISSED:
+            if stats is not None:
+                stats.missed += 1
+            scheduled = getattr(event, "scheduled_run_time", None)
+            log.warning("job %s missed its run due at %s by more than [run] misfire_grace (%g s)", name,
+                        scheduled.isoformat() if scheduled else "?", self.provider.settings.misfire_grace_s)
+
+    # -- the process -----------------------------------------------------------------------------
+    def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT, stop.  Returns the exit code (0)."""
+        provider = self.provider
+        self.install_signal_handlers()
+        provider.start_server()
+        if provider.restore():
+            provider.publish("restart")
+        if provider.local_enabled:
+            for name in ("slow", "fast"):
+                if not self.stop_requested.is_set():
+                    self._run(name)
+        if not self.stop_requested.is_set():
+            jobs = provider.intervals()
+            # One thread per job (a reload may add the gather job) and one spare.
+            self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(max_workers=len(JOB_NAMES) + 1)},
+                                                 timezone=UTC)
+            self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+            self._schedule({"gather": 0.0})
+            self.scheduler.start()
+            log.info("running: %s", ", ".join(f"{name} every {interval:g} s" for name, interval in jobs.items()) or "no jobs")
+        while not self.stop_requested.is_set():
+            self._wake.wait(5.0)
+            self._wake.clear()
+            if self.reload_requested.is_set() and not self.stop_requested.is_set():
+                self.reload_requested.clear()
+                self.reload()
+        return self.shutdown()
+
+    def reload(self) -> bool:
+        """SIGHUP: the new config, or one ERROR line and the old config keeps running."""
+        try:
+            config = self.reload_config()
+            self.provider.reload(config)
+        except (ConfigError, ServiceError) as exc:
+            log.error("SIGHUP: new config rejected, the running one stays: %s", exc)
+            return False
+        except Exception as exc:  # whatever it was, the running config must survive it
+            log.error("SIGHUP: new config rejected, the running one stays: %s: %s", type(exc).__name__, exc)
+            return False
+        if self.scheduler is not None:
+            self._schedule({"slow": 0.0})
+        log.info("SIGHUP: config %s reloaded; slow collectors run now", config.path or "(defaults)")
+        return True
+
+    def shutdown(self) -> int:
+        grace = self.provider.settings.shutdown_grace_s
+        log.info("stopping (waiting up to %g s for running jobs)", grace)
+        self.provider.stopping.set()
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        deadline = time.monotonic() + grace
+        with self._running_changed:
+            while self._running and time.monotonic() < deadline:
+                self._running_changed.wait(max(0.0, deadline - time.monotonic()))
+            abandoned = sorted(self._running)
+        self.provider.close()
+        self.abandoned = abandoned
+        if abandoned:
+            log.warning("abandoned running job(s) %s after %g s; their outputs keep their previous versions", ", ".join(abandoned), grace)
+        log.info("stopped")
+        return 0

@@ -1,0 +1,321 @@
+"""The site model: what the admin declares about the site, typed and cross-checked.
+
+Built once from the config (``site_from_config``) and passed down the
+pipeline.  It holds no measured facts: those come from host snapshots and
+the LRMS.  Without any config the site is one host: a cluster named after
+this host's FQDN covering every host, and one fork CE
+``<fqdn>:2119/jobmanager-fork-default`` on it, so ``glueinfo ldif`` works
+right after install.
+
+Sections (declared in glueinfo.core.config.SCHEMA):
+``[site]`` (GlueSite), ``[cluster:NAME]`` (GlueCluster and the hosts it
+covers), ``[subcluster:NAME]`` (admin pins: hosts grouped by hand),
+``[ce:NAME]`` (GlueCE: identity, LRMS, policies, access rules) and
+``[glue]`` (aggregation key, RAM granularity, base DN, ...).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core.config import Config, ConfigError
+from glueinfo.core.ldif import dn_escape
+
+DEFAULT_QUEUE = "default"
+
+# slapd's mdb backend keeps each entry's RDN twice in one LMDB key of at most
+# 511 bytes: an RDN much over 220 bytes is refused with "Other error (80)".
+# Ids that name entries must fit, with room to spare.
+MAX_RDN_BYTES = 200
+
+# Names usable in [glue] aggregation_key; aggregate.KEY_FACTS maps each to a host fact.
+KEY_NAMES = ("platform", "cpu_vendor", "cpu_model", "cpu_version", "cpu_clock", "instruction_set", "logical_cpus",
+             "physical_cores", "sockets", "ram", "virtual_memory", "os_name", "os_release", "os_version",
+             "inbound_ip", "outbound_ip", "runtime_environment", "si00", "sf00")
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """The [site] section: the GlueSite entry's values."""
+
+    unique_id: str = ""  # empty: no GlueSite entry
+    name: str = ""
+    description: str = ""
+    location: str = ""
+    latitude: str = ""
+    longitude: str = ""
+    web: str = ""
+    email: str = ""
+    sysadmin_contact: str = ""
+    user_support_contact: str = ""
+    security_contact: str = ""
+    sponsor: tuple[str, ...] = ()
+    other_info: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One GLUE Cluster: a [cluster:NAME] section, or the implicit one."""
+
+    section: str  # NAME of [cluster:NAME]; "" for the implicit cluster
+    unique_id: str
+    name: str
+    host_patterns: tuple[str, ...] = ()  # empty: every host no other cluster names
+    tmp_dir: str = ""
+    wn_tmp_dir: str = ""
+
+
+@dataclass(frozen=True)
+class SubClusterPin:
+    """A [subcluster:NAME] section: hosts pinned to a named SubCluster."""
+
+    section: str
+    cluster: str  # ClusterSpec.unique_id
+    unique_id: str
+    name: str
+    host_patterns: tuple[str, ...]
+    tmp_dir: str = ""
+    wn_tmp_dir: str = ""
+
+
+@dataclass(frozen=True)
+class CESpec:
+    """One ComputingElement: a [ce:NAME] section, or the implicit fork CE."""
+
+    section: str  # NAME of [ce:NAME]; "" for the implicit fork CE
+    cluster: str  # ClusterSpec.unique_id
+    unique_id: str
+    host: str
+    port: int
+    jobmanager: str
+    lrms: str
+    queue: str
+    lrms_version: str = ""
+    lrms_timeout: float = 10.0
+    status: Optional[str] = None
+    implementation_name: str = ""
+    implementation_version: str = ""
+    gram_version: str = ""
+    contact_string: tuple[str, ...] = ()
+    application_dir: str = ""
+    data_dir: str = ""
+    default_se: str = ""
+    capability: tuple[str, ...] = ()
+    access: tuple[str, ...] = ()
+    policies: Mapping[str, Optional[int]] = field(default_factory=dict)  # key as in POLICY_KEYS -> minutes / counts
+    publish_jobs: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)  # the whole typed [ce:NAME] section, for the LRMS plugin
+
+
+# [ce:NAME] policy keys, in the order GLUE lists them.
+POLICY_KEYS = ("max_wall_clock_time", "max_cpu_time", "max_obtainable_wall_clock_time", "max_obtainable_cpu_time",
+               "max_total_jobs", "max_running_jobs", "max_waiting_jobs", "max_slots_per_job", "assigned_job_slots",
+               "priority")
+
+
+@dataclass(frozen=True)
+class GlueOptions:
+    """The [glue] section: how the tree is built, checked and published."""
+
+    base_dn: str = "mds-vo-name=resource,o=grid"
+    aggregation_key: tuple[str, ...] = ("platform", "cpu_vendor", "cpu_model", "cpu_clock", "logical_cpus", "ram",
+                                        "os_name", "os_release", "os_version", "inbound_ip", "outbound_ip",
+                                        "runtime_environment")
+    ram_granularity_mb: int = 1024
+    publish_hosts: bool = True
+    schema_dir: str = "/etc/ldap/schema"
+    templates_dir: str = ""
+    static_ldif_dir: str = ""
+    information_service_url: str = ""
+
+
+@dataclass(frozen=True)
+class SiteModel:
+    """The whole site as the config describes it, defaults filled in."""
+
+    site: SiteInfo
+    clusters: tuple[ClusterSpec, ...]
+    pins: tuple[SubClusterPin, ...]
+    ces: tuple[CESpec, ...]
+    glue: GlueOptions
+
+    def cluster(self, unique_id: str) -> ClusterSpec:
+        for cluster in self.clusters:
+            if cluster.unique_id == unique_id:
+                return cluster
+        raise KeyError(unique_id)
+
+    def ces_of(self, cluster_id: str) -> list[CESpec]:
+        return [ce for ce in self.ces if ce.cluster == cluster_id]
+
+
+def ce_unique_id(host: str, port: int, jobmanager: str, lrms: str, queue: str) -> str:
+    """The EDG/gLite CE id: ``host:port/jobmanager-lrms-queue``."""
+    return f"{host}:{port}/{jobmanager}-{lrms}-{queue}"
+
+
+# -- host patterns ----------------------------------------------------------------
+
+class HostMatcher:
+    """Matches host names against names and shell patterns, case-insensitively;
+    a pattern without a dot also matches the short name of an FQDN."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = tuple(p.lower() for p in patterns if p)
+        self._exact = {p for p in self.patterns if not any(c in p for c in "*?[")}
+        globs = [fnmatch.translate(p) for p in self.patterns if p not in self._exact]
+        self._glob = re.compile("|".join(f"(?:{g})" for g in globs)) if globs else None
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    def matches(self, hostname: str) -> bool:
+        name = hostname.lower()
+        short = name.split(".", 1)[0]
+        if name in self._exact or short in self._exact:
+            return True
+        if self._glob is not None:
+            return bool(self._glob.match(name) or self._glob.match(short))
+        return False
+
+
+# -- building the model -----------------------------------------------------------
+
+def _where(config: Config, section: str, key: Optional[str] = None) -> str:
+    """``FILE:LINE`` of a section or key, for messages about cross references."""
+    line = config.lines.get((section, key), config.lines.get((section, None), 0))
+    return f"{config.path or '<config>'}:{line}"
+
+
+def rdn_too_long(attr: str, value: str) -> bool:
+    """Would ``attr=value`` be too long a DN component for slapd (MAX_RDN_BYTES)?"""
+    return len(f"{attr}={dn_escape(value)}".encode()) > MAX_RDN_BYTES
+
+
+def _check_id(config: Config, section: str, key: str, attr: str, value: str) -> None:
+    if rdn_too_long(attr, value):
+        raise ConfigError(f"{_where(config, section, key)}: [{section}] {key}: {attr} {value[:40]!r}... is too long "
+                          f"to name an LDAP entry (at most about {MAX_RDN_BYTES - len(attr) - 1} characters)")
+
+
+def _tuple(values: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in values or ())
+
+
+def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
+    """Build and cross-check the site model; raises ConfigError naming file, line and key."""
+    raw_site = config.section("site")
+    site = SiteInfo(
+        unique_id=raw_site["id"], name=raw_site["name"] or raw_site["id"], description=raw_site["description"],
+        location=raw_site["location"], latitude=raw_site["latitude"], longitude=raw_site["longitude"],
+        web=raw_site["web"], email=raw_site["email"], sysadmin_contact=raw_site["sysadmin_contact"],
+        user_support_contact=raw_site["user_support_contact"], security_contact=raw_site["security_contact"],
+        sponsor=_tuple(raw_site["sponsor"]), other_info=_tuple(raw_site["other_info"]))
+
+    if site.unique_id:
+        _check_id(config, "site", "id", "GlueSiteUniqueID", site.unique_id)
+    raw_glue = config.section("glue")
+    unknown = [k for k in raw_glue["aggregation_key"] if k not in KEY_NAMES]
+    if unknown:
+        raise ConfigError(f"{_where(config, 'glue', 'aggregation_key')}: [glue] aggregation_key: unknown fact(s) "
+                          f"{', '.join(unknown)} (known: {', '.join(KEY_NAMES)})")
+    glue = GlueOptions(base_dn=raw_glue["base_dn"].strip(), aggregation_key=_tuple(raw_glue["aggregation_key"]),
+                       ram_granularity_mb=raw_glue["ram_granularity_mb"], publish_hosts=raw_glue["publish_hosts"],
+                       schema_dir=raw_glue["schema_dir"], templates_dir=raw_glue["templates_dir"],
+                       static_ldif_dir=raw_glue["static_ldif_dir"],
+                       information_service_url=raw_glue["information_service_url"])
+    if not glue.base_dn:
+        raise ConfigError(f"{_where(config, 'glue', 'base_dn')}: [glue] base_dn: must not be empty")
+
+    clusters: list[ClusterSpec] = []
+    by_section: dict[str, ClusterSpec] = {}
+    for name, raw in config.sections("cluster").items():
+        unique_id = raw["unique_id"] or name
+        _check_id(config, f"cluster:{name}", "unique_id", "GlueClusterUniqueID", unique_id)
+        spec = ClusterSpec(section=name, unique_id=unique_id, name=raw["name"] or unique_id,
+                           host_patterns=_tuple(raw["hosts"]), tmp_dir=raw["tmp_dir"], wn_tmp_dir=raw["wn_tmp_dir"])
+        if any(c.unique_id.lower() == unique_id.lower() for c in clusters):
+            raise ConfigError(f"{_where(config, f'cluster:{name}')}: [cluster:{name}] unique_id: {unique_id!r} is used twice")
+        clusters.append(spec)
+        by_section[name] = spec
+    if not clusters:
+        clusters.append(ClusterSpec(section="", unique_id=local_fqdn, name=local_fqdn))
+    catch_all = [c for c in clusters if not c.host_patterns]
+    if len(catch_all) > 1:
+        names = ", ".join(f"[cluster:{c.section}]" for c in catch_all)
+        raise ConfigError(f"{_where(config, f'cluster:{catch_all[1].section}', 'hosts')}: "
+                          f"[cluster:{catch_all[1].section}] hosts: only one cluster may omit its host list ({names} do)")
+
+    def cluster_ref(section: str, value: str) -> ClusterSpec:
+        if value:
+            if value in by_section:
+                return by_section[value]
+            raise ConfigError(f"{_where(config, section, 'cluster')}: [{section}] cluster: no [cluster:{value}] section "
+                              f"(known: {', '.join(by_section) or 'none'})")
+        if len(clusters) == 1:
+            return clusters[0]
+        raise ConfigError(f"{_where(config, section)}: [{section}] cluster: required when there are several clusters "
+                          f"({', '.join(by_section)})")
+
+    pins: list[SubClusterPin] = []
+    for name, raw in config.sections("subcluster").items():
+        section = f"subcluster:{name}"
+        if not raw["hosts"]:
+            raise ConfigError(f"{_where(config, section)}: [{section}] hosts: required (names or patterns of the pinned hosts)")
+        cluster = cluster_ref(section, raw["cluster"])
+        unique_id = raw["unique_id"] or name
+        _check_id(config, section, "unique_id", "GlueSubClusterUniqueID", unique_id)
+        if any(p.unique_id.lower() == unique_id.lower() for p in pins):
+            raise ConfigError(f"{_where(config, section)}: [{section}] unique_id: {unique_id!r} is used twice")
+        pins.append(SubClusterPin(section=name, cluster=cluster.unique_id, unique_id=unique_id,
+                                  name=raw["name"] or unique_id, host_patterns=_tuple(raw["hosts"]),
+                                  tmp_dir=raw["tmp_dir"] or cluster.tmp_dir, wn_tmp_dir=raw["wn_tmp_dir"] or cluster.wn_tmp_dir))
+
+    ces: list[CESpec] = []
+    raw_ces = config.sections("ce")
+    if not raw_ces:
+        raw_ces = {"": config.section("ce:*")}  # the defaults: fork on this host
+    for name, raw in raw_ces.items():
+        section = f"ce:{name}"
+        cluster = cluster_ref(section, raw["cluster"]) if name else clusters[0]
+        host = raw["host"] or local_fqdn
+        queue = raw["queue"] or name or DEFAULT_QUEUE
+        unique_id = raw["unique_id"] or ce_unique_id(host, raw["port"], raw["jobmanager"], raw["lrms"], queue)
+        _check_id(config, section, "unique_id", "GlueCEUniqueID", unique_id)
+        if any(c.unique_id.lower() == unique_id.lower() for c in ces):
+            raise ConfigError(f"{_where(config, section)}: [{section}]: CE id {unique_id!r} is used twice")
+        options = dict(raw)
+        options["queue"] = queue
+        ces.append(CESpec(
+            section=name, cluster=cluster.unique_id, unique_id=unique_id, host=host, port=raw["port"],
+            jobmanager=raw["jobmanager"], lrms=raw["lrms"], queue=queue, lrms_version=raw["lrms_version"],
+            lrms_timeout=raw["lrms_timeout"], status=raw["status"], implementation_name=raw["implementation_name"],
+            implementation_version=raw["implementation_version"], gram_version=raw["gram_version"],
+            contact_string=_tuple(raw["contact_string"]) or (f"{host}:{raw['port']}/{raw['jobmanager']}-{raw['lrms']}",),
+            application_dir=raw["application_dir"], data_dir=raw["data_dir"], default_se=raw["default_se"],
+            capability=_tuple(raw["capability"]), access=_tuple(raw["access"]),
+            policies={key: raw[key] for key in POLICY_KEYS}, publish_jobs=raw["publish_jobs"], options=options))
+
+    return SiteModel(site=site, clusters=tuple(clusters), pins=tuple(pins), ces=tuple(ces), glue=glue)
+
+
+def assign_clusters(site: SiteModel, hostnames: Sequence[str]) -> dict[str, str]:
+    """hostname -> cluster unique id.  A host goes to the first cluster (config
+    order) that names it, else to the cluster without a host list; hosts no
+    cluster covers are left out of the result."""
+    named = [(c.unique_id, HostMatcher(c.host_patterns)) for c in site.clusters if c.host_patterns]
+    catch_all = next((c.unique_id for c in site.clusters if not c.host_patterns), None)
+    result: dict[str, str] = {}
+    for hostname in hostnames:
+        for unique_id, matcher in named:
+            if matcher.matches(hostname):
+                result[hostname] = unique_id
+                break
+        else:
+            if catch_all is not None:
+                result[hostname] = catch_all
+    return result

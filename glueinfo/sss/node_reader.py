@@ -1,0 +1,392 @@
+"""Read stage for agents: SSS Node XML -> HostSnapshot (the inverse of render_node_xml).
+
+What a glueinfo ``<Node>`` carries comes back exactly: every fact lives in one
+place (glueinfo.sss.vocabulary), floats are written with ``repr`` and times with
+microseconds.  Figures the renderer derives (State, Name, Description,
+Available/Utilized Processors, Disk, Network, Utilized Memory) are checked
+for sanity but not stored: they are recomputed from the facts.  A section of
+the snapshot with no fact in the document reads back as None (an all-None
+``CpuInfo()`` and ``None`` render the same).
+
+Node XML from other software (Maui, SLURM, a hand-written file) is read too:
+its Configured/Available Processors, Memory and Swap, Opsys, Arch, Features
+and Resources land in the model; extensions glueinfo does not know are kept
+in ``static.extensions`` by name.
+
+Input is untrusted (it comes from the network): it is parsed by
+glueinfo.core.xmlsafe and every number is checked; a negative, non-finite or
+absurdly large value, or a fact given twice, raises :class:`NodeXMLError`
+with one line naming the node, the element and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Optional, Union
+
+from lxml import etree
+
+from glueinfo.core.model import HostSnapshot, ModelError
+from glueinfo.core.units import UnitError, convert
+from glueinfo.core.xmlsafe import DEFAULT_MAX_BYTES, XMLInputError, parse_xml
+from glueinfo.sss import vocabulary as sss_node
+
+MAX_MB = 2**40  # 1 EB: no host has more memory or disk than that
+MAX_PROCESSORS = 2**20
+MAX_NETWORK_MBPS = 10**7
+LATEST_TIME = 32503680000.0  # year 3000: later means a broken clock or a broken peer
+
+# (min, max) for each Extension fact; anything outside is absurd.
+_LIMITS: dict[str, tuple[float, float]] = {
+    "clock_mhz": (1, 10**6),
+    "physical_cores": (1, MAX_PROCESSORS),
+    "sockets": (1, 2**16),
+    "cache_l1_kb": (0, 2**30), "cache_l1i_kb": (0, 2**30), "cache_l1d_kb": (0, 2**30),
+    "cache_l2_kb": (0, 2**30), "cache_l3_kb": (0, 2**30),
+    "virtual_mb": (0, MAX_MB), "virtual_available_mb": (0, MAX_MB),
+    "load1": (0, 10**7), "load5": (0, 10**7), "load15": (0, 10**7),
+    "runnable_tasks": (0, 2**32), "total_tasks": (0, 2**32),
+    "cpu_utilisation_percent": (0, 100.0001), "utilisation_interval_s": (0, 86400 * 366),
+    "boot_time": (1, LATEST_TIME), "collected_at": (1, LATEST_TIME),
+    "si00": (0, 10**9), "sf00": (0, 10**9),
+}
+_JSON_LIMITS = {"size_mb": MAX_MB, "available_mb": MAX_MB, "mtu": 2**20, "speed_mbps": MAX_NETWORK_MBPS}
+
+_PLAIN_NUMBER = re.compile(r"^\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+# xsd:duration (without years/months' sign) or whole seconds as in the spec's examples.
+_WALL_DURATION = re.compile(r"^(?:\d+|P(?!$)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d)(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?)$")
+_COLLECTOR = re.compile(r"^(ok|failed) (\S+) (\S+?)(?:: (.*))?$", re.DOTALL)
+
+
+class NodeXMLError(ValueError):
+    """Node XML that cannot be read back; the message is one line naming node and element."""
+
+
+@lru_cache(maxsize=1)
+def node_schema() -> etree.XMLSchema:
+    """The SSS Node XSD shipped with glueinfo (glueinfo/data/sss-node.xsd)."""
+    text = resources.files("glueinfo.sss").joinpath("xsd/sss-node.xsd").read_bytes()
+    return etree.XMLSchema(etree.fromstring(text))
+
+
+def validate(element: etree._Element) -> Optional[str]:
+    """None when ``element`` (a Node or Data) is valid against the XSD, else the first error, one line."""
+    schema = node_schema()
+    if schema.validate(element):
+        return None
+    error = schema.error_log.last_error
+    return f"line {error.line}: {' '.join(str(error.message).split())}"
+
+
+class _Reader:
+    """Reads one <Node>; ``fail`` raises with the node's Id in the message."""
+
+    def __init__(self, node: etree._Element, what: str):
+        self.node = node
+        self.what = what
+        self.node_id = "?"
+
+    def fail(self, where: str, problem: str) -> None:
+        raise NodeXMLError(f"{self.what}: Node {self.node_id!r}: {where}: {problem}")
+
+    # -- values -----------------------------------------------------------------------
+    def number(self, where: str, text: Optional[str], low: float, high: float) -> float:
+        if text is None or not _PLAIN_NUMBER.match(text):
+            self.fail(where, f"{(text or '').strip()[:40]!r} is not a number")
+        value = float(text)  # type: ignore[arg-type]
+        if not math.isfinite(value):
+            self.fail(where, f"{text!r} is not a finite number")
+        if value < low:
+            self.fail(where, f"{format(value, 'g')} is {'negative' if value < 0 else f'below {low:g}'}")
+        if value > high:
+            self.fail(where, f"{format(value, 'g')} is absurdly large (over {high:g})")
+        return value
+
+    def integer(self, where: str, text: Optional[str], low: float, high: float) -> int:
+        value = self.number(where, text, low, high)
+        if value != int(value):
+            self.fail(where, f"{text!r} is not a whole number")
+        return int(value)
+
+    def time(self, where: str, text: str) -> float:
+        text = text.strip()
+        if _PLAIN_NUMBER.match(text):
+            return self.number(where, text, 1, LATEST_TIME)
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(where, f"{text[:40]!r} is not an ISO 8601 date and time")
+        if moment.tzinfo is None:
+            self.fail(where, f"{text!r} has no time zone (write Z for UTC)")
+        return self.number(where, repr(moment.timestamp()), 1, LATEST_TIME)
+
+    def typed(self, where: str, kind: str, text: str, attribute: str) -> Any:
+        low, high = _LIMITS.get(attribute, (0, 2**53))
+        if kind == "int":
+            return self.integer(where, text, low, high)
+        if kind == "float":
+            return self.number(where, text, low, high)
+        if kind == "bool":
+            word = text.strip().lower()
+            if word not in ("true", "false", "1", "0"):
+                self.fail(where, f"{text[:40]!r} is not true or false")
+            return word in ("true", "1")
+        if kind == "time":
+            return self.time(where, text)
+        if kind == "words":
+            return text.split()
+        return text
+
+    def amount_mb(self, where: str, element: etree._Element, tag: str) -> float:
+        """A Memory/Swap/Disk amount in MB, converted from the element's units."""
+        value = self.number(where, element.text, 0, 3.4e38)
+        units = element.get("units") or sss_node.DEFAULT_UNITS.get(tag, "MB")
+        try:
+            value = convert(value, units, "MB")
+        except UnitError as exc:
+            self.fail(where, str(exc))
+        if value > MAX_MB:
+            self.fail(where, f"{format(value, 'g')} MB is absurdly large (over {MAX_MB} MB)")
+        return value
+
+    # -- the node -------------------------------------------------------------------
+    def read(self, source: Optional[str]) -> HostSnapshot:
+        children = [c for c in self.node if isinstance(c.tag, str)]
+        ids = [c for c in children if c.tag == "Id"]
+        if len(ids) != 1:
+            raise NodeXMLError(f"{self.what}: a Node needs exactly one Id, found {len(ids)}")
+        hostname = (ids[0].text or "").strip()
+        self.node_id = hostname[:80]
+        if not hostname or len(hostname) > 255 or any(ch.isspace() for ch in hostname):
+            self.fail("Id", "must be a host name (1-255 characters, no spaces)")
+
+        snap: dict[str, Any] = {"hostname": hostname, "collected_at": 0.0, "source": source or "node-xml"}
+        sections: dict[str, dict[str, Any]] = {"cpu": {}, "memory": {}, "load": {}, "os": {}, "static": {}}
+        seen: set[str] = set()
+
+        def once(key: str) -> None:
+            if key in seen:
+                self.fail(key, "given twice")
+            seen.add(key)
+
+        for child in children:
+            tag = child.tag
+            if tag in ("Name", "Description", "State", "Opsys", "Arch"):
+                once(tag)  # State is derived again on rendering; other software's own states are fine
+                if tag == "Opsys" and child.text:
+                    sections["os"]["name"] = child.text
+                if tag == "Arch" and child.text:
+                    sections["os"]["platform_type"] = child.text
+            elif tag == "Feature":
+                if child.text and child.text.strip():
+                    sections["static"].setdefault("features", []).append(child.text.strip())
+            elif tag in sss_node.CATEGORIES:
+                once(tag)
+        figures = self.categories(children, sections, snap)
+        self.check_figures(figures)
+        self.extensions(children, sections, snap, once)
+
+        for name, values in sections.items():
+            if values:
+                snap[name] = values
+        try:
+            snapshot = HostSnapshot.from_dict(snap)
+        except (ModelError, TypeError) as exc:
+            self.fail("Extension", f"{' '.join(str(exc).split())}")
+        if source:
+            snapshot.source = source
+        return snapshot
+
+    def categories(self, children: list, sections: dict, snap: dict) -> dict[tuple[str, str], float]:
+        """Read Configured/Available/Utilized; returns every consumable figure (category, tag) -> value."""
+        figures: dict[tuple[str, str], float] = {}
+        resources: dict[tuple[str, Optional[str]], dict[str, Any]] = {}
+        for category in (c for c in children if c.tag in sss_node.CATEGORIES):
+            for element in category:
+                if not isinstance(element.tag, str):
+                    continue
+                tag = element.tag
+                where = f"{category.tag}/{tag}"
+                if tag == "Resource":
+                    self.resource(where, category.tag, element, resources)
+                    continue
+                if tag not in sss_node.CONSUMABLES:
+                    continue  # a consumable from a later spec: not ours to judge
+                if (category.tag, tag) in figures:
+                    self.fail(where, "given twice")
+                self.attributes(where, element)
+                if tag == "Processors":
+                    figures[(category.tag, tag)] = self.integer(where, element.text, 0, MAX_PROCESSORS)
+                elif tag == "Network":
+                    value = self.number(where, element.text, 0, 3.4e38)
+                    try:
+                        value = convert(value, element.get("units") or "Mbps", "Mbps")
+                    except UnitError as exc:
+                        self.fail(where, str(exc))
+                    if value > MAX_NETWORK_MBPS:
+                        self.fail(where, f"{format(value, 'g')} Mbps is absurdly large")
+                    figures[(category.tag, tag)] = value
+                else:
+                    figures[(category.tag, tag)] = self.amount_mb(where, element, tag)
+        if ("Configured", "Processors") in figures:
+            if figures[("Configured", "Processors")] < 1:
+                self.fail("Configured/Processors", "a node has at least one processor")
+            sections["cpu"]["logical_cpus"] = int(figures[("Configured", "Processors")])
+        for key, field in ((("Configured", "Memory"), "ram_mb"), (("Available", "Memory"), "ram_available_mb"),
+                           (("Configured", "Swap"), "swap_mb"), (("Available", "Swap"), "swap_free_mb")):
+            if key in figures:
+                sections["memory"][field] = int(round(figures[key]))
+        if resources:
+            snap.setdefault("extra", {})[sss_node.RESOURCES_EXTRA] = {"resources": list(resources.values())}
+        return figures
+
+    def attributes(self, where: str, element: etree._Element) -> None:
+        rate = element.get("consumptionRate")
+        if rate is not None:
+            self.number(f"{where}/@consumptionRate", rate, 0, 10**6)
+        wall = element.get("wallDuration")
+        if wall is not None and not _WALL_DURATION.match(wall):
+            self.fail(f"{where}/@wallDuration", f"{wall[:40]!r} is not an ISO 8601 duration")
+
+    def resource(self, where: str, category: str, element: etree._Element, resources: dict) -> None:
+        name = (element.get("name") or "").strip()
+        if not name:
+            self.fail(where, "a Resource needs a name attribute")
+        rtype = element.get("type")
+        where = f"{where}[@name={name!r}]"
+        self.attributes(where, element)
+        value = self.number(where, element.text, 0, 1e15)
+        record = resources.setdefault((name, rtype), {"name": name, "type": rtype, "configured": None, "available": None,
+                                                      "utilized": None, "units": element.get("units")})
+        key = category.lower()
+        if record[key] is not None:
+            self.fail(where, "given twice")
+        record[key] = value
+
+    def check_figures(self, figures: dict[tuple[str, str], float]) -> None:
+        """Available and Utilized cannot exceed Configured (a little slack for rounding)."""
+        for tag in ("Processors", "Memory", "Swap", "Disk"):
+            total = figures.get(("Configured", tag))
+            if total is None:
+                continue
+            for category in ("Available", "Utilized"):
+                part = figures.get((category, tag))
+                if part is not None and part > total * 1.0001 + 1:
+                    self.fail(f"{category}/{tag}", f"{format(part, 'g')} is more than Configured/{tag} ({format(total, 'g')})")
+
+    def extensions(self, children: list, sections: dict, snap: dict, once) -> None:
+        static_ext: dict[str, str] = {}
+        for element in (c for c in children if c.tag == "Extension"):
+            name = element.get("name")
+            etype = element.get("type")
+            text = element.text or ""
+            if name is None:
+                self.fail("Extension", "an Extension needs a name attribute")
+            where = f"Extension[@name={name!r}]"
+            field = sss_node.EXTENSIONS_BY_KEY.get((name, etype))
+            if field is not None:
+                once(where)
+                value = self.typed(where, field.kind, text, field.attribute)
+                if field.section == "snapshot":
+                    snap[field.attribute] = value
+                else:
+                    sections[field.section][field.attribute] = value
+            elif (name, etype) == sss_node.RUNTIME_ENVIRONMENT:
+                sections["static"].setdefault("runtime_environment", []).append(text)
+            elif etype == sss_node.TYPE_NETWORK_ADAPTER:
+                record = self.json_record(where, text)
+                record["name"] = name
+                snap.setdefault("network", []).append(record)
+            elif etype == sss_node.TYPE_FILESYSTEM:
+                record = self.json_record(where, text)
+                record["mount_point"] = name
+                snap.setdefault("filesystems", []).append(record)
+            elif etype == sss_node.TYPE_EXTRA:
+                if name in snap.get("extra", {}):
+                    self.fail(where, "given twice")
+                value = self.json_value(where, text)
+                if not isinstance(value, dict):
+                    self.fail(where, "a collector's facts must be a JSON object")
+                snap.setdefault("extra", {})[name] = value
+            elif etype == sss_node.TYPE_COLLECTOR:
+                match = _COLLECTOR.match(text.strip())
+                if not match:
+                    self.fail(where, f"{text[:60]!r} is not 'ok|failed SECONDS SOURCE[: ERROR]'")
+                duration = self.number(where, match.group(2), 0, 10**6)
+                snap.setdefault("collectors", []).append({
+                    "name": name, "success": match.group(1) == "ok", "duration_s": duration,
+                    "source": match.group(3), "error": match.group(4)})
+            else:  # the admin's [extensions], or another program's: kept by name
+                static_ext[name] = text
+        if static_ext:
+            sections["static"]["extensions"] = static_ext
+
+    def json_value(self, where: str, text: str) -> Any:
+        try:
+            return json.loads(text, parse_constant=lambda word: self.fail(where, f"{word} is not a number"))
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, NodeXMLError):
+                raise
+            self.fail(where, f"not valid JSON: {' '.join(str(exc).split())[:80]}")
+
+    def json_record(self, where: str, text: str) -> dict[str, Any]:
+        record = self.json_value(where, text)
+        if not isinstance(record, dict):
+            self.fail(where, "expected a JSON object")
+        for key, limit in _JSON_LIMITS.items():
+            value = record.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.number(f"{where}.{key}", repr(value), 0, limit)
+        return record
+
+
+def snapshot_from_node(node: etree._Element, what: str = "Node XML", source: Optional[str] = None) -> HostSnapshot:
+    """One ``<Node>`` element -> HostSnapshot; ``source`` overrides the one recorded in it."""
+    if node.tag != "Node":
+        raise NodeXMLError(f"{what}: expected a Node element, got {node.tag!r}")
+    return _Reader(node, what).read(source)
+
+
+def _root(data: Union[bytes, str, etree._Element], what: str, max_bytes: int) -> etree._Element:
+    if isinstance(data, etree._Element):
+        return data
+    try:
+        return parse_xml(data, max_bytes=max_bytes, what=what)
+    except XMLInputError as exc:
+        raise NodeXMLError(str(exc)) from None
+
+
+def read_nodes(data: Union[bytes, str, etree._Element], *, what: str = "Node XML", source: Optional[str] = None,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> list[HostSnapshot]:
+    """A ``<Data>`` of Nodes (or a single ``<Node>``) -> snapshots, in document order."""
+    root = _root(data, what, max_bytes)
+    if root.tag == "Node":
+        return [snapshot_from_node(root, what, source)]
+    if root.tag not in ("Data", "Response"):
+        raise NodeXMLError(f"{what}: expected a Node or Data element, got {root.tag!r}")
+    container = root if root.tag == "Data" else root.find("Data")
+    snapshots = []
+    seen: set[str] = set()
+    for node in (container if container is not None else ()):
+        if not isinstance(node.tag, str):
+            continue
+        snapshot = snapshot_from_node(node, what, source)
+        if snapshot.hostname in seen:
+            raise NodeXMLError(f"{what}: Node {snapshot.hostname!r} appears twice")
+        seen.add(snapshot.hostname)
+        snapshots.append(snapshot)
+    return snapshots
+
+
+def read_node(data: Union[bytes, str, etree._Element], *, what: str = "Node XML", source: Optional[str] = None,
+              max_bytes: int = DEFAULT_MAX_BYTES) -> HostSnapshot:
+    """A single host's Node XML (a ``<Node>``, or a ``<Data>`` holding exactly one) -> HostSnapshot."""
+    snapshots = read_nodes(data, what=what, source=source, max_bytes=max_bytes)
+    if len(snapshots) != 1:
+        raise NodeXMLError(f"{what}: expected one Node, found {len(snapshots)}")
+    return snapshots[0]

@@ -1,0 +1,73 @@
+"""Recorded Slurm outputs (tests/fixtures/slurm/VERSION) replayed as the real tools would answer."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from paths import FIXTURES
+
+from glueinfo.lrms.registry import LrmsContext, queue_state
+
+SLURM_FIXTURES = FIXTURES / "slurm"
+
+
+def replay(version: str, overrides=None, calls=None):
+    """A command runner answering from tests/fixtures/slurm/VERSION, as the real tools would.
+
+    ``overrides`` maps a tool name to (returncode, stdout, stderr) or to an exception to raise.
+    """
+    directory = SLURM_FIXTURES / version
+    overrides = overrides or {}
+
+    def read(name: str) -> str:
+        return (directory / name).read_text()
+
+    def run(argv, timeout, env):
+        tool, args = os.path.basename(argv[0]), list(argv[1:])
+        if calls is not None:
+            calls.append([tool, *args])
+        assert env["TZ"] == "UTC" and env["SLURM_TIME_FORMAT"] == "standard"
+        if tool in overrides:
+            answer = overrides[tool]
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+        if tool == "sinfo" and args == ["--version"]:
+            return 0, read("sinfo_version.txt"), ""
+        if tool == "scontrol":
+            name = args[-1]
+            if not (directory / f"scontrol_partition_{name}.txt").exists():
+                return 1, "", f"Partition {name} not found\n"
+            return 0, read(f"scontrol_partition_{name}.txt"), ""
+        partition = args[args.index("-p") + 1] if "-p" in args else None
+        if tool == "sinfo" and "--json" in args:
+            if not (directory / f"sinfo_{partition}.json").exists():
+                return 1, "", read("sinfo_json_unsupported.txt")
+            return 0, read(f"sinfo_{partition}.json"), ""
+        if tool == "sinfo":
+            return 0, read(f"sinfo_{partition}.txt"), ""
+        if tool == "squeue":
+            token = re.search(r"\|([0-9a-f]+)\.$", args[args.index("-O") + 1]).group(1)
+            return 0, read(f"squeue_{partition}.txt").replace("|~|", f"|{token}|").replace("|~.", f"|{token}."), ""
+        if tool == "sacctmgr":
+            return 0, read(f"sacctmgr_qos_{args[3]}.txt"), ""
+        raise AssertionError(f"unexpected command {argv}")
+
+    return run
+
+
+def now_of(version: str) -> float:
+    return float((SLURM_FIXTURES / version / "now").read_text())
+
+
+def slurm_state(version: str, queue: str, with_jobs: bool = True, overrides=None, calls=None, **cfg):
+    context = LrmsContext(queue=queue, ce_config=cfg, hosts=[], clock=lambda: now_of(version), timeout_s=5.0,
+                          with_jobs=with_jobs, run=replay(version, overrides, calls))
+    return queue_state("slurm", context)
+
+
+def jobs_by_id(state):
+    return {job.local_id: job for job in state.jobs}
+
+

@@ -1,0 +1,91 @@
+"""glueinfo as a provider of Debian's real BDII (tests/servers.py: its slapd,
+its bdii-update loop with a short cycle, the -h/-p shim of the harness), queried
+port-2170 style with ldapsearch under mds-vo-name=resource,o=grid."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+from glue_sites import CLASSES, synthetic_site
+from paths import REPO
+
+pytestmark = pytest.mark.integration
+
+BASE = "mds-vo-name=resource,o=grid"
+ROOT = str(REPO)
+
+
+@pytest.fixture
+def bdii(bdii):
+    bdii.clear()
+    yield bdii
+    bdii.clear(wait=False)
+
+
+def provider_script(*args: str) -> str:
+    """What an admin installs in /var/lib/bdii/gip/provider: a script running `glueinfo ldif`."""
+    command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "glueinfo.cli", "ldif", *args))
+    return f"#!/bin/sh\ncd {shlex.quote(ROOT)}\nexec {command} 2>/dev/null\n"
+
+
+def ldapsearch(bdii, filter: str, *attrs: str) -> str:
+    """A broker's query: plain ldapsearch against the BDII's port."""
+    proc = subprocess.run(["ldapsearch", "-x", "-LLL", "-H", bdii.url, "-b", BASE, filter, *attrs],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_bdii_serves_this_host_through_the_glueinfo_provider(bdii, tmp_path):
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text("[ce:default]\naccess = VO:dteam\n")
+    bdii.add_provider("glueinfo", provider_script("--config", str(conf)))
+    bdii.wait_for_update()
+    ce = ldapsearch(bdii, "(&(objectClass=GlueCE)(GlueCEAccessControlBaseRule=VO:dteam))", "GlueCEUniqueID",
+                    "GlueCEInfoTotalCPUs", "GlueCEStateStatus")
+    assert ":2119/jobmanager-fork-default" in ce and "GlueCEStateStatus: Production" in ce
+    with open("/proc/cpuinfo") as handle:
+        processors = sum(1 for line in handle if line.startswith("processor"))
+    assert f"GlueCEInfoTotalCPUs: {processors}" in ce
+    hosts = bdii.ldapsearch(BASE, "(objectClass=GlueHost)", ["GlueHostArchitectureSMPSize"])
+    assert [int(h.first("GlueHostArchitectureSMPSize")) for h in hosts] == [processors]
+    assert "ldap_add" not in bdii.log_text()  # nothing of ours was rejected
+
+
+def test_bdii_serves_a_thousand_host_site_and_answers_broker_queries(bdii, tmp_path):
+    snapshots = tmp_path / "hosts.json"
+    snapshots.write_text(json.dumps([h.to_dict() for h in synthetic_site(1000)]))
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text("[cluster:main]\nunique_id = cluster.example.org\n"
+                    "[ce:long]\nhost = ce01.example.org\nlrms = fork\naccess = VO:atlas\n")
+    bdii.add_provider("glueinfo", provider_script("--config", str(conf), "--snapshots", str(snapshots)))
+    bdii.wait_for_update(timeout=300)
+    assert "ldap_add" not in bdii.log_text(), bdii.log_text()[-3000:]
+    hosts = bdii.ldapsearch(BASE, "(objectClass=GlueHost)", ["1.1"])
+    assert len(hosts) == 1000
+    big = ldapsearch(bdii, "(&(objectClass=GlueSubCluster)(GlueHostMainMemoryRAMSize>=200000))", "GlueHostProcessorModel")
+    assert sorted(line for line in big.splitlines() if line.startswith("GlueHostProcessorModel")) == [
+        "GlueHostProcessorModel: AMD EPYC 7702 64-Core Processor", "GlueHostProcessorModel: Neoverse-N1"]
+    free = ldapsearch(bdii, "(&(objectClass=GlueCE)(GlueCEStateFreeCPUs>=1))", "GlueCEInfoTotalCPUs", "GlueForeignKey")
+    assert f"GlueCEInfoTotalCPUs: {sum(hw.threads * n for hw, n in CLASSES)}" in free
+    assert "GlueForeignKey: GlueClusterUniqueID=cluster.example.org" in free
+    chunk = ldapsearch(bdii, "(&(objectClass=GlueSubCluster)(GlueChunkKey=GlueClusterUniqueID=cluster.example.org)"
+                             "(GlueHostArchitecturePlatformType=aarch64))", "GlueSubClusterLogicalCPUs")
+    assert "GlueSubClusterLogicalCPUs: 12000" in chunk  # 150 hosts x 80 threads
+
+
+def test_bdii_publishes_the_example_static_ldif_as_is(bdii):
+    for name in ("service-bdii", "cese-bind"):
+        with open(os.path.join(ROOT, "ldif", f"{name}.ldif")) as handle:
+            bdii.add_static_ldif(name, handle.read())
+    bdii.wait_for_update()
+    assert "ldap_add" not in bdii.log_text()
+    service = ldapsearch(bdii, "(GlueServiceType=bdii_resource)", "GlueServiceEndpoint")
+    assert "GlueServiceEndpoint: ldap://ce01.example.org:2170/mds-vo-name=resource,o=grid" in service
+    binds = bdii.ldapsearch(BASE, "(objectClass=GlueCESEBind)", ["GlueCESEBindSEUniqueID"])
+    assert [b.first("GlueCESEBindSEUniqueID") for b in binds] == ["se01.example.org"]

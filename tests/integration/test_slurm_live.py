@@ -1,0 +1,263 @@
+"""The slurm plugin against a real Slurm (munged + slurmctld + slurmd, tests/slurm_harness.py).
+
+Jobs that sleep fill the node so some run and some wait; the plugin's
+QueueState, the Job XML of `glueinfo jobs-xml` and the GLUE CE entries that
+`glueinfo ldif`'s pipeline publishes into a real slapd are checked against
+what squeue, sinfo and scontrol print, parsed here on their own simple
+formats (never through the plugin's parsers).
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lxml import etree
+from paths import REPO
+from slurm_harness import SlurmCluster, missing_slurm_tools
+
+from glueinfo.lrms.registry import LrmsContext, queue_state
+
+pytestmark = pytest.mark.integration
+
+XSD_PATH = REPO / "glueinfo" / "sss" / "xsd" / "sss-job.xsd"
+HOSTILE_NAME = "evil\n999|RUNNING|None|root <&>"
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    missing = missing_slurm_tools()
+    if missing:
+        pytest.skip("real Slurm needed, missing: " + ", ".join(missing))
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def busy(slurm):
+    """Every CPU of the node busy in partition short, four jobs waiting there
+    (one held, one with a hostile name) and one waiting in long."""
+    ids = {"running": [slurm.sbatch("-p", "short", "-t", "10", "-J", f"run{i}", seconds=300) for i in range(slurm.cpus)]}
+    slurm.wait_for(lambda: len(squeue_rows(slurm, "short", "R")) == slurm.cpus, what="every CPU running a job")
+    ids["waiting"] = [slurm.sbatch("-p", "short", "-t", "5", "-J", f"wait{i}") for i in range(2)]
+    ids["held"] = slurm.sbatch("-p", "short", "-t", "3", "-H", "-J", "held")
+    ids["hostile"] = slurm.sbatch("-p", "short", "-t", "4", "-J", HOSTILE_NAME)
+    ids["long"] = slurm.sbatch("-p", "long", "-t", "90", "-J", "longjob")
+    # bf_interval=2: wait until the backfill scheduler has forecast the waiting jobs' starts.
+    slurm.wait_for(lambda: all(row[2] != "N/A" for row in squeue_rows(slurm, "short", "PD") if row[3] != "JobHeldUser"),
+                   timeout=60, what="start forecasts")
+    return ids
+
+
+def squeue_rows(slurm: SlurmCluster, partition: str, states: str = "all") -> list[list[str]]:
+    """(id, state, start, reason) per job, from a format without the (free-text) job name."""
+    text = slurm.run("squeue", "-h", "-r", "-p", partition, "-t", states, "-o", "%i %T %S %r",
+                     extra_env={"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"})
+    return [line.split(" ", 3) for line in text.splitlines() if line.strip()]
+
+
+def sinfo_cpus(slurm: SlurmCluster, partition: str) -> list[int]:
+    return [int(n) for n in slurm.run("sinfo", "-h", "-p", partition, "-o", "%C").strip().split("/")]
+
+
+def state_of(slurm: SlurmCluster, partition: str, with_jobs: bool = True, **cfg):
+    context = LrmsContext(queue=partition, ce_config=slurm.ce_config(partition, **cfg), hosts=[], timeout_s=20.0,
+                          with_jobs=with_jobs)
+    return queue_state("slurm", context)
+
+
+def unfinished(rows):
+    return [row for row in rows if row[1] in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING")]
+
+
+def test_version_limits_and_hosts(slurm, busy):
+    state = state_of(slurm, "short")
+    assert state.error is None
+    assert state.lrms_version == slurm.run("sinfo", "--version").split()[-1]
+    assert state.max_wall_clock_time_min == SlurmCluster.SHORT_MAX_MIN
+    assert state_of(slurm, "long").max_wall_clock_time_min == SlurmCluster.LONG_MAX_MIN
+    assert state.hosts == slurm.run("sinfo", "-h", "-N", "-p", "short", "-o", "%n").split()
+
+
+@pytest.mark.parametrize("slurm_json", ["auto", "no"])
+def test_counts_and_cpus_match_squeue_and_sinfo(slurm, busy, slurm_json):
+    state = state_of(slurm, "short", slurm_json=slurm_json)
+    rows = unfinished(squeue_rows(slurm, "short"))
+    allocated, idle, other, total = sinfo_cpus(slurm, "short")
+    assert state.error is None
+    assert state.status == "Production"
+    assert (state.total_cpus, state.free_cpus) == (total, idle) == (slurm.cpus, 0)
+    assert state.running_jobs == sum(1 for row in rows if row[1] == "RUNNING") == slurm.cpus
+    assert state.waiting_jobs == sum(1 for row in rows if row[1] != "RUNNING") == 4
+    assert state.total_jobs == len(rows)
+    assert state.free_job_slots == 0
+
+
+def test_response_times_follow_slurms_forecasts(slurm, busy):
+    before = time.time()
+    state = state_of(slurm, "short")
+    after = time.time()
+    starts = [row[2] for row in squeue_rows(slurm, "short", "PD") if row[3] != "JobHeldUser"]
+    forecasts = [calendar.timegm(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) for start in starts]  # printed in UTC
+    assert 0 <= state.estimated_response_time_s <= state.worst_response_time_s
+    assert max(forecasts) - after - 5 <= state.worst_response_time_s <= max(forecasts) - before + 5
+
+
+def test_jobs_match_squeue_with_glue_and_sss_states(slurm, busy):
+    jobs = {job.local_id: job for job in state_of(slurm, "short").jobs}
+    for job_id, slurm_state, _start, reason in squeue_rows(slurm, "short"):
+        job = jobs[job_id]
+        assert job.lrms_state == slurm_state
+        if slurm_state == "RUNNING":
+            assert (job.glue_status, job.sss_state) == ("RUNNING", "Running")
+            assert job.nodes == [slurm.node] and job.start_is_estimate is False
+        elif reason.startswith("JobHeld"):
+            assert (job.glue_status, job.sss_state) == ("WAITING", "Hold")
+        elif slurm_state == "PENDING":
+            assert (job.glue_status, job.sss_state) == ("SCHEDULED", "Idle")
+    assert jobs[busy["held"]].sss_state == "Hold"
+    assert jobs[busy["hostile"]].name == HOSTILE_NAME
+    assert "999" not in jobs and set(jobs) == {row[0] for row in squeue_rows(slurm, "short")}
+
+
+def test_partition_states_map_to_glue_status(slurm, busy):
+    expected = {"DRAIN": "Draining", "DOWN": "Queueing", "INACTIVE": "Closed", "UP": "Production"}
+    try:
+        for slurm_word, glue_status in expected.items():
+            slurm.run("scontrol", "update", "PartitionName=long", f"State={slurm_word}")
+            shown = re.search(r"\bState=(\S+)", slurm.run("scontrol", "show", "partition", "long")).group(1)
+            assert shown == slurm_word
+            state = state_of(slurm, "long", with_jobs=False)
+            assert state.status == glue_status, slurm_word
+            assert state.total_jobs == len(unfinished(squeue_rows(slurm, "long"))) == 1
+            assert state.free_job_slots == 0  # the node is full anyway, and only UP accepts
+            if glue_status != "Production":
+                assert state.estimated_response_time_s is None and state.worst_response_time_s is None
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=long", "State=UP", check=False)
+
+
+def test_unreachable_controller_leaves_everything_unknown(slurm, tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=9", slurm.conf.read_text()))
+    started = time.monotonic()
+    context = LrmsContext(queue="short", ce_config={"slurm_conf": str(conf)}, hosts=[], timeout_s=3.0)
+    state = queue_state("slurm", context)
+    assert time.monotonic() - started < 8
+    assert state.error
+    for name in ("status", "total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs"):
+        assert getattr(state, name) is None, name
+
+
+def write_config(slurm: SlurmCluster, directory: Path, publish_jobs: bool = False) -> Path:
+    config = directory / "glueinfo.conf"
+    config.write_text(f"""\
+[site]
+id = TEST-SITE
+
+[cluster:main]
+
+[ce:short]
+lrms = slurm
+slurm_conf = {slurm.conf}
+lrms_timeout = 20
+publish_jobs = {'yes' if publish_jobs else 'no'}
+
+[ce:long]
+lrms = slurm
+slurm_conf = {slurm.conf}
+lrms_timeout = 20
+""")
+    return config
+
+
+def test_jobs_xml_command_matches_squeue(slurm, busy, tmp_path):
+    config = write_config(slurm, tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "jobs-xml", "--config", str(config)],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    root = etree.fromstring(proc.stdout)
+    schema = etree.XMLSchema(etree.parse(str(XSD_PATH)))
+    assert schema.validate(root), schema.error_log
+    rows = squeue_rows(slurm, "short") + squeue_rows(slurm, "long")
+    published = {job.findtext("Id"): job for job in root.iter("Job")}
+    assert set(published) == {row[0] for row in rows}
+    sss = {"RUNNING": "Running", "PENDING": "Idle", "COMPLETED": "Completed", "CANCELLED": "Completed"}
+    for job_id, slurm_state, _start, reason in rows:
+        job = published[job_id]
+        assert job.findtext("State") == ("Hold" if reason.startswith("JobHeld") else sss[slurm_state]), job_id
+        if slurm_state == "RUNNING":
+            assert job.findtext("Delivered/Node") == slurm.node
+    assert published[busy["hostile"]].findtext("Name") == HOSTILE_NAME
+    assert published[busy["long"]].findtext("Queue") == "long"
+
+
+def test_glue_ce_entries_in_slapd_match_squeue(slurm, busy, tmp_path, slapd):
+    from glueinfo.core.config import load
+    from glueinfo.glue.build import build_site
+    from glueinfo.host.collect import probe
+
+    config = load(str(write_config(slurm, tmp_path, publish_jobs=True)))
+    build = build_site(config, [probe(config)])
+    assert not build.errors, build.errors
+    result = slapd.ldapadd(build.ldif())
+    assert result.ok, result
+    ces = {e.first("GlueCEName"): e for e in slapd.ldapsearch("mds-vo-name=resource,o=grid", "(objectClass=GlueCE)")}
+    assert set(ces) == {"short", "long"}
+    short = ces["short"]
+    rows = unfinished(squeue_rows(slurm, "short"))
+    allocated, idle, other, total = sinfo_cpus(slurm, "short")
+    assert short.first("GlueCEInfoLRMSType") == "slurm"
+    assert short.first("GlueCEInfoLRMSVersion") == slurm.run("sinfo", "--version").split()[-1]
+    assert short.first("GlueCEStateStatus") == "Production"
+    assert int(short.first("GlueCEInfoTotalCPUs")) == total
+    assert int(short.first("GlueCEStateFreeCPUs")) == idle
+    assert int(short.first("GlueCEStateRunningJobs")) == sum(1 for row in rows if row[1] == "RUNNING")
+    assert int(short.first("GlueCEStateWaitingJobs")) == sum(1 for row in rows if row[1] != "RUNNING")
+    assert int(short.first("GlueCEStateTotalJobs")) == len(rows)
+    assert int(short.first("GlueCEPolicyMaxWallClockTime")) == SlurmCluster.SHORT_MAX_MIN
+    assert int(short.first("GlueCEStateWorstResponseTime")) >= int(short.first("GlueCEStateEstimatedResponseTime")) >= 0
+    # GlueCEJob entries under the short CE (publish_jobs on), none under long (off)
+    ce_dn = short.dn
+    jobs = slapd.ldapsearch(ce_dn, "(objectClass=GlueCEJob)", scope="one")
+    every_row = squeue_rows(slurm, "short")
+    assert {j.first("GlueCEJobLocalID") for j in jobs} == {row[0] for row in every_row}
+    status = {j.first("GlueCEJobLocalID"): j.first("GlueCEJobStatus") for j in jobs}
+    for job_id, slurm_state, _start, reason in every_row:
+        want = "RUNNING" if slurm_state == "RUNNING" else "WAITING" if reason.startswith("JobHeld") else "SCHEDULED"
+        assert status[job_id] == want, job_id
+    owners = {j.first("GlueCEJobLocalOwner") for j in jobs}
+    assert owners == {slurm.run("squeue", "-h", "-p", "short", "-o", "%u").split()[0]}
+    assert not slapd.ldapsearch(ces["long"].dn, "(objectClass=GlueCEJob)", scope="one")
+    assert os.environ.get("SLURM_CONF") != str(slurm.conf)  # the plugin got its slurm.conf from the config only
+
+
+def test_sssrmap_job_queries_answer_from_the_live_queue(slurm, busy, tmp_path):
+    from glueinfo.core.config import load
+    from glueinfo.run.job_objects import JobObjects
+    from glueinfo.sss.sssrmap import QueryService
+
+    jobs = JobObjects(load(str(write_config(slurm, tmp_path))))
+    jobs.refresh()
+    assert jobs.failed == []
+    service = QueryService()
+    jobs.register(service)
+    request = b"""<Request action="Query" actor="tester"><Object>Job</Object><Get name="Id" op="Sort"/>
+                  <Where name="State">Running</Where><Where name="Queue">short</Where></Request>"""
+    (response,) = service.handle(request)
+    root = etree.fromstring(response)
+    assert root.findtext(".//Status/Value") == "Success"
+    running = sorted((row[0] for row in squeue_rows(slurm, "short", "R")), key=str)
+    assert [job.findtext("Id") for job in root.iter("Job")] == running
+    (response,) = service.handle(b"""<Request action="Query" actor="tester"><Object>Job</Object>
+        <Get name="Requested/Processors" op="Count"/><Where name="State">Hold</Where></Request>""")
+    assert etree.fromstring(response).findtext(".//Processors") == "1"  # the one held job

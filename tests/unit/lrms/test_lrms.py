@@ -1,0 +1,183 @@
+"""LRMS plugin registry, queue_state's never-raise contract, and the fork plugin."""
+
+from __future__ import annotations
+
+import logging
+import os
+import textwrap
+import time
+
+from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, QueueState
+from glueinfo.lrms.registry import (
+    LrmsContext,
+    LrmsPlugin,
+    LrmsQueryError,
+    all_plugins,
+    context_for_ce,
+    find_plugin,
+    queue_state,
+)
+
+UNKNOWN_FIELDS = ("status", "total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+                  "estimated_response_time_s", "worst_response_time_s", "max_wall_clock_time_min")
+
+
+def host(name: str, cpus, load1) -> HostSnapshot:
+    return HostSnapshot(hostname=name, cpu=CpuInfo(logical_cpus=cpus) if cpus is not None else None,
+                        load=LoadInfo(load1=load1, load5=load1, load15=load1) if load1 is not None else None)
+
+
+def ctx(**kw) -> LrmsContext:
+    base = {"queue": None, "ce_config": {}, "hosts": [], "clock": lambda: 1000.0, "timeout_s": 2.0}
+    base.update(kw)
+    return LrmsContext(**base)
+
+
+def assert_all_unknown(state: QueueState) -> None:
+    for name in UNKNOWN_FIELDS:
+        assert getattr(state, name) is None, name
+
+
+# -- registry --------------------------------------------------------------------------
+
+def test_builtin_plugins_are_fork_and_slurm():
+    names = [p.name for p in all_plugins()]
+    assert names[:2] == ["fork", "slurm"]
+    assert all(p.source == "builtin" for p in all_plugins()[:2])
+
+
+def test_unknown_lrms_is_an_error_state_naming_the_known_ones(caplog):
+    with caplog.at_level(logging.WARNING, logger="glueinfo.lrms"):
+        state = queue_state("pbs", ctx(queue="q"))
+    assert state.lrms_type == "pbs" and state.queue == "q"
+    assert "unknown LRMS 'pbs'" in state.error and "fork" in state.error and "slurm" in state.error
+    assert_all_unknown(state)
+    assert len(caplog.records) == 1
+
+
+def test_entry_point_plugin_is_found_and_run(tmp_path, monkeypatch):
+    (tmp_path / "glueinfo_fakelrms.py").write_text(textwrap.dedent("""
+        from glueinfo.lrms import LrmsPlugin  # the documented plugin API paths
+        from glueinfo.model import QueueState
+
+        def query(ctx):
+            return QueueState(lrms_type="fake", queue=ctx.queue, running_jobs=7)
+
+        LRMS = LrmsPlugin(name="fake", query=query)
+    """))
+    dist = tmp_path / "glueinfo_fakelrms-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: glueinfo-fakelrms\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[glueinfo.lrms]\nfake = glueinfo_fakelrms\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins = all_plugins()
+    fake = [p for p in plugins if p.name == "fake"]
+    assert fake and fake[0].source == "glueinfo-fakelrms"
+    state = queue_state("fake", ctx(queue="q"))
+    assert state.error is None and state.running_jobs == 7 and state.collected_at == 1000.0
+
+
+def test_broken_entry_point_does_not_hide_the_builtins(tmp_path, monkeypatch):
+    dist = tmp_path / "glueinfo_broken-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: glueinfo-broken\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[glueinfo.lrms]\nbroken = no_such_module_anywhere\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    errors = []
+    names = [p.name for p in all_plugins(on_error=errors.append)]
+    assert "fork" in names and "slurm" in names and "broken" not in names
+    assert len(errors) == 1 and "broken" in errors[0] and "glueinfo-broken" in errors[0]
+
+
+def test_plugin_that_raises_becomes_one_line_error(caplog):
+    def query(c):
+        raise RuntimeError("boom\nsecond line")
+
+    with caplog.at_level(logging.WARNING, logger="glueinfo.lrms"):
+        state = queue_state("x", ctx(queue="q"), plugins=[LrmsPlugin("x", query)])
+    assert state.error == "RuntimeError: boom second line"
+    assert "\n" not in state.error
+    assert_all_unknown(state)
+    assert len(caplog.records) == 1
+
+
+def test_plugin_query_error_message_is_kept_as_is():
+    def query(c):
+        raise LrmsQueryError("slurm: sinfo: command not found")
+
+    state = queue_state("x", ctx(), plugins=[LrmsPlugin("x", query)])
+    assert state.error == "slurm: sinfo: command not found"
+
+
+def test_hanging_plugin_is_abandoned_after_its_timeout():
+    def query(c):
+        time.sleep(30)
+
+    started = time.monotonic()
+    state = queue_state("x", ctx(timeout_s=0.2), plugins=[LrmsPlugin("x", query)])
+    assert time.monotonic() - started < 3
+    assert "timed out after 0.2 s" in state.error
+    assert_all_unknown(state)
+
+
+def test_plugin_returning_something_else_is_an_error():
+    state = queue_state("x", ctx(), plugins=[LrmsPlugin("x", lambda c: {"running": 3})])
+    assert "returned dict, not a QueueState" in state.error
+
+
+def test_find_plugin_for_builtin_does_not_need_entry_points():
+    assert find_plugin("slurm").name == "slurm"
+
+
+def test_context_for_ce_reads_queue_and_timeout():
+    c = context_for_ce({"queue": "long", "lrms_timeout": 3.5}, hosts=[])
+    assert c.queue == "long" and c.timeout_s == 3.5 and c.with_jobs is False
+
+
+# -- fork ------------------------------------------------------------------------------
+
+def test_fork_sums_cpus_and_free_cpus_from_load():
+    state = queue_state("fork", ctx(hosts=[host("a", 8, 2.6), host("b", 4, 5.0)]))
+    assert state.error is None
+    assert state.total_cpus == 12
+    # a: 8 - round(2.6)=3 -> 5 free; b: 4 - 5 -> 0 (never negative)
+    assert state.free_cpus == 5
+    assert state.status == "Production"
+    assert state.hosts == ["a", "b"]
+    assert state.queue is None
+    for name in ("running_jobs", "waiting_jobs", "total_jobs", "estimated_response_time_s", "worst_response_time_s",
+                 "max_wall_clock_time_min", "lrms_version"):
+        assert getattr(state, name) is None, name
+
+
+def test_fork_unknown_cpu_count_leaves_totals_unknown():
+    state = queue_state("fork", ctx(hosts=[host("a", 8, 0.0), host("b", None, 0.0)]))
+    assert state.total_cpus is None and state.free_cpus is None
+    assert "b" in state.error
+
+
+def test_fork_unknown_load_leaves_free_cpus_unknown():
+    state = queue_state("fork", ctx(hosts=[host("a", 8, None)]))
+    assert state.total_cpus == 8 and state.free_cpus is None
+    assert "load" in state.error
+
+
+def test_fork_without_hosts_is_an_error():
+    state = queue_state("fork", ctx(hosts=[]))
+    assert "no host snapshots" in state.error
+    assert_all_unknown(state)
+
+
+def test_fork_on_this_host_matches_proc():
+    from glueinfo.core.config import Config
+    from glueinfo.host.collect import probe
+
+    snapshot = probe(Config())
+    state = queue_state("fork", ctx(hosts=[snapshot]))
+    with open("/proc/cpuinfo") as handle:
+        processors = sum(1 for line in handle if line.startswith("processor"))
+    assert state.total_cpus == processors == os.cpu_count()
+    with open("/proc/loadavg") as handle:
+        load1 = float(handle.read().split()[0])
+    # The load may move between the probe and this read; allow one CPU either way.
+    assert abs(state.free_cpus - max(0, processors - round(load1))) <= 1

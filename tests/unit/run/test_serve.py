@@ -1,0 +1,490 @@
+"""`glueinfo serve` over real HTTP on loopback: documents fetched and validated
+against the XSD, SSSRMAP requests sent as hand-built byte strings (correct
+HTTP framing and the Gold/Maui peers' chunked framing), signatures, hostile
+bodies refused while the server keeps serving, many clients at once, and a
+store that answers from memory while a refresh hangs."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from lxml import etree
+from paths import REPO
+
+from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo
+from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings, parse_listen
+from glueinfo.sss.node_xml import NodeSettings
+
+ROOT = REPO
+FIXTURE = ROOT / "tests" / "fixtures" / "nodes" / "site50.json"
+RAW = json.loads(FIXTURE.read_text(encoding="utf-8"))
+SCHEMA = etree.XMLSchema(etree.parse(str(ROOT / "glueinfo" / "sss" / "xsd" / "sss-node.xsd")))
+KEY = b"s3cret-shared-key"
+MAX_BODY = 65536
+
+
+class Served:
+    def __init__(self, process: subprocess.Popen, port: int, log: Path):
+        self.process, self.port, self.log = process, port, log
+
+    def connect(self, timeout: float = 10.0) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
+
+def start_server(tmp: Path, name: str, extra: str = "") -> Served:
+    config = tmp / f"{name}.conf"
+    config.write_text(f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\nmax_body = {MAX_BODY}\ntimeout = 2\n{extra}\n"
+                      f"[node]\nsite_snapshots = {FIXTURE}\n")
+    log = tmp / f"{name}.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "serve", "--config", str(config)],
+                                   stdout=handle, stderr=handle, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        match = re.search(r"serving http://127\.0\.0\.1:(\d+)/", log.read_text(errors="replace"))
+        if match:
+            return Served(process, int(match.group(1)), log)
+        if process.poll() is not None:
+            raise AssertionError(f"glueinfo serve exited {process.returncode}: {log.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"glueinfo serve did not start: {log.read_text()}")
+
+
+def stop_server(served: Served) -> None:
+    served.process.send_signal(signal.SIGTERM)
+    try:
+        served.process.wait(10)
+    except subprocess.TimeoutExpired:
+        served.process.kill()
+        served.process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    served = start_server(tmp_path_factory.mktemp("serve"), "open")
+    yield served
+    stop_server(served)
+    assert served.process.returncode == 0, served.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("keyed")
+    (tmp / "key").write_bytes(KEY + b"\n")
+    served = start_server(tmp, "keyed", f"key_file = {tmp / 'key'}\nmax_connections = 4")
+    yield served
+    stop_server(served)
+
+
+def exchange(served: Served, raw: bytes, shut: bool = False) -> http.client.HTTPResponse:
+    """Send hand-built request bytes on a new connection and read one response."""
+    sock = served.connect()
+    sock.sendall(raw)
+    if shut:
+        sock.shutdown(socket.SHUT_WR)
+    response = http.client.HTTPResponse(sock, method=raw.split(b" ", 1)[0].decode())
+    response.begin()
+    response.body = response.read()  # type: ignore[attr-defined]
+    sock.close()
+    return response
+
+
+def get(served: Served, path: str, method: str = "GET") -> http.client.HTTPResponse:
+    return exchange(served, f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+
+
+def post(body: bytes, framing: str = "length") -> bytes:
+    head = b'POST /SSSRMAP3 HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/xml; charset="utf-8"\r\n'
+    if framing == "length":
+        return head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    if framing == "chunked":  # correct HTTP: split mid-tag, CRLF after every chunk, empty trailer
+        pieces = [body[:17], body[17:90], body[90:]]
+        return head + b"Transfer-Encoding: chunked\r\n\r\n" + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+    if framing == "peer":  # what Gold/Maui send: <hexlen>\r\n<payload>0\r\n
+        return head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"0\r\n"
+    raise ValueError(framing)
+
+
+def envelope_request(inner: bytes) -> bytes:
+    return b'<Envelope><Body><Request action="Query" actor="tester"><Object>Node</Object>' + inner + b"</Request></Body></Envelope>"
+
+
+def response_of(answer: bytes) -> etree._Element:
+    envelope = etree.fromstring(answer)
+    assert envelope.tag == "Envelope"
+    (response,) = envelope.find("Body")
+    return response
+
+
+# Fixture hosts with at least 64 GB (the local host is left out by the Id pattern).
+BIG = envelope_request(b'<Get name="Id"/><Get name="Configured/Memory"/>'
+                       b'<Where name="Id" op="Match">^wn[0-9]+[.]example[.]org$</Where>'
+                       b'<Where name="Configured/Memory" op="GE">64GB</Where>')
+BIG_IDS = [h["hostname"] for h in RAW if h["memory"]["ram_mb"] >= 65536]
+
+
+def check_big_answer(body: bytes) -> None:
+    response = response_of(body)
+    assert [c.tag for c in response] == ["Status", "Count", "Data"]
+    assert (response.findtext("Status/Value"), response.findtext("Status/Code")) == ("Success", "000")
+    assert int(response.findtext("Count")) == len(BIG_IDS)
+    nodes = list(response.find("Data"))
+    assert [n.findtext("Id") for n in nodes] == BIG_IDS
+    for node, host in zip(nodes, [h for h in RAW if h["memory"]["ram_mb"] >= 65536], strict=True):
+        assert [c.tag for c in node] == ["Id", "Configured"]
+        memory = node.find("Configured/Memory")
+        assert (memory.get("units"), int(memory.text)) == ("MB", host["memory"]["ram_mb"])
+
+
+# -- documents ----------------------------------------------------------------------------------------
+
+
+def test_node_xml_is_this_host_and_valid(server):
+    response = get(server, "/node.xml")
+    assert response.status == 200 and response.getheader("Content-Type") == "application/xml; charset=utf-8"
+    root = etree.fromstring(response.body)
+    assert SCHEMA.validate(root), SCHEMA.error_log
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    assert int(root.findtext("Configured/Processors")) == sum(1 for line in cpuinfo.splitlines() if line.startswith("processor"))
+    assert root.findtext("Arch") == os.uname().machine
+    assert root.findtext("State") in ("Idle", "Busy")
+    head = get(server, "/node.xml", "HEAD")
+    assert head.status == 200 and head.body == b"" and int(head.getheader("Content-Length")) == len(response.body)
+
+
+def test_nodes_xml_holds_this_host_and_the_site_files(server):
+    response = get(server, "/nodes.xml")
+    root = etree.fromstring(response.body)
+    assert response.status == 200 and SCHEMA.validate(root), SCHEMA.error_log
+    ids = [n.findtext("Id") for n in root]
+    local = etree.fromstring(get(server, "/node.xml").body).findtext("Id")
+    assert ids == [local] + [h["hostname"] for h in RAW]
+    # the fixture was collected in 2023: on the real clock it is stale, so Unknown
+    assert {n.findtext("State") for n in root[1:]} == {"Unknown"}
+
+
+def test_health_ldif_and_unknown_paths(server):
+    health = json.loads(get(server, "/health").body)
+    assert health["status"] == "ok" and health["refresh"]["success"] is True and health["refresh"]["count"] == 1
+    assert health["hosts"]["total"] == 51 and health["hosts"]["states"]["Unknown"] >= 50
+    assert 0 <= health["snapshot_age_s"] < 120
+    assert {c["name"] for c in health["collectors"]} >= {"cpu", "memory", "load"}
+    assert all(c["success"] for c in health["collectors"]) and all(c["duration_s"] >= 0 for c in health["collectors"])
+    ldif = get(server, "/ldif")
+    assert ldif.status == 200 and ldif.body.startswith(b"dn: ") and b"objectClass: GlueCE" in ldif.body
+    missing = get(server, "/secrets")
+    assert missing.status == 404 and b"/node.xml" in missing.body
+
+
+# -- SSSRMAP framing ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "peer"])
+def test_sssrmap_query_with_each_framing(server, framing):
+    response = exchange(server, post(BIG, framing))
+    assert response.status == 200 and response.getheader("Content-Type") == 'text/xml; charset="utf-8"'
+    # the answer mirrors the framing: chunked for chunked requests
+    assert (response.getheader("Transfer-Encoding") == "chunked") == (framing != "length")
+    check_big_answer(response.body)
+
+
+def test_peer_framing_raw_answer_starts_with_a_hex_length(server):
+    sock = server.connect()
+    sock.sendall(post(BIG, "peer"))
+    raw = b""
+    while not raw.endswith(b"0\r\n\r\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        raw += chunk
+    sock.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    size_line, _, rest = body.partition(b"\r\n")
+    assert rest[:int(size_line, 16)].startswith(b"<Envelope>") and rest.endswith(b"</Envelope>\r\n0\r\n\r\n")
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(server):
+    sock = server.connect()
+    for raw in (post(BIG), b"GET /node.xml HTTP/1.1\r\nHost: x\r\n\r\n", post(BIG, "chunked"), post(BIG)):
+        sock.sendall(raw)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        body = response.read()
+        assert response.status == 200
+        if raw.startswith(b"POST"):
+            check_big_answer(body)
+    sock.close()
+
+
+def test_chunked_sssrmap_answer_over_http(server):
+    body = envelope_request(b'<Get name="Id"/>').replace(b'actor="tester"', b'actor="tester" chunking="True" chunkSize="20"')
+    response = exchange(server, post(body))
+    envelopes = re.findall(rb"<Envelope>.*?</Envelope>", response.body, re.S)
+    assert len(envelopes) == 3
+    numbers = [(response_of(e).get("chunkNum"), response_of(e).get("chunkMax"), response_of(e).findtext("Count")) for e in envelopes]
+    assert numbers == [("1", "3", "20"), ("2", "3", "20"), ("3", "3", "11")]
+
+
+# -- signatures ---------------------------------------------------------------------------------------------
+
+
+def sign(body: bytes, key: bytes = KEY) -> bytes:
+    digest = hashlib.sha1(body).digest()
+    return (b"<Envelope>" + body + b"<Signature><DigestValue>" + base64.b64encode(digest) + b"</DigestValue><SignatureValue>" +
+            base64.b64encode(hmac.new(key, digest, hashlib.sha1).digest()) +
+            b'</SignatureValue><SecurityToken type="Symmetric" name="tester"/></Signature></Envelope>')
+
+
+SIGNED_BODY = BIG[len(b"<Envelope>"):-len(b"</Envelope>")]
+
+
+def test_keyed_server_refuses_unsigned_and_badly_signed_requests(keyed):
+    for body, code in ((BIG, "421"), (sign(SIGNED_BODY, b"guess"), "422"),
+                       (sign(SIGNED_BODY).replace(b"64GB", b"1GB"), "422")):
+        response = exchange(keyed, post(body, "peer"))
+        assert response.status == 200
+        failure = response_of(response.body)
+        assert (failure.findtext("Status/Value"), failure.findtext("Status/Code")) == ("Failure", code)
+
+
+def test_keyed_server_answers_signed_requests_and_signs_the_answer(keyed):
+    response = exchange(keyed, post(sign(SIGNED_BODY), "peer"))
+    check_big_answer(response.body)
+    body = re.search(rb"<Body>.*</Body>", response.body, re.S).group(0)
+    envelope = etree.fromstring(response.body)
+    digest = hashlib.sha1(body).digest()
+    assert base64.b64decode(envelope.findtext("Signature/DigestValue")) == digest
+    assert base64.b64decode(envelope.findtext("Signature/SignatureValue")) == hmac.new(KEY, digest, hashlib.sha1).digest()
+
+
+def test_connection_cap_answers_503_at_once_then_recovers(keyed):
+    idle = [keyed.connect() for _ in range(4)]
+    time.sleep(0.3)
+    refused = get(keyed, "/health")
+    assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+    for sock in idle:
+        sock.close()
+    time.sleep(0.3)
+    assert get(keyed, "/health").status == 200
+
+
+# -- hostile input --------------------------------------------------------------------------------------------
+
+
+XXE = b'<?xml version="1.0"?><!DOCTYPE Envelope [<!ENTITY x SYSTEM "file:///etc/passwd">]><Envelope><Body>&x;</Body></Envelope>'
+LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">' +
+          b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10) for i in range(1, 10)) +
+          b"]><Envelope><Body>&lol9;</Body></Envelope>")
+
+
+def assert_still_serving(served: Served) -> None:
+    assert get(served, "/node.xml").status == 200
+    check_big_answer(exchange(served, post(BIG)).body)
+
+
+@pytest.mark.parametrize("body", [XXE, LAUGHS], ids=["external-entity", "billion-laughs"])
+def test_entities_are_refused(server, body):
+    for framing in ("length", "peer"):
+        response = exchange(server, post(body, framing))
+        failure = response_of(response.body)
+        assert (failure.findtext("Status/Value"), failure.findtext("Status/Code")) == ("Failure", "301")
+        assert "DTDs and entity declarations are not accepted" in failure.findtext("Status/Message")
+        assert b"root:" not in response.body
+    assert_still_serving(server)
+
+
+def test_a_50_mb_body_is_refused_without_being_read(server):
+    sock = server.connect()
+    size = 50 * 2**20
+    sock.sendall(b'POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n\r\n' % size)
+    sock.sendall(b"<Envelope>" + b"x" * 65536)
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    failure = response_of(response.read())
+    assert response.status == 413 and response.getheader("Connection") == "close"
+    assert failure.findtext("Status/Code") == "211" and "over the limit" in failure.findtext("Status/Message")
+    sock.close()
+    assert_still_serving(server)
+
+
+def test_a_50_mb_chunked_body_is_cut_off_at_the_limit(server):
+    sock = server.connect()
+    sock.sendall(b'POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n')
+    piece = b"x" * 2**20
+    sent = 0
+    try:
+        while sent < 50 * 2**20:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent += len(piece)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server stopped reading at the limit and answered
+    assert sent < 50 * 2**20
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    assert response.status == 413 and response_of(response.read()).findtext("Status/Code") == "211"
+    sock.close()
+    assert_still_serving(server)
+
+
+@pytest.mark.parametrize("raw, code", [
+    (b'POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n' + BIG[:100], "212"),
+    (b'POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n' + BIG[:100], "212"),
+    (b'POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n' + BIG, "212"),
+    (b'POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\n\r\n' + BIG, "212"),
+], ids=["short-content-length", "short-chunk", "bad-chunk-size", "no-length"])
+def test_truncated_or_unframed_bodies_are_refused(server, raw, code):
+    response = exchange(server, raw, shut=True)
+    assert response.status in (400, 411)
+    failure = response_of(response.body)
+    assert (failure.findtext("Status/Value"), failure.findtext("Status/Code")) == ("Failure", code)
+    assert_still_serving(server)
+
+
+def test_a_truncated_xml_document_in_a_complete_body(server):
+    failure = response_of(exchange(server, post(BIG[:-30])).body)
+    assert failure.findtext("Status/Code") == "301" and "not well-formed" in failure.findtext("Status/Message")
+
+
+def test_a_silent_connection_is_closed_after_the_timeout(server):
+    sock = server.connect()
+    started = time.monotonic()
+    assert sock.recv(1) == b""  # closed by the server, [serve] timeout = 2 s
+    assert 1.5 < time.monotonic() - started < 8
+    sock.close()
+    assert_still_serving(server)
+
+
+def test_many_clients_at_once(server):
+    errors: list[str] = []
+
+    def client() -> None:
+        try:
+            for _ in range(3):
+                assert get(server, "/node.xml").status == 200
+                check_big_answer(exchange(server, post(BIG, "peer")).body)
+        except Exception as exc:  # collected and reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=client) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+
+
+# -- in-process: answers come from memory --------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_requests_never_wait_for_a_refresh_and_states_follow_the_clock():
+    clock = Clock(1_700_000_000.0)
+    release = threading.Event()
+    calls = []
+
+    def refresh() -> Refreshed:
+        calls.append(clock.now)
+        if len(calls) > 1:
+            release.wait(30)  # a collector that hangs
+        snapshot = HostSnapshot(hostname="wn1.example.org", collected_at=clock.now, cpu=CpuInfo(logical_cpus=4),
+                                load=LoadInfo(load1=0.5))
+        return Refreshed(local=snapshot, snapshots=[snapshot])
+
+    store = NodeStore(refresh, NodeSettings(stale_after_s=300), clock=clock)
+    assert store.view() is None
+    store.refresh_once()
+    server = Server(ServeSettings(port=0, refresh_interval_s=3600), store)
+    server.start()
+    try:
+        port = server.address[1]
+        hung = threading.Thread(target=store.refresh_once, daemon=True)
+        hung.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/node.xml")
+        answer = connection.getresponse()
+        assert answer.status == 200 and time.monotonic() - started < 1
+        assert etree.fromstring(answer.read()).findtext("State") == "Idle"
+        assert store.refresh_once() is False and store.skipped == 1  # never two refreshes at once
+        clock.now += 301  # no refresh came: the same snapshot is now stale
+        connection.request("GET", "/node.xml")
+        assert etree.fromstring(connection.getresponse().read()).findtext("State") == "Unknown"
+        connection.request("GET", "/health")
+        health = json.loads(connection.getresponse().read())
+        assert health["status"] == "degraded" and health["state"] == "Unknown" and health["snapshot_age_s"] == 301
+        release.set()
+        hung.join(5)
+        connection.request("GET", "/node.xml")
+        assert etree.fromstring(connection.getresponse().read()).findtext("State") == "Idle"  # the late refresh landed
+        connection.close()
+    finally:
+        release.set()
+        server.stop()
+
+
+def test_a_failed_refresh_keeps_the_last_good_documents():
+    snapshots = [HostSnapshot(hostname="wn2", collected_at=time.time(), cpu=CpuInfo(logical_cpus=2))]
+
+    def refresh() -> Refreshed:
+        if len(snapshots) > 1:
+            raise OSError("disk full")
+        snapshots.append(snapshots[0])
+        return Refreshed(local=snapshots[0], snapshots=snapshots[:1])
+
+    store = NodeStore(refresh)
+    assert store.refresh_once() is True
+    before = store.view().node_xml
+    assert store.refresh_once() is False
+    assert store.view().node_xml == before
+    assert store.health()["refresh"]["error"] == "OSError: disk full"
+    assert store.ldif() == (None, "no LDIF built yet")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:7170", ("127.0.0.1", 7170)), ("0.0.0.0:80", ("0.0.0.0", 80)), ("[::1]:9000", ("::1", 9000)),
+    ("localhost", ("localhost", 7170)), (":8080", ("127.0.0.1", 8080)),
+])
+def test_listen_addresses(text, expected):
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["host:port", "::1:80", "h:70000", "[::1]x"])
+def test_bad_listen_addresses(text):
+    with pytest.raises(ValueError, match="listen address"):
+        parse_listen(text)
+
+
+def test_serve_command_refuses_a_bad_listen_address_in_one_line():
+    result = subprocess.run([sys.executable, "-m", "glueinfo.cli", "serve", "--listen", "nowhere:99999"],
+                            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, GLUEINFO_CONFIG=os.devnull), timeout=60)
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "port '99999'" in result.stderr
+
+
+def test_job_objects_are_served_too(server):
+    # The default site is fork-only: Job is served, with no jobs in it (Slurm jobs: tests/test_slurm_live.py).
+    body = b'<Envelope><Body><Request action="Query" actor="t"><Object>Job</Object><Get name="Id"/></Request></Body></Envelope>'
+    response = response_of(exchange(server, post(body)).body)
+    assert (response.findtext("Status/Value"), response.findtext("Count")) == ("Success", "0")
