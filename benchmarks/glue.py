@@ -15,7 +15,7 @@ Targets: `glueinfo ldif` median <= 150 ms; 100,000 hosts aggregated and
 rendered in <= 10 s and <= 1 GB, growing about linearly; the no-change
 publish of 10,000 hosts < 3 s with zero writes.
 
-Synthetic hosts come from tests/glue_sites.py: five hardware classes, three
+Synthetic hosts come from tests/harness/glue_sites.py: five hardware classes, three
 file systems per host (two local, one NFS), so each host is four entries.
 Building the snapshots is not timed (it stands for the collectors' work).
 """
@@ -33,7 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
 sys.path.insert(0, ROOT)
 
 
@@ -85,6 +85,7 @@ def _scale_child(hosts_count: int) -> dict:
     from glueinfo.core.config import parse_text
     from glueinfo.glue import build as pipeline
     from glueinfo.glue.render13 import iter_glue13
+    from glueinfo.glue.schema import load_glue_schema
     from glueinfo.glue.templates import load_templates
     from glueinfo.site.aggregate import aggregate
     from glueinfo.site.model import site_from_config
@@ -95,7 +96,7 @@ def _scale_child(hosts_count: int) -> dict:
     config = parse_text("[ce:default]\naccess = VO:atlas\n")
     site = site_from_config(config, "ce01.example.org")
     templates = load_templates()
-    schema = pipeline.load_glue_schema(site.glue.schema_dir)
+    schema = load_glue_schema(site.glue.schema_dir)
     clock = time.perf_counter
     cpu = time.process_time  # the machine is shared: CPU time says what glueinfo costs, wall time what it took
 

@@ -9,7 +9,7 @@ Sites:
   1     this host only ([sources] enabled = local): fast collectors, LRMS
         (fork) and a publish of LDIF + Node XML + state every interval.
   1000  this host plus 1,000 workers in a spool directory (Node XML files of
-        tests/glue_sites.synthetic_site, five hardware classes, fresh for the
+        tests/harness/glue_sites.synthetic_site, five hardware classes, fresh for the
         whole run): a gather of the spool and a publish every interval.
 
 Each site runs `glueinfo run` as a child process with every interval
@@ -35,7 +35,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
 sys.path.insert(0, ROOT)
 
 CPU_TARGET_S_PER_HOUR = 10.0

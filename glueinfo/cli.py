@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Optional
 
 from glueinfo import __version__
+from glueinfo.core.errors import GlueinfoError
 
 # name -> (module in glueinfo.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class UsageError(Exception):
+class UsageError(GlueinfoError):
     """Bad arguments or config: exit 2 with the message."""
 
 

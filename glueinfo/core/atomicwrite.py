@@ -27,10 +27,12 @@ import os
 import tempfile
 from typing import Union
 
+from glueinfo.core.errors import GlueinfoError
+
 TEMP_SUFFIX = ".tmp"
 
 
-class WriteError(OSError):
+class WriteError(GlueinfoError, OSError):
     """A file that could not be replaced; str() is one line naming the path. The old file is intact."""
 
     def __init__(self, path: str, cause: OSError) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.errors import GlueinfoError
+
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
 
@@ -212,7 +214,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
 FREEFORM = {"extensions"}
 
 
-class ConfigError(ValueError):
+class ConfigError(GlueinfoError, ValueError):
     """A bad config file; the message is one line naming file, line and key."""
 
 

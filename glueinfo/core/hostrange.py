@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from glueinfo.core.errors import GlueinfoError
+
 # A site with more hosts than this in one list has written a typo like [1-1000000].
 MAX_HOSTS = 100_000
 
@@ -31,7 +33,7 @@ _HOST_CHARS = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _NUMBER_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
-class HostRangeError(ValueError):
+class HostRangeError(GlueinfoError, ValueError):
     """A host pattern that cannot be expanded; the message names it."""
 
 

@@ -38,6 +38,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Optional, Union
 
+from glueinfo.core.errors import GlueinfoError
+
 Value = Union[str, int, bool]
 
 LINE_WIDTH = 76
@@ -46,11 +48,11 @@ LINE_WIDTH = 76
 _SAFE_STRING = re.compile(r"(?:[\x01-\x09\x0b\x0c\x0e-\x1f\x21-\x39\x3b\x3d-\x7f][\x01-\x09\x0b\x0c\x0e-\x7f]*)?")
 
 
-class LDIFError(ValueError):
+class LDIFError(GlueinfoError, ValueError):
     """Malformed LDIF; the message names the line."""
 
 
-class DNError(ValueError):
+class DNError(GlueinfoError, ValueError):
     """A malformed distinguished name."""
 
 

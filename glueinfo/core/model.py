@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.errors import GlueinfoError
+
 SCHEMA_VERSION = 1
 
 
@@ -255,7 +257,7 @@ class QueueState:
     error: Optional[str] = None  # why the state is (partly) unknown
 
 
-class ModelError(ValueError):
+class ModelError(GlueinfoError, ValueError):
     """Data that does not fit the model (a JSON snapshot from elsewhere, say)."""
 
 

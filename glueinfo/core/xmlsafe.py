@@ -19,6 +19,8 @@ from typing import Union
 
 from lxml import etree
 
+from glueinfo.core.errors import GlueinfoError
+
 DEFAULT_MAX_BYTES = 16 * 2**20
 
 # A quick byte-level look before parsing; the check after parsing catches
@@ -26,7 +28,7 @@ DEFAULT_MAX_BYTES = 16 * 2**20
 _DTD_BYTES = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
-class XMLInputError(ValueError):
+class XMLInputError(GlueinfoError, ValueError):
     """XML we refuse to read; the message is one line naming what was wrong."""
 
 

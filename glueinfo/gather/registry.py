@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot
 
 ENTRY_POINT_GROUP = "glueinfo.sources"
@@ -82,7 +83,7 @@ class Source:
     origin: str = "builtin"  # "builtin" or the distribution that provides it
 
 
-class SourceError(Exception):
+class SourceError(GlueinfoError):
     """A source that cannot be loaded or named, or is misconfigured as a whole."""
 
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import pickle
 import re
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Optional, Union
@@ -31,14 +29,12 @@ from glueinfo.core.ldif import Entry, LDIFError, format_ldif, normalise_dn, pare
 from glueinfo.core.model import HostSnapshot, QueueState
 from glueinfo.glue.render13 import iter_glue13
 from glueinfo.glue.schema import (
-    DEFAULT_SCHEMA_FILES,
     SYNTAX_BOOLEAN,
     SYNTAX_IA5_STRING,
     SYNTAX_INTEGER,
     Problem,
     Schema,
-    SchemaUnavailable,
-    load_schema,
+    load_glue_schema,
     normalise_unchecked,
 )
 from glueinfo.glue.templates import Template, load_templates
@@ -49,10 +45,6 @@ log = logging.getLogger("glueinfo.glue")
 
 AUTO = "auto"  # load the schema named by [glue] schema_dir
 
-# What the rendered tree uses; parsing GLUE20.schema and the SE schema too
-# would triple the start-up time of `glueinfo ldif`.  Static LDIF files may
-# hold anything, so with [glue] static_ldif_dir the whole default set is read.
-GLUE13_SCHEMA_FILES = ("Glue-CORE.schema", "Glue-MDS.schema", "Glue-CE.schema", "Glue-CESEBind.schema")
 
 
 @dataclass
@@ -80,70 +72,6 @@ def default_local_fqdn(config: Config) -> str:
         return local_hostname(CollectContext(host_root=general["host_root"], config={"hostname": general["hostname"]}))
     except Exception:  # a recorded tree without a readable name: fall back to this machine's
         return local_hostname(CollectContext(config={"hostname": general["hostname"]}))
-
-
-def load_glue_schema(schema_dir: str, everything: bool = False, cache_dir: Optional[str] = None) -> Optional[Schema]:
-    """The schema to check the tree against, or None after one warning when the files are absent.
-
-    The parsed schema is kept in a cache file (``cache_dir``, default
-    $XDG_CACHE_HOME/glueinfo or ~/.cache/glueinfo) named after the schema
-    files' paths, sizes and modification times and glueinfo's own schema
-    reader, so a fresh `glueinfo ldif` does not parse 80 KB of schema text;
-    any problem with the cache just means parsing again.
-    """
-    files = DEFAULT_SCHEMA_FILES if everything else GLUE13_SCHEMA_FILES
-    cache = _schema_cache_path(schema_dir, files, cache_dir)
-    if cache is not None:
-        try:
-            with open(cache, "rb") as handle:
-                cached = pickle.load(handle)
-            if isinstance(cached, Schema):
-                return cached
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
-            pass
-    try:
-        schema = load_schema(schema_dir, files)
-    except SchemaUnavailable as exc:
-        log.warning("%s: publishing without a schema check", exc)
-        return None
-    if cache is not None:
-        _write_schema_cache(cache, schema)
-    return schema
-
-
-def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optional[str]) -> Optional[str]:
-    import glueinfo.glue.schema as reader
-
-    parts = [schema_dir, reader.__file__ or ""]
-    try:
-        for path in [reader.__file__ or "", *(os.path.join(schema_dir, name) for name in files)]:
-            try:
-                st = os.stat(path)
-                parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
-            except FileNotFoundError:
-                parts.append(f"{path}:absent")
-    except OSError:
-        return None
-    if not os.path.isdir(schema_dir):
-        return None  # let load_schema say why, every time
-    directory = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                                          "glueinfo")
-    digest = f"{zlib.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
-    return os.path.join(directory, f"schema-{digest}.pickle")
-
-
-def _write_schema_cache(path: str, schema: Schema) -> None:
-    try:
-        data = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        import tempfile  # only when the cache is written
-
-        fd, temporary = tempfile.mkstemp(prefix=".schema-", dir=os.path.dirname(path))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        pass  # no cache: the next run parses again
 
 
 def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float] = time.time,

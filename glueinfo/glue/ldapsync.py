@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.ldif import Entry, normalise_dn, parent_dn, parse_dn, value_text
 
 log = logging.getLogger("glueinfo.publish")
@@ -52,7 +53,7 @@ STATE_VERSION = 2
 FULL_READ_THRESHOLD = 200
 
 
-class PublishError(Exception):
+class PublishError(GlueinfoError):
     """The server cannot be used at all (unreachable, bind refused, base missing); one line."""
 
 

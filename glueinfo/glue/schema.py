@@ -36,12 +36,15 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import unicodedata
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.ldif import DNError, Entry, LDIFError, format_dn, normalise_dn, parent_dn, parse_dn, parse_ldif, value_text
 
 log = logging.getLogger(__name__)
@@ -111,11 +114,11 @@ objectclass ( 1.3.6.1.4.1.1466.101.120.111 NAME 'extensibleObject' SUP top AUXIL
 """
 
 
-class SchemaError(ValueError):
+class SchemaError(GlueinfoError, ValueError):
     """A schema file that cannot be parsed; the message names file and definition."""
 
 
-class SchemaUnavailable(OSError):
+class SchemaUnavailable(GlueinfoError, OSError):
     """The schema directory or the GLUE schema files are not there."""
 
 
@@ -925,3 +928,73 @@ def check_ldif_text(text: str, schema: Schema) -> list[Problem]:
     except LDIFError as exc:
         return [Problem("", f"not valid LDIF: {exc}")]
     return schema.check_entries(entries)
+
+
+# -- loading with a cache (what `glueinfo ldif` needs at every start) ------------------------
+
+# What the rendered tree uses; parsing GLUE20.schema and the SE schema too
+# would triple the start-up time of `glueinfo ldif`.  Static LDIF files may
+# hold anything, so with [glue] static_ldif_dir the whole default set is read.
+GLUE13_SCHEMA_FILES = ("Glue-CORE.schema", "Glue-MDS.schema", "Glue-CE.schema", "Glue-CESEBind.schema")
+
+
+def load_glue_schema(schema_dir: str, everything: bool = False, cache_dir: Optional[str] = None) -> Optional[Schema]:
+    """The schema to check the tree against, or None after one warning when the files are absent.
+
+    The parsed schema is kept in a cache file (``cache_dir``, default
+    $XDG_CACHE_HOME/glueinfo or ~/.cache/glueinfo) named after the schema
+    files' paths, sizes and modification times and glueinfo's own schema
+    reader, so a fresh `glueinfo ldif` does not parse 80 KB of schema text;
+    any problem with the cache just means parsing again.
+    """
+    files = DEFAULT_SCHEMA_FILES if everything else GLUE13_SCHEMA_FILES
+    cache = _schema_cache_path(schema_dir, files, cache_dir)
+    if cache is not None:
+        try:
+            with open(cache, "rb") as handle:
+                cached = pickle.load(handle)
+            if isinstance(cached, Schema):
+                return cached
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
+            pass
+    try:
+        schema = load_schema(schema_dir, files)
+    except SchemaUnavailable as exc:
+        log.warning("%s: publishing without a schema check", exc)
+        return None
+    if cache is not None:
+        _write_schema_cache(cache, schema)
+    return schema
+
+
+def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optional[str]) -> Optional[str]:
+    parts = [schema_dir, __file__ or ""]
+    try:
+        for path in [__file__ or "", *(os.path.join(schema_dir, name) for name in files)]:
+            try:
+                st = os.stat(path)
+                parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+            except FileNotFoundError:
+                parts.append(f"{path}:absent")
+    except OSError:
+        return None
+    if not os.path.isdir(schema_dir):
+        return None  # let load_schema say why, every time
+    directory = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                                          "glueinfo")
+    digest = f"{zlib.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
+    return os.path.join(directory, f"schema-{digest}.pickle")
+
+
+def _write_schema_cache(path: str, schema: Schema) -> None:
+    try:
+        data = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        import tempfile  # only when the cache is written
+
+        fd, temporary = tempfile.mkstemp(prefix=".schema-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        pass  # no cache: the next run parses again

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.ldif import Entry, dn_escape
 
 TEMPLATE_NAMES = ("site", "cluster", "subcluster", "ce")
@@ -50,7 +51,7 @@ _DECL = re.compile(r"#\s*@(mandatory|optional|multi)\b(.*)")
 _ATTR = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*:\s?(.*)")
 
 
-class TemplateError(ValueError):
+class TemplateError(GlueinfoError, ValueError):
     """A bad template or bad variables; the message names the template and variable."""
 
 

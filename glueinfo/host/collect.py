@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import CollectorResult, HostSnapshot
 
 ENTRY_POINT_GROUP = "glueinfo.collectors"
@@ -63,7 +64,7 @@ class Collector:
     source: str = "builtin"
 
 
-class CollectorError(Exception):
+class CollectorError(GlueinfoError):
     """A collector that cannot be loaded or named."""
 
 

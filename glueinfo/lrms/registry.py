@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core import plugins as plugin_registry
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot, QueueState
 
 log = logging.getLogger("glueinfo.lrms")
@@ -73,11 +74,11 @@ class LrmsPlugin:
     description: str = ""
 
 
-class LrmsError(Exception):
+class LrmsError(GlueinfoError):
     """A plugin that cannot be loaded or named."""
 
 
-class LrmsQueryError(Exception):
+class LrmsQueryError(GlueinfoError):
     """Raised by a plugin for an expected failure; its message is published as is (one line)."""
 
 

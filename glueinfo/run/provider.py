@@ -50,6 +50,7 @@ from typing import Any, Optional
 
 from glueinfo.core.atomicwrite import WriteError, remove_temporaries, write_atomic
 from glueinfo.core.config import Config, ConfigError
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.freshness import drop_after_s, is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.gatherer import GatheredHost, Gatherer, GatherResult, check_snapshot, host_key, merge, same_host
@@ -61,7 +62,7 @@ JOB_NAMES = ("slow", "fast", "gather")
 METRICS_PREFIX = "glueinfo-run"  # snapshot.extra keys of the self-metrics (Node XML Extension names)
 
 
-class ServiceError(Exception):
+class ServiceError(GlueinfoError):
     """A config the provider cannot run with (unknown collector or source, bad site model); one line."""
 
 
@@ -271,7 +272,8 @@ def _selected_collector_names(config: Config, enable: Iterable[str], disable: It
 def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> Plan:
     """Check a config as far as running it needs; ServiceError or ConfigError (one line) when it cannot run."""
     from glueinfo.gather.registry import SourceError, enabled_sources
-    from glueinfo.glue.build import default_local_fqdn, load_glue_schema
+    from glueinfo.glue.build import default_local_fqdn
+    from glueinfo.glue.schema import load_glue_schema
     from glueinfo.glue.templates import TemplateError, load_templates
     from glueinfo.site.model import site_from_config
     from glueinfo.sss.node_xml import NodeSettings

@@ -31,6 +31,7 @@ from typing import Any, Optional, Union
 
 from lxml import etree
 
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot, ModelError
 from glueinfo.core.units import UnitError, convert
 from glueinfo.core.xmlsafe import DEFAULT_MAX_BYTES, XMLInputError, parse_xml
@@ -63,7 +64,7 @@ _WALL_DURATION = re.compile(r"^(?:\d+|P(?!$)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d
 _COLLECTOR = re.compile(r"^(ok|failed) (\S+) (\S+?)(?:: (.*))?$", re.DOTALL)
 
 
-class NodeXMLError(ValueError):
+class NodeXMLError(GlueinfoError, ValueError):
     """Node XML that cannot be read back; the message is one line naming node and element."""
 
 

@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 from lxml import etree
 
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.freshness import is_stale
 from glueinfo.core.model import FileSystem, HostSnapshot
 from glueinfo.core.units import format_number
@@ -54,7 +55,7 @@ _NOT_XML_CHAR = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010f
 XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
 
-class NodeRenderError(ValueError):
+class NodeRenderError(GlueinfoError, ValueError):
     """A snapshot that cannot become a Node (no host name)."""
 
 

@@ -53,6 +53,7 @@ from typing import Any, Optional, Union
 
 from lxml import etree
 
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.units import UnitError, canonical, convert, format_number, parse_quantity
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml, strip_namespaces
 
@@ -94,7 +95,7 @@ AGGREGATES = ("Count", "Sum", "Average", "Min", "Max")
 _FALSE_WORDS = {"", "0", "false", "no", "off"}
 
 
-class SSSRMAPError(Exception):
+class SSSRMAPError(GlueinfoError):
     """A request we answer with a Failure: ``code`` is the SSSRMAP status code."""
 
     def __init__(self, code: str, message: str):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo import __version__
+from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.hostrange import HostRangeError, Target, expand_list, parse_target, read_host_file
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
 
@@ -41,11 +42,11 @@ _MAX_HEADER_LINES = 100
 _LINE_LIMIT = 16384
 
 
-class AgentError(Exception):
+class AgentError(GlueinfoError):
     """A pull that failed for good (no retry): bad status, too big, bad framing."""
 
 
-class RetryableError(Exception):
+class RetryableError(GlueinfoError):
     """A pull that may succeed if tried again (5xx, connection reset mid-answer)."""
 
 
