@@ -7,12 +7,12 @@ Rules (GLUE CE schema 1.1, "Sub-Clusters"):
   first in file order), or else the automatic group of hosts equal on the
   aggregation key ([glue] aggregation_key; RAM compared rounded to
   ``ram_granularity_mb``).
-- Grouping and ids are deterministic: the same hosts give the same groups
-  and ids whatever order they arrive in.  An automatic SubCluster's id is
-  ``<cluster id>-<readable summary of its key>`` (platform, CPU, logical
-  CPUs, RAM, OS); when two groups of a cluster would get the same summary
-  (they differ in a fact the summary does not show) each gets a short hash
-  of its whole key appended.
+- Grouping is deterministic: the same hosts give the same groups whatever
+  order they arrive in.  An automatic SubCluster's id is stable
+  (glueinfo.site.ids: it belongs to its group of hosts, spells no fact that
+  upgrades change, and is remembered in the state directory when there is
+  one); its Name is a readable summary of its key (platform, CPU, logical
+  CPUs, RAM, OS), which may change in place.
 - A SubCluster publishes only the facts every member shares (``shared``);
   RAM is the exception that makes the rounding useful: when all members'
   RAM falls in one granularity bucket the SubCluster publishes the smallest
@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.model import HostSnapshot
+from glueinfo.gather.identity import host_key as host_key_of
+from glueinfo.site.ids import SubClusterIds
 from glueinfo.site.model import ClusterSpec, HostMatcher, SiteModel, assign_clusters, rdn_too_long
 
 
@@ -246,6 +248,21 @@ def slug(text: Any) -> str:
     return re.sub(r"[^a-z0-9._]+", "-", ascii_text.lower()).strip("-._")
 
 
+def hardware_summary(key_facts: dict[str, Any]) -> str:
+    """``x86_64-intel-xeon-gold-6130``: the facts of a key that no upgrade changes (platform,
+    processor vendor and model), the readable part of a new SubCluster id."""
+    parts = []
+    if key_facts.get("platform"):
+        parts.append(slug(key_facts["platform"]))
+    vendor = key_facts.get("cpu_vendor")
+    if vendor:
+        parts.append(_VENDORS.get(str(vendor).lower()) or slug(vendor))
+    model = key_facts.get("cpu_model")
+    if model:
+        parts.append(slug(_MODEL_NOISE.sub(" ", str(model)))[:40].strip("-._"))
+    return "-".join(p for p in parts if p) or "hosts"
+
+
 def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
     """``x86_64-intel-xeon-gold-6130-64cpu-192gb-debian12`` from the key's facts."""
     parts = []
@@ -298,8 +315,22 @@ def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tu
     return group
 
 
-def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot]) -> SiteGroups:
-    """Group the hosts of a site into clusters and SubClusters (see the module docstring)."""
+def _id_base(cluster_id: str, hardware: str) -> str:
+    """``<cluster id>-<hardware summary>``, shortened (start plus a hash) when slapd would refuse it as an RDN."""
+    base = f"{cluster_id}-{hardware}"
+    while rdn_too_long("GlueSubClusterUniqueID", base + "-99"):  # room for a suffix
+        base = f"{base[:len(base) - 16]}-{_key_hash((base,))}"
+    return base
+
+
+def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot], ids: Optional[SubClusterIds] = None,
+              now: float = 0.0) -> SiteGroups:
+    """Group the hosts of a site into clusters and SubClusters (see the module docstring).
+
+    ``ids``: the remembered SubCluster ids (updated in place; see
+    glueinfo.site.ids); None derives them afresh, deterministically.
+    ``now``: when new members join (recorded in ``ids``)."""
+    memory = ids if ids is not None else SubClusterIds()
     warnings: list[str] = []
     hosts = _unique_hosts(snapshots, warnings)
     cluster_of = assign_clusters(site, [h.hostname for h in hosts])
@@ -342,24 +373,16 @@ def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot]) -> SiteGroups:
                                                   hosts=pinned[pin.unique_id], pinned=True, tmp_dir=pin.tmp_dir,
                                                   wn_tmp_dir=pin.wn_tmp_dir), granularity, facts))
 
-        summaries = {key: readable_summary(dict(zip(key_names, key, strict=True)), granularity) for key in automatic}
-        counts: dict[str, int] = {}
-        for summary in summaries.values():
-            counts[summary] = counts.get(summary, 0) + 1
-        taken = {g.unique_id.casefold() for g in groups}
-        for key, group_hosts in automatic.items():
-            summary = summaries[key]
-            if counts[summary] > 1:
-                summary = f"{summary}-{_key_hash(key)}"
-            unique_id = f"{spec.unique_id}-{summary}"
-            if unique_id.casefold() in taken:  # an admin pin already uses this id
-                unique_id = f"{unique_id}-{_key_hash(key)}"
-            while rdn_too_long("GlueSubClusterUniqueID", unique_id):  # a very long cluster id: keep its start
-                unique_id = f"{unique_id[:len(unique_id) - 16]}-{_key_hash(key)}"
-            taken.add(unique_id.casefold())
-            groups.append(_finish(SubClusterGroup(unique_id=unique_id, name=summary, cluster_id=spec.unique_id,
-                                                  hosts=group_hosts, tmp_dir=spec.tmp_dir, wn_tmp_dir=spec.wn_tmp_dir),
+        keys = sorted(automatic, key=lambda k: min(h.hostname.casefold() for h in automatic[k]))
+        names = [readable_summary(dict(zip(key_names, key, strict=True)), granularity) for key in keys]
+        bases = [_id_base(spec.unique_id, hardware_summary(dict(zip(key_names, key, strict=True)))) for key in keys]
+        members = [[host_key_of(h.hostname) for h in automatic[key]] for key in keys]
+        given = memory.assign(spec.unique_id, members, bases, now, taken=[g.unique_id for g in groups])
+        for key, name, unique_id in zip(keys, names, given, strict=True):
+            groups.append(_finish(SubClusterGroup(unique_id=unique_id, name=name, cluster_id=spec.unique_id,
+                                                  hosts=automatic[key], tmp_dir=spec.tmp_dir, wn_tmp_dir=spec.wn_tmp_dir),
                                   granularity, facts))
         groups.sort(key=lambda g: g.unique_id.casefold())
         clusters.append(ClusterGroup(spec=spec, subclusters=groups))
+    memory.forget_cluster_except(c.unique_id for c in site.clusters)
     return SiteGroups(clusters=clusters, uncovered=uncovered, warnings=warnings)

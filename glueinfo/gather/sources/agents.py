@@ -254,7 +254,7 @@ def _is_address(host: str) -> bool:
 
 
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.gatherer import host_key, same_host
+    from glueinfo.gather.identity import host_key, same_host
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
     section = ctx.config.section("sources")

@@ -40,7 +40,7 @@ def spool_candidates(directory: str) -> list[os.DirEntry]:
 
 
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.gatherer import same_host
+    from glueinfo.gather.identity import same_host
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
     section = ctx.config.section("sources")

@@ -19,7 +19,10 @@ from paths import REPO
 from glueinfo.core.config import parse_text
 from glueinfo.core.freshness import is_expired, is_stale
 from glueinfo.core.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo
-from glueinfo.gather.gatherer import Gatherer, check_snapshot, merge, same_host
+from glueinfo.gather.check import check_snapshot
+from glueinfo.gather.gatherer import Gatherer
+from glueinfo.gather.identity import same_host
+from glueinfo.gather.merge import merge
 from glueinfo.gather.registry import Source, SourceFailure, SourceReport
 
 T0 = 1_800_000_000.0
