@@ -90,3 +90,13 @@ def strip_namespaces(root: etree._Element) -> etree._Element:
             element.tag = tag.split("}", 1)[1]
     etree.cleanup_namespaces(root)
     return root
+
+
+def escape_text(text: str) -> str:
+    """``text`` as XML character data, for XML written by hand (SSSRMAP records and responses); CR kept as ``&#13;``."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+
+
+def escape_attribute(text: str) -> str:
+    """``text`` as a double-quoted XML attribute value; newlines and tabs kept as character references."""
+    return escape_text(text).replace('"', "&quot;").replace("\n", "&#10;").replace("\t", "&#9;")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from glueinfo.core.config import Config
-from glueinfo.sss.job_xml import job_object_set
+from glueinfo.sss.object_sets import job_object_set
 
 log = logging.getLogger("glueinfo.serve_jobs")
 

@@ -132,13 +132,3 @@ def to_bytes(element: etree._Element, pretty: bool = True) -> bytes:
 
 def render_jobs(jobs: Iterable[JobInfo | tuple[JobInfo, Optional[str]]], pretty: bool = True) -> bytes:
     return to_bytes(data_element(jobs), pretty)
-
-
-def job_object_set(jobs: Iterable[JobInfo | tuple[JobInfo, Optional[str]]]):
-    """The jobs as an SSSRMAP ObjectSet, so ``<Object>Job</Object>`` queries use the same Where/Get engine as Nodes.
-
-    ``QueryService.register("Job", lambda: current_set)`` serves them.
-    """
-    from glueinfo.sss.sssrmap import ObjectSet
-
-    return ObjectSet("Job", list(data_element(jobs)), default_units=JOB_DEFAULT_UNITS)

@@ -12,7 +12,8 @@ from paths import REPO
 from slurm_records import jobs_by_id, slurm_state
 
 from glueinfo.core.model import JobInfo
-from glueinfo.sss.job_xml import job_object_set, render_jobs
+from glueinfo.sss.job_xml import render_jobs
+from glueinfo.sss.object_sets import job_object_set
 
 XSD_PATH = REPO / "glueinfo" / "sss" / "xsd" / "sss-job.xsd"
 

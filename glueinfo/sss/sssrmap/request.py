@@ -1,0 +1,272 @@
+"""SSSRMAP requests: a ``<Request>`` element parsed into a :class:`QueryRequest`.
+
+The shape accepted (message format 3.0.3 + NOTES.md)::
+
+    <Envelope><Body><Request action="Query" actor=".."><Object>Node</Object>
+    <Get name=".." op=".." units=".."/>*<Where name=".." op=".." conj=".."
+    group="..">value</Where>*</Request></Body><Signature>..</Signature></Envelope>
+
+- Get/Where names are modified XPATH relative to the object: element names
+  separated by ``/``, each optionally with ``[@attr='value']`` predicates,
+  e.g. ``Configured/Memory``, ``Feature``, ``Extension[@name='CpuModel']``
+  (:class:`Path`).
+- Where ops EQ (default) NE GT GE LT LE Match; conj And (default) Or AndNot
+  OrNot; group ``+N`` opens N parentheses before the condition, ``-N``
+  closes N after it.
+- Get ops Sort/Tros order; Count/Sum/Average/Min/Max aggregate, per group
+  when some Get has op GroupBy (every other Get must then be aggregated or
+  grouped).
+- ``chunking="True"`` with ``chunkSize`` (objects per chunk, default 1000).
+
+Everything is checked here, before the engine sees it: op and conj names,
+balanced groups, Match patterns (length, nested quantifiers, compiling),
+aggregation rules and limits.  :func:`parse_request` raises
+:class:`SSSRMAPError` with a 3xx code for anything malformed or unsupported;
+it never looks at objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from lxml import etree
+
+from glueinfo.sss.sssrmap.status import (
+    BAD_ATTRIBUTE,
+    BAD_GET,
+    BAD_WHERE,
+    NO_ACTION_OR_ACTOR,
+    NO_OBJECT,
+    NO_REQUEST,
+    UNSUPPORTED_ACTION,
+    UNSUPPORTED_FEATURE,
+    SSSRMAPError,
+)
+
+DEFAULT_CHUNK_SIZE = 1000
+MAX_CONDITIONS = 256  # Get + Where elements in one request
+MAX_PATTERN = 256  # characters in a Match regular expression
+
+_STEP = r"[A-Z][A-Za-z0-9]*(?:\[@[a-z][A-Za-z0-9]*=(?:'[^'\[\]]*'|\"[^\"\[\]]*\")\])*"
+_PATH = re.compile(rf"^{_STEP}(?:/{_STEP})*$")
+_STEP_PARTS = re.compile(r"\[@([a-z][A-Za-z0-9]*)=(?:'([^']*)'|\"([^\"]*)\")\]")
+# Quantified groups that themselves contain a quantifier: the classic catastrophic-backtracking shape.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
+
+WHERE_OPS = {"eq": "EQ", "ne": "NE", "gt": "GT", "ge": "GE", "lt": "LT", "le": "LE", "match": "Match"}
+CONJUNCTIONS = {"and": "And", "or": "Or", "andnot": "AndNot", "ornot": "OrNot"}
+GET_OPS = {"sort": "Sort", "tros": "Tros", "count": "Count", "sum": "Sum", "average": "Average",
+           "min": "Min", "max": "Max", "groupby": "GroupBy"}
+AGGREGATES = ("Count", "Sum", "Average", "Min", "Max")
+
+
+# -- paths ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Path:
+    """A modified XPATH name relative to the object: ``Configured/Memory``, ``Extension[@name='X']``."""
+
+    text: str
+    steps: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: Optional[str], code: str, what: str) -> Path:
+        if text is None or not text.strip():
+            raise SSSRMAPError(code, f"{what} needs a name attribute")
+        text = text.strip()
+        if len(text) > 512 or not _PATH.match(text):
+            raise SSSRMAPError(code, f"{what} name {text[:80]!r} is not a supported modified XPATH expression "
+                                     "(element names separated by /, optionally with [@attr='value'])")
+        steps: list[str] = []
+        depth, current = 0, ""
+        for char in text:  # split on / outside predicates
+            if char == "/" and depth == 0:
+                steps.append(current)
+                current = ""
+                continue
+            depth += char == "["
+            depth -= char == "]"
+            current += char
+        steps.append(current)
+        return cls(text, tuple(steps))
+
+    @property
+    def compiled(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+        """((tag, ((attribute, value), ...)), ...) for each step."""
+        return tuple(split_step(step) for step in self.steps)
+
+    @property
+    def leaf_tag(self) -> str:
+        return self.steps[-1].split("[", 1)[0]
+
+    @property
+    def leaf_attributes(self) -> list[tuple[str, str]]:
+        return list(split_step(self.steps[-1])[1])
+
+
+def split_step(step: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """One step of a parsed Path -> (tag, ((attribute, value), ...)): ``Extension[@name='X']`` -> ("Extension", (("name", "X"),))."""
+    return (step.split("[", 1)[0],
+            tuple((m.group(1), m.group(2) if m.group(2) is not None else m.group(3)) for m in _STEP_PARTS.finditer(step)))
+
+# -- requests -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GetField:
+    """One ``<Get>``: the path to return, its op (canonical spelling, None for a plain Get) and units to convert to."""
+
+    path: Path
+    op: Optional[str] = None
+    units: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class WhereCondition:
+    """One ``<Where>``: canonical op and conj, value None for a truth test, group +N/-N parentheses."""
+
+    path: Path
+    op: str = "EQ"
+    value: Optional[str] = None
+    conj: str = "And"
+    group: int = 0
+    units: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """A checked Query request: what the engine runs and the service answers (``request_id`` echoed back)."""
+
+    action: str
+    actor: str
+    object_name: str
+    gets: tuple[GetField, ...] = ()
+    wheres: tuple[WhereCondition, ...] = ()
+    request_id: Optional[str] = None
+    chunking: bool = False
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+
+
+def _canonical_op(table: Mapping[str, str], raw: Optional[str], code: str, what: str) -> Optional[str]:
+    """The table's spelling of an op or conj name (any case), None when not given; SSSRMAPError(code) when unknown."""
+    if raw is None or raw.strip() == "":
+        return None
+    found = table.get(raw.strip().lower())
+    if found is None:
+        raise SSSRMAPError(code, f"{what} {raw.strip()[:40]!r} is not one of {', '.join(dict.fromkeys(table.values()))}")
+    return found
+
+
+def _truthy(raw: Optional[str], what: str) -> bool:
+    if raw is None:
+        return False
+    word = raw.strip().lower()
+    if word in ("true", "1", "yes"):
+        return True
+    if word in ("false", "0", "no", ""):
+        return False
+    raise SSSRMAPError(BAD_ATTRIBUTE, f"{what}={raw[:20]!r} must be True or False")
+
+
+def _group(raw: Optional[str]) -> int:
+    if raw is None or raw.strip() == "":
+        return 0
+    if not re.match(r"^[+-]?\d{1,3}$", raw.strip()):
+        raise SSSRMAPError(BAD_WHERE, f"Where group={raw[:20]!r} must be +N or -N")
+    return int(raw.strip())
+
+
+def parse_request(request: etree._Element) -> QueryRequest:
+    """A ``<Request>`` element -> QueryRequest; SSSRMAPError (3xx) for anything malformed or unsupported."""
+    action = (request.get("action") or "").strip()
+    actor = (request.get("actor") or "").strip()
+    if not action:
+        raise SSSRMAPError(NO_ACTION_OR_ACTOR, "Request has no action attribute")
+    if not actor:
+        raise SSSRMAPError(NO_ACTION_OR_ACTOR, "Request has no actor attribute")
+    if action.lower() != "query":
+        raise SSSRMAPError(UNSUPPORTED_ACTION, f"action {action[:40]!r} is not supported: this service only answers Query")
+    children = [c for c in request if isinstance(c.tag, str)]
+    if len(children) > MAX_CONDITIONS:
+        raise SSSRMAPError(UNSUPPORTED_FEATURE, f"Request has {len(children)} elements, more than the {MAX_CONDITIONS} accepted")
+    objects = [(c.text or "").strip() for c in children if c.tag == "Object"]
+    if not objects or not objects[0]:
+        raise SSSRMAPError(NO_OBJECT, "Request names no Object")
+    if len(objects) > 1:
+        raise SSSRMAPError(UNSUPPORTED_FEATURE, "multi-object queries (joins) are not supported: send one Object per Request")
+    object_name = objects[0]
+    gets: list[GetField] = []
+    wheres: list[WhereCondition] = []
+    for child in children:
+        if child.get("object") not in (None, "", object_name):
+            raise SSSRMAPError(UNSUPPORTED_FEATURE, f"{child.tag} names object {child.get('object')!r}, not {object_name!r}")
+        if child.tag == "Get":
+            path = Path.parse(child.get("name"), BAD_GET, "Get")
+            op = _canonical_op(GET_OPS, child.get("op"), BAD_GET, f"Get {path.text} op")
+            gets.append(GetField(path, op, (child.get("units") or "").strip() or None))
+        elif child.tag == "Where":
+            path = Path.parse(child.get("name"), BAD_WHERE, "Where")
+            where_op = _canonical_op(WHERE_OPS, child.get("op"), BAD_WHERE, f"Where {path.text} op") or "EQ"
+            conj = _canonical_op(CONJUNCTIONS, child.get("conj"), BAD_WHERE, f"Where {path.text} conj") or "And"
+            value = child.text
+            if value is not None and value.strip() == "":
+                value = None
+            if value is None:
+                if where_op not in ("EQ", "NE"):
+                    raise SSSRMAPError(BAD_WHERE, f"Where {path.text} op {where_op} needs a value")
+            elif where_op == "Match":
+                _check_pattern(path, value)
+            wheres.append(WhereCondition(path, where_op, value.strip() if value is not None else None, conj,
+                                         _group(child.get("group")), (child.get("units") or "").strip() or None))
+        elif child.tag == "Set":
+            raise SSSRMAPError(UNSUPPORTED_FEATURE, "Set belongs in Create or Modify requests, not in a Query")
+        elif child.tag not in ("Object", "Option", "Count", "Data"):
+            raise SSSRMAPError(NO_REQUEST, f"unexpected element {child.tag!r} in Request")
+    chunking = _truthy(request.get("chunking"), "chunking")
+    chunk_size = DEFAULT_CHUNK_SIZE
+    raw_size = request.get("chunkSize")
+    if raw_size is not None:
+        if not re.match(r"^\s*\d{1,9}\s*$", raw_size) or int(raw_size) < 1:
+            raise SSSRMAPError(BAD_ATTRIBUTE, f"chunkSize={raw_size[:20]!r} must be a positive whole number")
+        chunk_size = int(raw_size)
+    _check_groups(wheres)
+    _check_aggregation(gets)
+    return QueryRequest(action="Query", actor=actor, object_name=object_name, gets=tuple(gets), wheres=tuple(wheres),
+                        request_id=request.get("id"), chunking=chunking, chunk_size=chunk_size)
+
+
+def _check_pattern(path: Path, pattern: str) -> None:
+    if len(pattern) > MAX_PATTERN:
+        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} Match pattern is over {MAX_PATTERN} characters")
+    if _NESTED_QUANTIFIER.search(pattern):
+        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} Match pattern {pattern[:60]!r} nests quantifiers (too slow to run)")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} Match pattern {pattern[:60]!r} is not a regular expression: {exc}") from None
+
+
+def _check_groups(wheres: Sequence[WhereCondition]) -> None:
+    depth = 0
+    for where in wheres:
+        depth += where.group
+        if depth < 0:
+            raise SSSRMAPError(BAD_WHERE, f"Where {where.path.text} group={where.group} closes a parenthesis never opened")
+    if depth:
+        raise SSSRMAPError(BAD_WHERE, f"Where groups leave {depth} parenthesis(es) open")
+
+
+def _check_aggregation(gets: Sequence[GetField]) -> None:
+    if not any(g.op in AGGREGATES for g in gets):
+        if any(g.op == "GroupBy" for g in gets):
+            raise SSSRMAPError(BAD_GET, "GroupBy needs an aggregated Get (Count, Sum, Average, Min or Max) beside it")
+        return
+    for get in gets:
+        if get.op not in AGGREGATES and get.op != "GroupBy":
+            raise SSSRMAPError(BAD_GET, f"Get {get.path.text} must be aggregated (Count, Sum, Average, Min, Max) or "
+                                        "grouped (GroupBy) when another Get is aggregated")
+

@@ -1,0 +1,102 @@
+"""The SSSRMAP service: raw request bytes in, envelopes out.
+
+:class:`QueryService` ties the pieces together: parse and check the XML
+(glueinfo.core.xmlsafe), verify the signature (envelope.py), parse the
+Request (request.py), run it against the ObjectSet registered for its
+Object (engine.py), chunk the records into Responses and wrap each in a
+(signed) Envelope.  ``handle`` never raises: refusals become Failure
+responses with their status code, bugs a 720.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+from glueinfo.core.xmlsafe import XMLInputError, parse_xml, strip_namespaces
+from glueinfo.sss.sssrmap.engine import ObjectSet, run_query
+from glueinfo.sss.sssrmap.envelope import envelope, failure_bytes, response_bytes, verify_signature
+from glueinfo.sss.sssrmap.request import QueryRequest, parse_request
+from glueinfo.sss.sssrmap.status import (
+    MALFORMED_XML,
+    NO_REQUEST,
+    SERVER_ERROR,
+    SIGNATURE_REQUIRED,
+    SUCCESS,
+    UNKNOWN_OBJECT,
+    SSSRMAPError,
+)
+
+
+class QueryService:
+    """Answers SSSRMAP envelopes from registered object sources.
+
+    ``register("Node", lambda: current_node_set)``; the callable is asked for
+    the current ObjectSet on every request, so the owner can swap in a new
+    set whenever its data changes.
+    """
+
+    def __init__(self, key: Optional[bytes] = None, max_bytes: int = 1048576, log: Optional[Callable[[str], None]] = None):
+        self.key = key
+        self.max_bytes = max_bytes
+        self._sources: dict[str, Callable[[], ObjectSet]] = {}
+        self._log = log or (lambda message: None)
+
+    def register(self, object_name: str, source: Callable[[], ObjectSet]) -> None:
+        self._sources[object_name] = source
+
+    @property
+    def object_names(self) -> list[str]:
+        return sorted(self._sources)
+
+    def answer(self, request: QueryRequest) -> list[bytes]:
+        """Serialized Response(s) for a parsed request: one, or one per chunk."""
+        source = self._sources.get(request.object_name)
+        if source is None:
+            known = ", ".join(self.object_names) or "none"
+            raise SSSRMAPError(UNKNOWN_OBJECT, f"object {request.object_name[:40]!r} is not served here (served: {known})")
+        records = run_query(source(), request)
+        noun = request.object_name
+        if not request.chunking or len(records) <= request.chunk_size:
+            message = f"{len(records)} {noun} object(s)"
+            chunk = (1, 1) if request.chunking else None
+            return [response_bytes("Success", SUCCESS, message, records, request.request_id, chunk)]
+        size = request.chunk_size
+        total = (len(records) + size - 1) // size
+        return [response_bytes("Success", SUCCESS, f"{len(records)} {noun} object(s), chunk {n + 1} of {total}",
+                               records[n * size:(n + 1) * size], request.request_id, (n + 1, total))
+                for n in range(total)]
+
+    def handle(self, raw: bytes) -> list[bytes]:
+        """Raw request bytes -> the Envelope(s) to send back (several when chunked). Never raises."""
+        request_id: Optional[str] = None
+        actor = "glueinfo"
+        try:
+            try:
+                root = parse_xml(raw, max_bytes=self.max_bytes, what="SSSRMAP request")
+            except XMLInputError as exc:
+                raise SSSRMAPError(MALFORMED_XML, str(exc)) from None
+            strip_namespaces(root)
+            if root.tag == "Envelope":
+                body = root.find("Body")
+                request_el = body.find("Request") if body is not None else None
+                if request_el is not None:
+                    request_id = request_el.get("id")
+                    actor = request_el.get("actor") or actor
+                verify_signature(root, raw, self.key)
+            elif root.tag == "Request":  # a bare Request: accepted unsigned when no key is set
+                if self.key is not None:
+                    raise SSSRMAPError(SIGNATURE_REQUIRED, "this service requires signed requests: send an Envelope with a Signature")
+                request_el = root
+            else:
+                raise SSSRMAPError(NO_REQUEST, f"expected an Envelope, got <{str(root.tag)[:40]}>")
+            if request_el is None:
+                raise SSSRMAPError(NO_REQUEST, "the Envelope has no Body/Request")
+            request = parse_request(request_el)
+            responses = self.answer(request)
+        except SSSRMAPError as exc:
+            responses = [failure_bytes(exc.code, exc.message, request_id)]
+        except Exception as exc:  # a bug must not take the server down; the peer gets a 7xx
+            self._log(f"SSSRMAP request failed: {type(exc).__name__}: {exc}")
+            responses = [failure_bytes(SERVER_ERROR, f"internal error: {type(exc).__name__}", request_id)]
+        return [envelope(response, self.key, actor) for response in responses]

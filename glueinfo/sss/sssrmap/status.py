@@ -1,0 +1,38 @@
+"""SSSRMAP status codes and the error that carries one.
+
+Every refusal anywhere in the SSSRMAP code is an :class:`SSSRMAPError` with
+the status code the peer gets back in a Failure response: 000 success; 2xx
+wire protocol; 3xx message format; 4xx security; 7xx server.
+"""
+
+from __future__ import annotations
+
+from glueinfo.core.errors import GlueinfoError
+
+SUCCESS = "000"
+WIRE_BODY_TOO_LARGE = "211"  # request body over the server's limit
+WIRE_BAD_FRAMING = "212"  # truncated body, bad chunked encoding
+MALFORMED_XML = "301"  # not well-formed, or refused (DTD, entities, size)
+NO_REQUEST = "302"  # no Envelope/Body/Request where one must be
+NO_OBJECT = "311"
+NO_ACTION_OR_ACTOR = "312"
+UNKNOWN_OBJECT = "313"  # no source registered for that object class
+UNSUPPORTED_ACTION = "314"
+BAD_GET = "315"
+BAD_WHERE = "316"
+BAD_ATTRIBUTE = "317"  # chunking/chunkSize and the like
+UNSUPPORTED_FEATURE = "318"  # multi-object joins, Set in a query, ...
+SIGNATURE_REQUIRED = "421"
+BAD_SIGNATURE = "422"
+UNSUPPORTED_TOKEN = "423"
+SERVER_ERROR = "720"
+UNKNOWN_ERROR = "999"
+
+
+class SSSRMAPError(GlueinfoError):
+    """A request we answer with a Failure: ``code`` is the SSSRMAP status code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = " ".join(message.split())
