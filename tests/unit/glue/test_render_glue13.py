@@ -344,7 +344,7 @@ def test_bad_snapshot_file_is_a_one_line_usage_error(argv):
 def test_parsed_schema_is_cached_and_reparsed_when_a_file_changes(tmp_path, monkeypatch):
     import shutil
 
-    from glueinfo.glue import schema as pipeline
+    from glueinfo.glue.schema import load as pipeline
 
     schema_dir = tmp_path / "schema"
     schema_dir.mkdir()
