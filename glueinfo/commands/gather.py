@@ -53,10 +53,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
         out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
                   f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
     elif args.format == "node-xml":
-        from glueinfo.sss.node_xml import NodeSettings, render_data
+        from glueinfo.site.node_settings import node_settings
+        from glueinfo.sss.node_xml import render_data
 
         out.flush()
-        sys.stdout.buffer.write(render_data(result.snapshots(), time.time(), NodeSettings.from_config(config), pretty=args.pretty))
+        sys.stdout.buffer.write(render_data(result.snapshots(), time.time(), node_settings(config), pretty=args.pretty))
     else:
         from glueinfo.glue.templates import TemplateError
 

@@ -25,9 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.commands.probe import collect_from_args
     from glueinfo.gather.snapshot_files import load_snapshots, merge_site
-    from glueinfo.sss.node_xml import NodeRenderError, NodeSettings, attach_resources, render_data, render_node
+    from glueinfo.site.node_settings import node_settings
+    from glueinfo.sss.node_xml import NodeRenderError, attach_resources, render_data, render_node
 
-    settings = NodeSettings.from_config(config)
+    settings = node_settings(config)
     site = args.site or bool(args.snapshot) or args.no_local
     local = None
     if not (site and args.no_local):

@@ -36,7 +36,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.gather.gatherer import Gatherer, host_key
     from glueinfo.gather.snapshot_files import load_snapshots
     from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
-    from glueinfo.sss.node_xml import NodeSettings, attach_resources
+    from glueinfo.site.node_settings import node_settings as read_node_settings
+    from glueinfo.sss.node_xml import attach_resources
 
     try:
         settings = ServeSettings.from_config(config, args.listen)
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if args.refresh_interval < 1:
             raise UsageError("--refresh-interval must be at least 1 second")
         settings = dataclasses.replace(settings, refresh_interval_s=args.refresh_interval)
-    node_settings = NodeSettings.from_config(config)
+    node_settings = read_node_settings(config)
     site_files = list(config.section("node")["site_snapshots"])
 
     local_probe: list = []

@@ -276,7 +276,7 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     from glueinfo.glue.schema import load_glue_schema
     from glueinfo.glue.templates import TemplateError, load_templates
     from glueinfo.site.model import site_from_config
-    from glueinfo.sss.node_xml import NodeSettings
+    from glueinfo.site.node_settings import node_settings as read_node_settings
 
     settings = RunSettings.from_config(config)
     names = _selected_collector_names(config, enable, disable)
@@ -297,7 +297,7 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     except TemplateError as exc:
         raise ServiceError(str(exc)) from None
     schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
-    node_settings = NodeSettings.from_config(config)
+    node_settings = read_node_settings(config)
     if settings.ldap_sync and not config.get("ldap", "url"):
         raise ConfigError(f"{config.path or '<config>'}: [run] ldap_sync is on but [ldap] url is not set")
     return Plan(config=config, settings=settings, fast_names=fast, slow_names=slow,

@@ -61,7 +61,10 @@ class NodeRenderError(GlueinfoError, ValueError):
 
 @dataclass(frozen=True)
 class NodeSettings:
-    """The [node] config section, typed; defaults match glueinfo.core.config.SCHEMA."""
+    """The [node] config section, typed; defaults match glueinfo.core.config.SCHEMA.
+
+    Built from a Config by glueinfo.site.node_settings.node_settings: this renderer never reads the config.
+    """
 
     stale_after_s: float = 300.0
     offline_hosts: tuple[str, ...] = ()
@@ -69,25 +72,6 @@ class NodeSettings:
     disk_mounts: tuple[str, ...] = ()
     description: str = ""
     resources: tuple[dict[str, Any], ...] = ()  # parsed [node] resources, for the local host
-
-    @classmethod
-    def from_config(cls, config: Any) -> NodeSettings:
-        """Settings from a glueinfo.core.config.Config; bad resource entries raise ConfigError."""
-        from glueinfo.core.config import ConfigError
-
-        section = config.section("node")
-        try:
-            resources = tuple(parse_resources(section["resources"]))
-        except ValueError as exc:
-            raise ConfigError(f"{config.path or '<config>'}: [node] resources: {exc}") from None
-        return cls(
-            stale_after_s=float(section["stale_after"]),
-            offline_hosts=tuple(section["offline_hosts"]),
-            busy_threshold=float(section["busy_threshold"]),
-            disk_mounts=tuple(section["disk_mounts"]),
-            description=section["description"],
-            resources=resources,
-        )
 
 
 _RESOURCE = re.compile(r"^([A-Za-z][\w.+-]*)(?::([\w.+-]+))?=(\d+(?:\.\d+)?)$")
