@@ -88,6 +88,7 @@ def _scale_child(hosts_count: int) -> dict:
     from glueinfo.glue.schema import load_glue_schema
     from glueinfo.glue.templates import load_templates
     from glueinfo.site.aggregate import aggregate
+    from glueinfo.site.assemble import query_states
     from glueinfo.site.model import site_from_config
 
     hosts = synthetic_site(hosts_count)
@@ -103,7 +104,7 @@ def _scale_child(hosts_count: int) -> dict:
     start, cpu_start = clock(), cpu()
     groups = aggregate(site, hosts)
     t_aggregate, c_aggregate = clock() - start, cpu() - cpu_start
-    states = pipeline.query_states(site, groups)
+    states = query_states(site, groups)
 
     start, cpu_start = clock(), cpu()
     entries = 0

@@ -1,10 +1,11 @@
 """`glueinfo gather`: run every enabled source once and print the site's hosts.
 
+The site is assembled as every command assembles it (glueinfo.site.assemble).
 ``--format json`` (default) prints every host with its freshness, sources
 and merged snapshot, and every failure; ``summary`` one line a host;
-``ldif`` the GLUE 1.3 tree of the gathered hosts (stale hosts kept out of
-free-CPU figures); ``node-xml`` a ``<Data>`` with every host's Node (stale
-ones State Unknown).  Failures are logged on stderr with the host's name;
+``ldif`` the GLUE 1.3 tree, byte for byte what ``glueinfo ldif`` prints
+(stale hosts kept out of free-CPU figures); ``node-xml`` a ``<Data>`` with
+every host's Node (stale ones State Unknown), what ``node-xml --site`` prints.  Failures are logged on stderr with the host's name;
 the exit code is 1 only when no host at all could be gathered.
 """
 
@@ -14,7 +15,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 
 from glueinfo.core.config import Config
 
@@ -30,19 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.gather.gatherer import Gatherer, build_site_from_gather
-    from glueinfo.gather.registry import SourceError
+    from glueinfo.commands.site_options import make_assembler, site_config
 
-    def probe():
-        from glueinfo.commands.probe import collect_from_args
-
-        return collect_from_args(args, config)
-
-    try:
-        gatherer = Gatherer(config, probe=probe)
-    except SourceError as exc:
-        raise UsageError(str(exc)) from None
-    result = gatherer.gather()
+    config = site_config(args, config)
+    assembler = make_assembler(args, config)
+    assembler.open_state()
+    result = assembler.gather()
     out = sys.stdout
     if args.format == "json":
         out.write(json.dumps(result.to_dict(), indent=2 if args.pretty else None, ensure_ascii=False) + "\n")
@@ -52,24 +45,29 @@ def run(args: argparse.Namespace, config: Config) -> int:
             out.write(f"{host.snapshot.hostname}\t{'stale' if host.stale else 'fresh'}\t{sources}\n")
         out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
                   f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
-    elif args.format == "node-xml":
-        from glueinfo.site.node_settings import node_settings
-        from glueinfo.sss.node_xml import render_data
-
-        out.flush()
-        sys.stdout.buffer.write(render_data(result.snapshots(), time.time(), node_settings(config), pretty=args.pretty))
     else:
         from glueinfo.glue.templates import TemplateError
 
-        local = next((h.snapshot.hostname for h in result.hosts if "local" in h.sources), None)
-        try:
-            build = build_site_from_gather(config, result, local_fqdn=local, publish_hosts=False if args.no_hosts else None)
-        except TemplateError as exc:
-            raise UsageError(str(exc)) from None
-        for warning in build.warnings:
-            log.info("%s", warning)
-        out.write(build.ldif())
-        for problem in build.errors:
-            print(f"glueinfo: left out {problem}", file=sys.stderr)
+        assembler.refresh_lrms()
+        site = assembler.assemble()
+        if args.format == "node-xml":
+            from glueinfo.site.node_settings import node_settings
+            from glueinfo.sss.node_xml import render_data
+
+            out.flush()
+            sys.stdout.buffer.write(render_data(site.snapshots(), site.assembled_at, node_settings(config),
+                                                pretty=args.pretty))
+        else:
+            from glueinfo.glue.build import write_site
+
+            try:
+                build = write_site(site, out, publish_hosts=False if args.no_hosts else None)
+            except TemplateError as exc:
+                raise UsageError(str(exc)) from None
+            for warning in build.warnings:
+                log.info("%s", warning)
+            for problem in build.errors:
+                print(f"glueinfo: left out {problem}", file=sys.stderr)
+    assembler.close()
     out.flush()
     return 1 if not result.hosts and result.failures else 0

@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.glue.build import default_local_fqdn
     from glueinfo.lrms.registry import site_jobs
+    from glueinfo.site.assemble import default_local_fqdn
     from glueinfo.site.model import site_from_config
     from glueinfo.sss.job_xml import render_jobs
 

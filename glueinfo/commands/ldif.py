@@ -1,9 +1,12 @@
 """`glueinfo ldif`: the GLUE 1.3 resource tree as LDIF on stdout (a BDII provider).
 
-Probes this host (or reads host snapshots given with --snapshots), groups
-the hosts, asks each CE's LRMS, renders, checks against the installed GLUE
-schema and prints the entries that pass.  Entries left out are reported on
-stderr by DN, and the exit code is then 1.
+The site is assembled as every command assembles it (glueinfo.site.assemble:
+the enabled [sources], this host among them when ``local`` is enabled, the
+[node] site_snapshots files, the state directory's last good hosts and
+SubCluster ids when it exists), each CE's LRMS is asked once, and the tree
+is rendered, checked against the installed GLUE schema and printed.
+``--snapshots`` renders exactly the given snapshot files instead.  Entries
+left out are reported on stderr by DN, and the exit code is then 1.
 
 `glueinfo ldif --check FILE` only checks an LDIF file (any provider's) the
 same way and prints one line per problem.
@@ -98,28 +101,23 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return run_check(args.check, config)
 
     from glueinfo.cli import UsageError, long_lived_objects
+    from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
 
+    config = site_config(args, config)
+    clock = clock_from_environment()
     # The modules and the snapshots live until the process ends: keep the cyclic
     # GC from walking their millions of objects again and again while the tree is built.
     with long_lived_objects():
-        from glueinfo.glue.build import write_site_ldif
+        from glueinfo.glue.build import write_site
         from glueinfo.glue.templates import TemplateError
+        from glueinfo.site.assemble import assemble_snapshots
 
         if args.snapshots:
-            snapshots = read_snapshots(args.snapshots)
-            local = None
+            site = assemble_snapshots(config, read_snapshots(args.snapshots), clock)
         else:
-            from glueinfo.commands.probe import collect_from_args
-
-            snapshot = collect_from_args(args, config)
-            for result in snapshot.collectors:
-                if not result.success:
-                    log.warning("collector %s failed: %s", result.name, result.error)
-            snapshots = [snapshot]
-            local = snapshot.hostname
+            site = make_assembler(args, config, clock=clock).once()
     try:
-        build = write_site_ldif(config, snapshots, sys.stdout, publish_hosts=False if args.no_hosts else None,
-                                local_fqdn=local)
+        build = write_site(site, sys.stdout, publish_hosts=False if args.no_hosts else None)
     except TemplateError as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.flush()

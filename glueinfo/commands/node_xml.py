@@ -1,11 +1,16 @@
-"""`glueinfo node-xml`: this host as an SSS Node, or the site as a <Data> of Nodes."""
+"""`glueinfo node-xml`: this host as an SSS Node, or the site as a <Data> of Nodes.
+
+``--site`` assembles the site as every command does (glueinfo.site.assemble:
+the enabled [sources], [node] site_snapshots, the state directory); files
+given with ``--snapshot`` are read as more site_snapshots, and
+``--no-local`` leaves this host's own probe out.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-import time
 
 from glueinfo.core.config import Config
 
@@ -23,33 +28,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.commands.probe import collect_from_args
-    from glueinfo.gather.snapshot_files import load_snapshots, merge_site
+    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config, with_values
+    from glueinfo.gather.snapshot_files import SiteFiles
     from glueinfo.site.node_settings import node_settings
-    from glueinfo.sss.node_xml import NodeRenderError, attach_resources, render_data, render_node
+    from glueinfo.sss.node_xml import NodeRenderError, render_data, render_node
 
+    config = site_config(args, config)
+    clock = clock_from_environment()
     settings = node_settings(config)
     site = args.site or bool(args.snapshot) or args.no_local
-    local = None
-    if not (site and args.no_local):
-        local = attach_resources(collect_from_args(args, config), settings.resources)
-        for result in local.collectors:
-            if not result.success:
-                log.warning("collector %s failed: %s", result.name, result.error)
-    now = time.time()
     try:
         if not site:
-            sys.stdout.buffer.write(render_node(local, now, settings, pretty=not args.compact))  # type: ignore[arg-type]
+            local = local_probe(args, config, clock)()
+            for result in local.collectors:
+                if not result.success:
+                    log.warning("collector %s failed: %s", result.name, result.error)
+            sys.stdout.buffer.write(render_node(local, clock(), settings, pretty=not args.compact))
             return 0
-        errors: list[str] = []
-        paths = list(config.section("node")["site_snapshots"]) + list(args.snapshot)
-        others = load_snapshots(paths, on_error=errors.append)
-        if args.snapshot and not others and errors:  # nothing usable among the files asked for
-            print(f"glueinfo: {errors[0]}", file=sys.stderr)
-            return 2
-        for message in errors:
-            log.warning("%s", message)
-        sys.stdout.buffer.write(render_data(merge_site(local, others), now, settings, pretty=not args.compact))
+        if args.snapshot:
+            errors: list[str] = []
+            if not SiteFiles(args.snapshot).load(on_error=errors.append) and errors:  # nothing usable among the files asked for
+                print(f"glueinfo: {errors[0]}", file=sys.stderr)
+                return 2
+            paths = list(config.section("node")["site_snapshots"]) + list(args.snapshot)
+            config = with_values(config, "node", site_snapshots=paths)
+        assembled = make_assembler(args, config, without_local=args.no_local, clock=clock).once()
+        sys.stdout.buffer.write(render_data(assembled.snapshots(), assembled.assembled_at, settings, pretty=not args.compact))
     except NodeRenderError as exc:
         print(f"glueinfo: {exc}", file=sys.stderr)
         return 1

@@ -50,10 +50,27 @@ def read_password(path: str) -> str:
         raise UsageError(f"--password-file {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 
+def adopt_from_server(assembler, url: str, bind_dn: str, password: str, config: Config) -> None:
+    """Adopt the SubCluster ids the server publishes (glueinfo.site.ids): the first publish by
+    this glueinfo keeps them instead of renaming SubClusters.  A server that cannot be read
+    is left to the sync to report."""
+    from glueinfo.glue.ldapsync import LdapTarget, PublishError
+    from glueinfo.glue.published import read_hosts
+
+    target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=config.get("glue", "base_dn"),
+                        timeout_s=config.get("ldap", "timeout"), state_file=None)
+    try:
+        entries = read_hosts(target)
+    except PublishError as exc:
+        log.debug("SubCluster ids not adopted from %s: %s", url, exc)
+        return
+    assembler.adopt_published(entries, url)
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.commands.ldif import read_snapshots, report_warnings
-    from glueinfo.glue.build import build_site
+    from glueinfo.glue.build import render_site
     from glueinfo.glue.ldapsync import LdapTarget, PublishError, default_state_file, sync_tree
     from glueinfo.glue.templates import TemplateError
 
@@ -72,19 +89,29 @@ def run(args: argparse.Namespace, config: Config) -> int:
     base = config.get("glue", "base_dn")
 
     started = time.monotonic()
-    if args.snapshots:
-        snapshots, local = read_snapshots(args.snapshots), None
-    else:
-        from glueinfo.commands.probe import collect_from_args
+    from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
 
-        snapshot = collect_from_args(args, config)
-        snapshots, local = [snapshot], snapshot.hostname
+    config = site_config(args, config)
+    clock = clock_from_environment()
+    if args.snapshots:
+        from glueinfo.site.assemble import assemble_snapshots
+
+        site = assemble_snapshots(config, read_snapshots(args.snapshots), clock)
+    else:
+        assembler = make_assembler(args, config, clock=clock)
+        assembler.open_state()
+        if assembler.ids.is_empty():  # an upgrade: keep the SubCluster ids the server already has
+            adopt_from_server(assembler, url, bind_dn, password, config)
+        assembler.gather()
+        assembler.refresh_lrms()
+        site = assembler.assemble()
+        assembler.close()
     collected = time.monotonic()
     # The snapshots live until the process ends: keep the cyclic GC from walking
     # their millions of objects again and again while the tree is built.
     gc.freeze()
     try:
-        build = build_site(config, snapshots, publish_hosts=False if args.no_hosts else None, local_fqdn=local)
+        build = render_site(site, publish_hosts=False if args.no_hosts else None)
     except TemplateError as exc:
         raise UsageError(str(exc)) from None
     built = time.monotonic()

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 def run_once(provider: Any) -> int:
-    """Every job once, in order, then one publish; for cron and for trying a config."""
+    """Every job once, in order (each followed by a publish); for cron and for trying a config."""
     provider.start_server()
     if provider.restore():
         provider.publish("restart")
@@ -105,6 +105,7 @@ def run_once(provider: Any) -> int:
         provider.run_job("fast")
     if provider.gathers:
         provider.run_job("gather")
+    provider.run_job("lrms")
     provider.close()
     ldap = provider.ldap.last if provider.ldap is not None else None
     ldap_failed = provider.ldap is not None and (ldap is None or ldap.error is not None or bool(ldap.rejected))

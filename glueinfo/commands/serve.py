@@ -32,12 +32,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     import dataclasses
 
     from glueinfo.cli import UsageError
-    from glueinfo.commands.probe import collect_from_args
-    from glueinfo.gather.gatherer import Gatherer, host_key
-    from glueinfo.gather.snapshot_files import load_snapshots
+    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config
     from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
     from glueinfo.site.node_settings import node_settings as read_node_settings
-    from glueinfo.sss.node_xml import attach_resources
 
     try:
         settings = ServeSettings.from_config(config, args.listen)
@@ -48,24 +45,27 @@ def run(args: argparse.Namespace, config: Config) -> int:
             raise UsageError("--refresh-interval must be at least 1 second")
         settings = dataclasses.replace(settings, refresh_interval_s=args.refresh_interval)
     node_settings = read_node_settings(config)
-    site_files = list(config.section("node")["site_snapshots"])
+    config = site_config(args, config)
+    clock = clock_from_environment()
+    probe_here = local_probe(args, config, clock)
+    local_probe_result: list = []
 
-    local_probe: list = []
+    def probe():  # the local source takes this refresh's probe of this host
+        return local_probe_result[-1]
 
-    def probe():
-        return local_probe[-1]
+    assembler = make_assembler(args, config, clock=clock)
+    assembler.gatherer.probe = probe
+    assembler.open_state()
 
-    gatherer = Gatherer(config, probe=probe)
-
-    def build_ldif(local, snapshots):
+    def build_ldif(site):
         if args.no_ldif:
             return None, "LDIF is off (--no-ldif)"
         try:
-            from glueinfo.gather.gatherer import build_site_fresh  # stale hosts stay out of FreeCPUs
+            from glueinfo.glue.build import render_site
         except ImportError as exc:  # a trimmed install without the GLUE renderer
             return None, f"the GLUE renderer is not installed: {exc}"
         try:
-            build = build_site_fresh(config, snapshots, local_fqdn=local.hostname if local else None)
+            build = render_site(site)
             for warning in build.warnings:
                 log.info("%s", warning)
             text, left_out = build.ldif(), build.errors
@@ -76,21 +76,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return text, None
 
     def refresh() -> Refreshed:
-        local = attach_resources(collect_from_args(args, config), node_settings.resources)
-        local_probe[:] = [local]
-        result = gatherer.gather()
-        problems = [str(f) for f in result.failures]
-        here = host_key(local.hostname)
-        snapshots = [local] + [s for s in result.snapshots() if host_key(s.hostname) != here]
-        known = {host_key(s.hostname) for s in snapshots}
-        for snapshot in load_snapshots(site_files, on_error=problems.append):
-            if host_key(snapshot.hostname) not in known:
-                known.add(host_key(snapshot.hostname))
-                snapshots.append(snapshot)
-        ldif, ldif_error = build_ldif(local, snapshots)
-        return Refreshed(local=local, snapshots=snapshots, problems=problems, ldif=ldif, ldif_error=ldif_error)
+        """One refresh: this host probed (it is /node.xml whatever the sources), the site
+        assembled as every command assembles it (/nodes.xml, /ldif)."""
+        local = probe_here()
+        local_probe_result[:] = [local]
+        assembler.gather()
+        assembler.refresh_lrms()
+        site = assembler.assemble()
+        assembler.save_state()
+        ldif, ldif_error = build_ldif(site)
+        return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), ldif=ldif,
+                         ldif_error=ldif_error)
 
-    store = NodeStore(refresh, node_settings)
+    store = NodeStore(refresh, node_settings, clock=clock)
     started = time.perf_counter()
     store.refresh_once(raise_errors=True)  # before listening, so the first request has data; bad collector names stop here
     try:
@@ -103,7 +101,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except ImportError:
         log.info("no Job objects: glueinfo.run.job_objects is not installed")
     else:
-        jobs = JobObjects(config, local_fqdn=local_probe[-1].hostname if local_probe else None)
+        jobs = JobObjects(config, local_fqdn=local_probe_result[-1].hostname if local_probe_result else None)
         jobs.register(server.service)
         jobs.start(settings.refresh_interval_s)
     host, port = server.address
@@ -122,6 +120,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         pass
     finally:
         store.stop()
+        assembler.close()
         if jobs is not None:
             jobs.stop()
         server.httpd.server_close()

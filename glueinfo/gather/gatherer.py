@@ -232,30 +232,3 @@ def gather_once(config: Any, clock: Callable[[], float] = time.time,
                 probe: Optional[Callable[[], HostSnapshot]] = None) -> GatherResult:
     """One gather with no memory of earlier ones (``glueinfo gather``, one-shot commands)."""
     return Gatherer(config, clock=clock, probe=probe).gather()
-
-
-def build_site_fresh(config: Any, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,
-                     local_fqdn: Optional[str] = None, **options: Any) -> Any:
-    """The checked GLUE tree (glueinfo.glue.build.SiteBuild) for these hosts.
-
-    Every host is published; the CE states are asked with the fresh hosts
-    only, so a stale host (its load says nothing any more) is kept out of
-    FreeCPUs and the other LRMS figures derived from host facts.
-    """
-    from glueinfo.glue.build import build_site, default_local_fqdn, query_states
-    from glueinfo.site.aggregate import aggregate
-    from glueinfo.site.model import site_from_config
-
-    local_fqdn = local_fqdn or default_local_fqdn(config)
-    if "states" not in options:
-        now, stale_after = clock(), stale_after_s(config)
-        site = site_from_config(config, local_fqdn)
-        fresh = [s for s in snapshots if not is_stale(s, now, stale_after)]
-        options["states"] = query_states(site, aggregate(site, fresh), clock)
-    return build_site(config, snapshots, clock, local_fqdn=local_fqdn, **options)
-
-
-def build_site_from_gather(config: Any, result: GatherResult, clock: Callable[[], float] = time.time,
-                           local_fqdn: Optional[str] = None, **options: Any) -> Any:
-    """:func:`build_site_fresh` for the hosts of a gather."""
-    return build_site_fresh(config, result.snapshots(), clock, local_fqdn, **options)

@@ -54,27 +54,61 @@ def read_snapshot_file(path: str) -> list[HostSnapshot]:
 
 def load_snapshots(paths: Iterable[str], on_error: Callable[[str], None] = lambda message: None) -> list[HostSnapshot]:
     """Every snapshot under ``paths``, one per host (the newest), in the order first seen."""
-    by_host: dict[str, HostSnapshot] = {}
-    for path in paths:
-        try:
-            files = _files(path)
-        except OSError as exc:
-            on_error(f"{path}: cannot list: {exc.strerror or exc}")
-            continue
-        for name in files:
+    return SiteFiles(paths).load(on_error)
+
+
+class SiteFiles:
+    """The snapshot files an admin lists ([node] site_snapshots), read again only when they change.
+
+    A file whose (inode, size, mtime) is unchanged since the last read gives
+    the snapshots it gave then; a directory is listed at every read (a new
+    file is seen at once).  Errors are reported at every read, as
+    :func:`load_snapshots` reports them.
+    """
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = tuple(paths)
+        self._cache: dict[str, tuple[tuple[int, int, int], list[HostSnapshot]]] = {}
+
+    def load(self, on_error: Callable[[str], None] = lambda message: None) -> list[HostSnapshot]:
+        """Every host's snapshot (the newest when a host is in several files), in the order first seen."""
+        by_host: dict[str, HostSnapshot] = {}
+        seen_files = set()
+        for path in self.paths:
             try:
-                found = read_snapshot_file(name)
-            except ValueError as exc:
-                on_error(str(exc))
+                files = _files(path)
+            except OSError as exc:
+                on_error(f"{path}: cannot list: {exc.strerror or exc}")
                 continue
-            for snapshot in found:
-                known = by_host.get(snapshot.hostname)
-                if known is not None:
-                    on_error(f"{name}: host {snapshot.hostname} seen twice; keeping the newer snapshot")
-                    if known.collected_at >= snapshot.collected_at:
+            for name in files:
+                seen_files.add(name)
+                try:
+                    info = os.stat(name)
+                    signature = (info.st_ino, info.st_size, info.st_mtime_ns)
+                except OSError as exc:
+                    on_error(f"{name}: cannot read: {exc.strerror or exc}")
+                    continue
+                cached = self._cache.get(name)
+                if cached is not None and cached[0] == signature:
+                    found = cached[1]
+                else:
+                    try:
+                        found = read_snapshot_file(name)
+                    except ValueError as exc:
+                        self._cache.pop(name, None)
+                        on_error(str(exc))
                         continue
-                by_host[snapshot.hostname] = snapshot
-    return list(by_host.values())
+                    self._cache[name] = (signature, found)
+                for snapshot in found:
+                    known = by_host.get(snapshot.hostname)
+                    if known is not None:
+                        on_error(f"{name}: host {snapshot.hostname} seen twice; keeping the newer snapshot")
+                        if known.collected_at >= snapshot.collected_at:
+                            continue
+                    by_host[snapshot.hostname] = snapshot
+        for gone in set(self._cache) - seen_files:
+            del self._cache[gone]
+        return list(by_host.values())
 
 
 def merge_site(local: HostSnapshot | None, others: Iterable[HostSnapshot]) -> list[HostSnapshot]:

@@ -38,8 +38,9 @@ from glueinfo.glue.schema import (
     normalise_unchecked,
 )
 from glueinfo.glue.templates import Template, load_templates
-from glueinfo.site.aggregate import SiteGroups, aggregate
-from glueinfo.site.model import SiteModel, site_from_config
+from glueinfo.site.aggregate import SiteGroups
+from glueinfo.site.assemble import AssembledSite, assemble_snapshots
+from glueinfo.site.model import SiteModel
 
 log = logging.getLogger("glueinfo.glue")
 
@@ -61,36 +62,6 @@ class SiteBuild:
 
     def ldif(self) -> str:
         return format_ldif(self.entries, sort=False)
-
-
-def default_local_fqdn(config: Config) -> str:
-    """This host's name as the collectors would publish it ([glueinfo] hostname, else the FQDN)."""
-    from glueinfo.host.collect import CollectContext, local_hostname
-
-    general = config.section("glueinfo")
-    try:
-        return local_hostname(CollectContext(host_root=general["host_root"], config={"hostname": general["hostname"]}))
-    except Exception:  # a recorded tree without a readable name: fall back to this machine's
-        return local_hostname(CollectContext(config={"hostname": general["hostname"]}))
-
-
-def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float] = time.time,
-                 queue_state: Optional[Callable[..., QueueState]] = None) -> dict[str, QueueState]:
-    """Ask each CE's LRMS plugin for its queue's state (never raises: failures are states with an error)."""
-    from glueinfo.lrms.registry import LrmsContext
-    from glueinfo.lrms.registry import queue_state as default_queue_state
-
-    ask = queue_state or default_queue_state
-    states = {}
-    for ce in site.ces:
-        try:
-            hosts = groups.cluster(ce.cluster).hosts
-        except KeyError:
-            hosts = []
-        ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=hosts, clock=clock,
-                          timeout_s=ce.lrms_timeout, with_jobs=ce.publish_jobs)
-        states[ce.unique_id] = ask(ce.lrms, ctx)
-    return states
 
 
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
@@ -296,17 +267,13 @@ class _Prepared:
     publish_hosts: Optional[bool]
 
 
-def _prepare(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float], publish_hosts: Optional[bool],
-             schema: Union[Schema, None, str], local_fqdn: Optional[str], states: Optional[Mapping[str, QueueState]],
-             templates: Optional[Mapping[str, Template]], queue_state: Optional[Callable[..., Any]]) -> _Prepared:
-    site = site_from_config(config, local_fqdn or default_local_fqdn(config))
+def _prepare(assembled: AssembledSite, publish_hosts: Optional[bool], schema: Union[Schema, None, str],
+             templates: Optional[Mapping[str, Template]]) -> _Prepared:
+    site = assembled.model
     if isinstance(schema, str):
         schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
     templates = templates or load_templates(site.glue.templates_dir)
-    groups = aggregate(site, snapshots)
-    if states is None:
-        states = query_states(site, groups, clock, queue_state)
-    return _Prepared(site, groups, dict(states), templates, schema, publish_hosts)
+    return _Prepared(site, assembled.groups, dict(assembled.states), templates, schema, publish_hosts)
 
 
 def _checked_entries(prepared: _Prepared, checker: TreeChecker) -> Iterator[Entry]:
@@ -323,40 +290,56 @@ def _checked_entries(prepared: _Prepared, checker: TreeChecker) -> Iterator[Entr
             yield fixed
 
 
-def build_site(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time, *,
-               publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,
-               local_fqdn: Optional[str] = None, states: Optional[Mapping[str, QueueState]] = None,
-               templates: Optional[Mapping[str, Template]] = None,
-               queue_state: Optional[Callable[..., Any]] = None) -> SiteBuild:
-    """The checked GLUE 1.3 tree for a config and host snapshots.
+def render_site(assembled: AssembledSite, *, publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,
+                templates: Optional[Mapping[str, Template]] = None) -> SiteBuild:
+    """The checked GLUE 1.3 tree of an assembled site (glueinfo.site.assemble).
 
     ``schema``: a loaded Schema, None for no check, or "auto" to load [glue]
-    schema_dir (warning once when absent).  ``states``: CE id -> QueueState
-    to use instead of asking the LRMS plugins.  ``local_fqdn``: the name of
-    the host the default cluster and CE are named after (default: this
-    host's).  Raises ConfigError and TemplateError (bad config or
+    schema_dir (warning once when absent).  Raises TemplateError (bad
     templates); everything about the data is reported in the result instead.
     """
-    prepared = _prepare(config, snapshots, clock, publish_hosts, schema, local_fqdn, states, templates, queue_state)
+    prepared = _prepare(assembled, publish_hosts, schema, templates)
     checker = TreeChecker(prepared.schema)
     entries = list(_checked_entries(prepared, checker))
     return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=entries,
                      errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
 
 
-def write_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], stream: IO[str],
-                    clock: Callable[[], float] = time.time, **options: Any) -> SiteBuild:
-    """build_site, written to ``stream`` as it is produced (memory stays flat
-    for 100,000 hosts); the returned SiteBuild has no entries."""
-    prepared = _prepare(config, snapshots, clock, options.pop("publish_hosts", None), options.pop("schema", AUTO),
-                        options.pop("local_fqdn", None), options.pop("states", None), options.pop("templates", None),
-                        options.pop("queue_state", None))
-    if options:
-        raise TypeError(f"unknown options {', '.join(options)}")
+def write_site(assembled: AssembledSite, stream: IO[str], *, publish_hosts: Optional[bool] = None,
+               schema: Union[Schema, None, str] = AUTO, templates: Optional[Mapping[str, Template]] = None) -> SiteBuild:
+    """render_site, written to ``stream`` as it is produced (memory stays flat for 100,000
+    hosts); the returned SiteBuild has no entries.  Same bytes as ``render_site(...).ldif()``."""
+    prepared = _prepare(assembled, publish_hosts, schema, templates)
     checker = TreeChecker(prepared.schema)
     write_ldif(_checked_entries(prepared, checker), stream, sort=False)
     return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=[],
                      errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
+
+
+def build_site(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time, *,
+               publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,
+               local_fqdn: Optional[str] = None, states: Optional[Mapping[str, QueueState]] = None,
+               templates: Optional[Mapping[str, Template]] = None,
+               queue_state: Optional[Callable[..., Any]] = None) -> SiteBuild:
+    """The checked GLUE 1.3 tree of a site made of exactly these snapshots
+    (glueinfo.site.assemble.assemble_snapshots: no sources, no state).
+
+    ``states``: CE id -> QueueState to use instead of asking the LRMS
+    plugins.  ``local_fqdn``: the name of the host the default cluster and
+    CE are named after (default: this host's).  Raises ConfigError and
+    TemplateError (bad config or templates).
+    """
+    assembled = assemble_snapshots(config, snapshots, clock, local_fqdn=local_fqdn,
+                                   states=dict(states) if states is not None else None, queue_state=queue_state)
+    return render_site(assembled, publish_hosts=publish_hosts, schema=schema, templates=templates)
+
+
+def write_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], stream: IO[str],
+                    clock: Callable[[], float] = time.time, **options: Any) -> SiteBuild:
+    """build_site, written to ``stream`` as it is produced; the returned SiteBuild has no entries."""
+    assembled = assemble_snapshots(config, snapshots, clock, local_fqdn=options.pop("local_fqdn", None),
+                                   states=options.pop("states", None), queue_state=options.pop("queue_state", None))
+    return write_site(assembled, stream, **options)
 
 
 def build_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,

@@ -33,7 +33,7 @@ class JobObjects:
     """The current Job ObjectSet of a site, swapped whole after each refresh."""
 
     def __init__(self, config: Config, clock: Callable[[], float] = time.time, local_fqdn: Optional[str] = None):
-        from glueinfo.glue.build import default_local_fqdn
+        from glueinfo.site.assemble import default_local_fqdn
         from glueinfo.site.model import site_from_config
 
         self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))

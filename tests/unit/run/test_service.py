@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 
 from glueinfo.core.model import CollectorResult, CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, OsInfo
-from glueinfo.run.provider import LdapOutcome, LdapSync, combine_local
+from glueinfo.run.ldap_retry import LdapOutcome, LdapSync
+from glueinfo.run.local_host import combine_local
 
 
 class Clock:

@@ -1,0 +1,90 @@
+"""What the commands that publish the whole site share: one way to make the site assembler.
+
+``ldif``, ``gather``, ``node-xml --site``, ``publish`` and ``serve`` all
+build their :class:`glueinfo.site.assemble.SiteAssembler` here, from the
+config and the command line, so they see the same hosts.
+
+``GLUEINFO_CLOCK`` (epoch seconds), when set, is the time every command
+takes as now: freshness, CollectedAt of this host's probe, Node XML
+timestamps.  It exists so that tests (and an admin replaying a problem) can
+get the same bytes from every command; a service never sets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from glueinfo.core.config import Config
+
+CLOCK_VARIABLE = "GLUEINFO_CLOCK"
+
+
+def clock_from_environment() -> Callable[[], float]:
+    """time.time, or a clock stopped at $GLUEINFO_CLOCK; UsageError when that is not a number."""
+    raw = os.environ.get(CLOCK_VARIABLE, "").strip()
+    if not raw:
+        return time.time
+    try:
+        fixed = float(raw)
+    except ValueError:
+        from glueinfo.cli import UsageError
+
+        raise UsageError(f"${CLOCK_VARIABLE}={raw[:40]!r} is not a time in epoch seconds") from None
+    return lambda: fixed
+
+
+def with_values(config: Config, section: str, **values: Any) -> Config:
+    """The config with some keys of one section set (command-line options that override the file)."""
+    return dataclasses.replace(config, values={**config.values, section: {**config.values.get(section, {}), **values}})
+
+
+def site_config(args: argparse.Namespace, config: Config) -> Config:
+    """The config as the command line amends it (``--host-root``)."""
+    if getattr(args, "host_root", None):
+        config = with_values(config, "glueinfo", host_root=args.host_root)
+    return config
+
+
+def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], float]) -> Callable[[], Any]:
+    """How the ``local`` source probes this host: the command line's collectors, [node]
+    resources attached, collector failures warned about by name."""
+    def probe() -> Any:
+        from glueinfo.cli import UsageError
+        from glueinfo.commands.probe import warn
+        from glueinfo.host.collect import CollectorError
+        from glueinfo.host.collect import probe as run_probe
+        from glueinfo.site.node_settings import node_settings
+        from glueinfo.sss.node_xml import attach_resources
+
+        try:
+            snapshot = run_probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
+                                 on_error=lambda message: warn(args, message), clock=clock)
+        except CollectorError as exc:
+            raise UsageError(str(exc)) from None
+        return attach_resources(snapshot, node_settings(config).resources)
+
+    return probe
+
+
+def make_assembler(args: argparse.Namespace, config: Config, *, without_local: bool = False,
+                   clock: Callable[[], float] | None = None) -> Any:
+    """The site assembler for a one-shot command (glueinfo.site.assemble); UsageError for
+    unknown sources or a bad site model."""
+    from glueinfo.cli import UsageError
+    from glueinfo.core.config import ConfigError
+    from glueinfo.gather.registry import SourceError, enabled_sources
+    from glueinfo.site.assemble import SiteAssembler
+
+    clock = clock or clock_from_environment()
+    try:
+        sources = enabled_sources(config, on_error=lambda message: None)
+        if without_local:
+            sources = [s for s in sources if s.name != "local"]
+        return SiteAssembler(config, clock=clock, sources=sources, probe=local_probe(args, config, clock))
+    except (SourceError, ConfigError) as exc:
+        raise UsageError(str(exc)) from None

@@ -1,0 +1,76 @@
+"""The files ``glueinfo run`` publishes ([run] ldif_file, node_xml_file): rewritten only when their bytes change.
+
+A publish hands each file its new bytes.  When they equal what the file
+holds, the file is not rewritten; its modification time is set to now
+instead, because that is how etc/bdii/glueinfo-provider and monitoring judge
+liveness: an idle, healthy site is never withdrawn for looking stale.
+Otherwise the file is replaced atomically (glueinfo.core.atomicwrite: never
+half a file).  A full or read-only disk is a warning naming the file, whose
+previous version stays; the error is kept (``errors``) until a write works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from typing import Optional
+
+from glueinfo.core.atomicwrite import WriteError, remove_temporaries, write_atomic
+
+log = logging.getLogger("glueinfo.run")
+
+
+class OutputFiles:
+    """The published files of one provider and what each holds."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, str] = {}  # path -> the last write error, while it lasts
+        self._digests: dict[str, bytes] = {}  # path -> digest of the bytes it holds (as written by us)
+        self.rewritten = 0
+        self.touched = 0
+
+    @staticmethod
+    def clean(paths: list[str]) -> None:
+        """Remove what a writer killed mid-write left beside these files (only this process writes them)."""
+        for path in paths:
+            if path:
+                remove_temporaries(path)
+
+    def _holds(self, path: str, digest: bytes) -> bool:
+        known = self._digests.get(path)
+        if known is None:  # first publish of this process: the file may already hold these bytes
+            try:
+                with open(path, "rb") as handle:
+                    known = hashlib.blake2b(handle.read(), digest_size=16).digest()
+            except OSError:
+                return False
+            self._digests[path] = known
+        return known == digest
+
+    def publish(self, path: str, payload: Optional[bytes]) -> bool:
+        """Give ``path`` these bytes (None: nothing to publish this time); returns whether the
+        file is now current (written or touched)."""
+        if not path or payload is None:
+            return False
+        digest = hashlib.blake2b(payload, digest_size=16).digest()
+        try:
+            if self._holds(path, digest):
+                try:
+                    os.utime(path)
+                except OSError as exc:
+                    raise WriteError(f"{path}: cannot mark as fresh: {exc.strerror or exc}") from None
+                self.touched += 1
+            else:
+                write_atomic(path, payload)
+                self._digests[path] = digest
+                self.rewritten += 1
+        except WriteError as exc:
+            self._digests.pop(path, None)
+            log.warning("%s%s", exc, " (still)" if self.errors.get(path) == str(exc) else "")
+            self.errors[path] = str(exc)
+            return False
+        if path in self.errors:
+            log.info("%s: written again", path)
+            del self.errors[path]
+        return True

@@ -1,0 +1,313 @@
+"""The site-assembly core: the one place that decides which hosts the site has.
+
+Every command that publishes the site (``ldif``, ``gather``, ``node-xml
+--site``, ``publish``, ``serve``) and the daemon (``run``) go through a
+:class:`SiteAssembler`, so the same config, inputs, state directory and
+clock give the same site everywhere.  What it does, in order:
+
+1. **Hosts.**  One glueinfo.gather.Gatherer runs the enabled ``[sources]``
+   (``local`` is this host through the collectors; ``run`` feeds this host
+   in with :meth:`SiteAssembler.accept_local` instead, on its own fast and
+   slow intervals).  Each (host, source) keeps its last good snapshot; one
+   host seen by several sources is merged by the freshness rule
+   (glueinfo.gather.merge); a host is stale after ``[node] stale_after``
+   (published Unknown, out of free-CPU figures) and dropped after
+   ``[sources] drop_after``.  Host identity is glueinfo.gather.identity's.
+   The snapshot files an admin lists (``[node] site_snapshots``) add the
+   hosts no source knows, with their own age, and are re-read only when
+   they change.
+2. **State.**  With a state directory (``[run] state_dir``, when it exists;
+   ``run`` creates it) the last good snapshots and the SubCluster ids are
+   read at start and written back after each assembly by the process that
+   holds the directory's lock (glueinfo.site.state).
+3. **Site model and aggregation**, once per assembly: the admin's site
+   model (glueinfo.site.model) and the Clusters and SubClusters
+   (glueinfo.site.aggregate) with stable ids (glueinfo.site.ids).
+4. **LRMS state**, by :meth:`SiteAssembler.refresh_lrms` on its own
+   interval (``[run] lrms_interval``; one-shot commands once): each CE's
+   queue asked with the fresh hosts of its cluster.  Every assembly uses
+   the latest answer.
+
+Nothing here renders: glueinfo.glue and glueinfo.sss turn an
+:class:`AssembledSite` into LDIF and Node XML.  Failures of sources, files
+and the LRMS are reported (``failures``, logged) and never stop assembly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core.config import Config
+from glueinfo.core.freshness import is_expired, is_stale, stale_after_s
+from glueinfo.core.model import HostSnapshot, QueueState
+from glueinfo.gather.check import check_snapshot
+from glueinfo.gather.gatherer import GatheredHost, Gatherer, GatherResult
+from glueinfo.gather.identity import host_key
+from glueinfo.gather.registry import Source, enabled_sources
+from glueinfo.gather.snapshot_files import SiteFiles
+from glueinfo.site.aggregate import SiteGroups, aggregate
+from glueinfo.site.ids import SubClusterIds, memberships_from_entries
+from glueinfo.site.model import SiteModel, site_from_config
+from glueinfo.site.state import SiteState
+
+log = logging.getLogger("glueinfo.site")
+
+LOCAL = "local"
+FILE_SOURCE = "file"  # how hosts from [node] site_snapshots are labelled
+
+
+def default_local_fqdn(config: Config) -> str:
+    """This host's name as the collectors would publish it ([glueinfo] hostname, else the FQDN)."""
+    from glueinfo.host.collect import CollectContext, local_hostname
+
+    general = config.section("glueinfo")
+    try:
+        return local_hostname(CollectContext(host_root=general["host_root"], config={"hostname": general["hostname"]}))
+    except Exception:  # a recorded tree without a readable name: fall back to this machine's
+        return local_hostname(CollectContext(config={"hostname": general["hostname"]}))
+
+
+def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float] = time.time,
+                 queue_state: Optional[Callable[..., QueueState]] = None) -> dict[str, QueueState]:
+    """Ask each CE's LRMS plugin for its queue's state (never raises: failures are states with an error)."""
+    from glueinfo.lrms.registry import LrmsContext
+    from glueinfo.lrms.registry import queue_state as default_queue_state
+
+    ask = queue_state or default_queue_state
+    states = {}
+    for ce in site.ces:
+        try:
+            hosts = groups.cluster(ce.cluster).hosts
+        except KeyError:
+            hosts = []
+        ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=hosts, clock=clock,
+                          timeout_s=ce.lrms_timeout, with_jobs=ce.publish_jobs)
+        states[ce.unique_id] = ask(ce.lrms, ctx)
+    return states
+
+
+@dataclass
+class AssembledSite:
+    """The site at one moment: what every renderer and publisher reads."""
+
+    assembled_at: float
+    model: SiteModel
+    hosts: list[GatheredHost]  # every host published, stale ones included, sorted by host key
+    local: Optional[HostSnapshot]  # this host among them (merged with other sources' reports of it)
+    groups: SiteGroups
+    states: dict[str, QueueState]  # CE unique id -> the latest LRMS answer
+    failures: list[str] = field(default_factory=list)  # one line each: sources, files, state
+
+    def snapshots(self) -> list[HostSnapshot]:
+        return [h.snapshot for h in self.hosts]
+
+    def fresh_snapshots(self) -> list[HostSnapshot]:
+        return [h.snapshot for h in self.hosts if not h.stale]
+
+
+class SiteAssembler:
+    """Keeps what assembly needs between cycles (one per process; see the module docstring).
+
+    ``sources``: the sources to gather (default: those ``[sources] enabled``
+    names; ``run`` passes them without ``local``).  ``probe``: how the
+    ``local`` source probes this host.  ``state_dir``: the state directory
+    (default ``[run] state_dir`` when it exists; "" for none).  ``clock``:
+    the time every freshness decision is made at.  ``queue_state``: the LRMS
+    query (tests pass their own).  Raises SourceError for unknown source
+    names, ConfigError for a bad site model.
+    """
+
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
+                 sources: Optional[Sequence[Source]] = None, probe: Optional[Callable[[], HostSnapshot]] = None,
+                 state_dir: Optional[str] = None, local_fqdn: Optional[str] = None,
+                 queue_state: Optional[Callable[..., QueueState]] = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.queue_state = queue_state
+        self.local_fqdn = local_fqdn or default_local_fqdn(config)
+        self.model = site_from_config(config, self.local_fqdn)
+        if sources is None:
+            sources = enabled_sources(config, on_error=lambda message: log.warning("%s", message))
+        self.gatherer = Gatherer(config, clock=clock, sources=sources, probe=probe)
+        self.site_files = SiteFiles(config.section("node")["site_snapshots"])
+        self.ids = SubClusterIds()
+        self.states: Optional[dict[str, QueueState]] = None
+        self.failures: list[str] = []
+        self._lock = threading.RLock()  # one assembly (or LRMS refresh, or feed) at a time
+        directory = config.get("run", "state_dir") if state_dir is None else state_dir
+        self.state = SiteState(directory, clock=clock) if directory else None
+
+    # -- state ---------------------------------------------------------------------------------
+    def open_state(self, writer: bool = False) -> int:
+        """Read the state directory: hosts' last good snapshots (with their real age) and the
+        SubCluster ids.  ``writer`` (the daemon) creates the directory and must hold its lock;
+        otherwise it is read only when it exists, and written back only if its lock is free.
+        Returns how many hosts were restored."""
+        state = self.state
+        if state is None:
+            return 0
+        if not writer and not os.path.isdir(state.directory):
+            return 0
+        if not state.lock(create=writer) and writer:
+            log.warning("state directory %s: another glueinfo holds its lock; this one will not write it", state.directory)
+        with self._lock:
+            ids = state.load_ids()
+            if ids is not None:
+                self.ids = ids
+            return self._restore_hosts(state.load_hosts())
+
+    def _restore_hosts(self, states: dict[str, dict[str, HostSnapshot]]) -> int:
+        now = self.clock()
+        drop_after = self.gatherer_drop_after()
+        known = {s.name for s in self.gatherer.sources} | {LOCAL}
+        restored = 0
+        for key, sources in states.items():
+            kept = False
+            for source, snapshot in sources.items():
+                if source not in known or is_expired(snapshot, now, drop_after):
+                    continue
+                problem = check_snapshot(snapshot, now)
+                if problem is not None:
+                    log.warning("state of %s from %s ignored: %s", key, source, problem)
+                    continue
+                snapshot.source = source
+                self.gatherer.last_good.setdefault(key, {})[source] = snapshot
+                kept = True
+            restored += kept
+        if restored:
+            log.info("restored %d hosts from %s (published with their age until refreshed)", restored,
+                     self.state.directory if self.state else "")
+        return restored
+
+    def gatherer_drop_after(self) -> float:
+        return float(self.config.get("sources", "drop_after"))
+
+    def adopt_published(self, entries: Iterable[Any], origin: str) -> int:
+        """Adopt the SubCluster ids of an earlier publication (GLUE 1.3 entries: the last LDIF
+        file, or the LDAP server's tree) when no ids are remembered yet; returns how many."""
+        with self._lock:
+            if not self.ids.is_empty():
+                return 0
+            adopted = 0
+            for cluster, subclusters in memberships_from_entries(entries).items():
+                self.ids.adopt(cluster, subclusters)
+                adopted += len(subclusters)
+        if adopted:
+            log.info("adopted %d SubCluster id(s) already published in %s", adopted, origin)
+        return adopted
+
+    def save_state(self) -> None:
+        """Write the hosts' last good snapshots and the ids back (only with the state's lock)."""
+        if self.state is None or not self.state.writable:
+            return
+        with self._lock:
+            hosts = {k: dict(v) for k, v in self.gatherer.last_good.items()}
+            ids = self.ids.copy()
+        for error in self.state.save(hosts, ids):
+            log.warning("state: %s", error)
+
+    def close(self) -> None:
+        self.save_state()
+        if self.state is not None:
+            self.state.release()
+
+    # -- the inputs ----------------------------------------------------------------------------
+    def gather(self) -> GatherResult:
+        """Run the sources once (glueinfo.gather.Gatherer.gather) and keep what they brought."""
+        result = self.gatherer.gather()
+        with self._lock:
+            self.failures = [str(f) for f in result.failures]
+        return result
+
+    def accept_local(self, snapshot: HostSnapshot) -> None:
+        """This host's snapshot, probed outside gather() (``run``'s fast and slow jobs)."""
+        with self._lock:
+            for failure in self.gatherer.accept(LOCAL, [snapshot]):
+                log.warning("%s", failure)
+
+    def refresh_lrms(self) -> dict[str, QueueState]:
+        """Ask every CE's LRMS now, with the fresh hosts of its cluster; kept for every later assembly."""
+        now = self.clock()
+        with self._lock:
+            hosts = [h.snapshot for h in self._hosts(now) if not h.stale]
+        groups = aggregate(self.model, hosts)  # which hosts each cluster has; ids are not needed here
+        states = query_states(self.model, groups, self.clock, self.queue_state)
+        with self._lock:
+            self.states = states
+        return states
+
+    # -- assembly ------------------------------------------------------------------------------
+    def _hosts(self, now: float) -> list[GatheredHost]:
+        hosts = self.gatherer.hosts(now)
+        if self.site_files.paths:
+            stale_after = stale_after_s(self.config)
+            known = {host_key(h.snapshot.hostname) for h in hosts}
+            errors: list[str] = []
+            for snapshot in self.site_files.load(on_error=errors.append):
+                key = host_key(snapshot.hostname)
+                if key in known:
+                    continue  # a file never replaces what a source reports about a host
+                known.add(key)
+                hosts.append(GatheredHost(snapshot=snapshot, stale=is_stale(snapshot, now, stale_after),
+                                          age_s=now - snapshot.collected_at, sources={FILE_SOURCE: snapshot.collected_at}))
+            for message in errors:
+                log.warning("%s", message)
+            self.failures.extend(errors)
+            hosts.sort(key=lambda h: host_key(h.snapshot.hostname))
+        return hosts
+
+    def assemble(self) -> AssembledSite:
+        """The site now: hosts, aggregation with stable ids, and the latest LRMS state (asked
+        first if it never was)."""
+        if self.states is None:
+            self.refresh_lrms()
+        with self._lock:
+            now = self.clock()
+            self.gatherer.forget_expired(now)
+            hosts = self._hosts(now)
+            local = next((h.snapshot for h in hosts if LOCAL in h.sources), None)
+            groups = aggregate(self.model, [h.snapshot for h in hosts], self.ids, now)
+            return AssembledSite(assembled_at=now, model=self.model, hosts=hosts, local=local, groups=groups,
+                                 states=dict(self.states or {}), failures=list(self.failures))
+
+    def once(self) -> AssembledSite:
+        """What a one-shot command publishes: state read, every source once, the LRMS once,
+        assembled, state written back when this process may."""
+        self.open_state()
+        self.gather()
+        self.refresh_lrms()
+        site = self.assemble()
+        self.close()
+        return site
+
+
+def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time, *,
+                       local_fqdn: Optional[str] = None, states: Optional[dict[str, QueueState]] = None,
+                       queue_state: Optional[Callable[..., QueueState]] = None) -> AssembledSite:
+    """The site made of exactly these snapshots (``--snapshots`` files, tests, benchmarks): no
+    sources, no state, ids derived afresh.  The LRMS is asked unless ``states`` is given."""
+    assembler = SiteAssembler(config, clock=clock, sources=[], state_dir="", local_fqdn=local_fqdn,
+                              queue_state=queue_state)
+    now = clock()
+    unique: dict[str, HostSnapshot] = {}
+    for snapshot in snapshots:  # the newest of one host's snapshots, as the gatherer keeps
+        key = host_key(snapshot.hostname)
+        if key not in unique or snapshot.collected_at > unique[key].collected_at:
+            unique[key] = snapshot
+    stale_after = stale_after_s(config)
+    hosts = [GatheredHost(snapshot=s, stale=is_stale(s, now, stale_after), age_s=now - s.collected_at,
+                          sources={s.source or LOCAL: s.collected_at})
+             for s in sorted(unique.values(), key=lambda s: host_key(s.hostname))]
+    if states is None:
+        fresh = [h.snapshot for h in hosts if not h.stale]
+        states = query_states(assembler.model, aggregate(assembler.model, fresh), clock, queue_state)
+    groups = aggregate(assembler.model, [h.snapshot for h in hosts], None, now)
+    local = next((h.snapshot for h in hosts if host_key(h.snapshot.hostname) == host_key(assembler.local_fqdn)), None)
+    return AssembledSite(assembled_at=now, model=assembler.model, hosts=hosts, local=local, groups=groups,
+                         states=dict(states))
