@@ -11,6 +11,7 @@ would catch a renderer that silently drops or garbles a key.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from paths import REPO
@@ -18,7 +19,7 @@ from paths import REPO
 from glueinfo.core.config import FREEFORM, SCHEMA, Option, parse_value
 from glueinfo.core.config_reference import COMMAND, render
 
-REFERENCE = REPO / "docs" / "configuration.md"
+REFERENCE = Path(REPO) / "docs" / "configuration.md"
 
 _HEADING = re.compile(r"^## \[([a-z_]+)(:NAME)?\]$")
 _ROW = re.compile(r"^\| `([a-z0-9_]+)` \| (.*?) \| (.*?) \| (.*) \|$")
@@ -50,18 +51,18 @@ def documented() -> dict[str, dict[str, tuple[str, str, str]]]:
     return found
 
 
-def test_the_committed_reference_is_what_the_schema_renders_today():
+def test_the_committed_reference_is_what_the_schema_renders_today() -> None:
     assert committed() == render(), (
         f"{REFERENCE.relative_to(REPO)} is out of date with glueinfo.core.config.SCHEMA; "
         f"regenerate it from the repository root with:  {COMMAND}"
     )
 
 
-def test_rendering_twice_gives_the_same_text():
+def test_rendering_twice_gives_the_same_text() -> None:
     assert render() == render()
 
 
-def test_every_schema_section_and_key_is_documented():
+def test_every_schema_section_and_key_is_documented() -> None:
     found = documented()
     missing = [f"[{section}]" for section in SCHEMA if section not in found]
     missing += [f"[{section}] {key}" for section, options in SCHEMA.items() for key in options
@@ -70,7 +71,7 @@ def test_every_schema_section_and_key_is_documented():
     assert not missing, f"{REFERENCE.name} lacks {', '.join(missing)}; regenerate it: {COMMAND}"
 
 
-def test_nothing_documented_is_unknown_to_glueinfo():
+def test_nothing_documented_is_unknown_to_glueinfo() -> None:
     for section, keys in documented().items():
         if section in FREEFORM:
             assert not keys, f"free-form [{section}] documents fixed keys {sorted(keys)}"
@@ -82,16 +83,16 @@ def test_nothing_documented_is_unknown_to_glueinfo():
 
 def _default_matches(option: Option, cell: str) -> bool:
     if cell in ("*unset*", "*empty*"):
-        return option.default in (None, "", [])
+        return bool(option.default in (None, "", []))
     text = cell.strip("`")
     try:
-        return parse_value(option, text) == option.default
+        return bool(parse_value(option, text) == option.default)
     except ValueError:
         return False
 
 
 @pytest.mark.parametrize("section", sorted(SCHEMA))
-def test_each_documented_default_is_the_one_glueinfo_uses(section):
+def test_each_documented_default_is_the_one_glueinfo_uses(section: str) -> None:
     written = documented().get(section, {})
     wrong = [f"{key}: documents {written[key][1]}, glueinfo uses {option.default!r}"
              for key, option in SCHEMA[section].items()
@@ -100,7 +101,7 @@ def test_each_documented_default_is_the_one_glueinfo_uses(section):
 
 
 @pytest.mark.parametrize("section", sorted(SCHEMA))
-def test_each_key_has_its_description(section):
+def test_each_key_has_its_description(section: str) -> None:
     written = documented().get(section, {})
     bare = [key for key, option in SCHEMA[section].items()
             if key in written and option.doc and not written[key][2].strip()]
