@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Optional
+from typing import NoReturn, Optional
 
 from glueinfo import __version__
 from glueinfo.core.errors import GlueinfoError
@@ -67,8 +67,11 @@ def terminal_width() -> int:
         columns = 0
     if columns > 0:
         return columns
+    stdout = sys.__stdout__
+    if stdout is None:  # no stdout at all (a daemon started without one)
+        return 80
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        return os.get_terminal_size(stdout.fileno()).columns or 80
     except (AttributeError, ValueError, OSError):
         return 80
 
@@ -83,8 +86,9 @@ class HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, terminal_width() - 2 if width is None else width)
 
 
-def common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
+def common_options() -> OneLineErrorParser:
+    """The options every command takes (a parent parser: only its arguments are used)."""
+    common = OneLineErrorParser(add_help=False, formatter_class=HelpFormatter)
     common.add_argument("--config", metavar="FILE",
                         help="config file (default $GLUEINFO_CONFIG or /etc/glueinfo/glueinfo.conf; all keys optional)")
     common.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
@@ -100,7 +104,7 @@ def common_options() -> argparse.ArgumentParser:
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from glueinfo.core.config import Config
+
+if TYPE_CHECKING:  # not imported at run time: a fresh probe imports as little as it can
+    from glueinfo.core.model import HostSnapshot
 
 # Without -v, glueinfo.cli leaves logging to this command, which sets it up
 # with its first warning: most probes have none, and importing logging was
@@ -27,7 +31,7 @@ def warn(args: argparse.Namespace, message: str) -> None:
     logging.getLogger("glueinfo.probe").warning("%s", message)
 
 
-def collect_from_args(args: argparse.Namespace, config: Config):
+def collect_from_args(args: argparse.Namespace, config: Config) -> HostSnapshot:
     """Probe as the command line and config say; shared by every command that probes."""
     from glueinfo.cli import UsageError
     from glueinfo.host.collect import CollectorError, probe

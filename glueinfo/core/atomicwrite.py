@@ -53,7 +53,7 @@ def _temporary_pattern(path: str) -> str:
     return os.path.join(glob.escape(directory), f".{glob.escape(name)}.*{TEMP_SUFFIX}")
 
 
-def write_atomic(path: Union[str, os.PathLike], data: Union[bytes, str], *, mode: int = 0o644, durable: bool = True) -> None:
+def write_atomic(path: Union[str, os.PathLike[str]], data: Union[bytes, str], *, mode: int = 0o644, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` (str is written as UTF-8) as the module docstring says.
 
     ``durable=False`` skips the two fsyncs: still atomic for readers and
@@ -105,7 +105,7 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def remove_temporaries(path: Union[str, os.PathLike]) -> list[str]:
+def remove_temporaries(path: Union[str, os.PathLike[str]]) -> list[str]:
     """Delete temporary files a killed writer of ``path`` left behind; returns their names.
 
     Only one process may keep ``path`` up to date, so call this once at its start.

@@ -322,8 +322,8 @@ def parse_text(text: str, path: str = "<config>") -> Config:
     except configparser.MissingSectionHeaderError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: a key before any [section] header") from None
     except configparser.ParsingError as exc:
-        lineno, line = exc.errors[0] if exc.errors else (0, "")
-        raise ConfigError(f"{path}:{lineno}: cannot parse line {line.strip()!r}") from None
+        lineno, bad_line = exc.errors[0] if exc.errors else (0, "")
+        raise ConfigError(f"{path}:{lineno}: cannot parse line {bad_line.strip()!r}") from None
 
     lines = _line_numbers(text)
     values: dict[str, dict[str, Any]] = {}

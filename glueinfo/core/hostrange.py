@@ -50,7 +50,9 @@ class Target:
 
 def split_list(text: str) -> list[str]:
     """Split on commas and white space that are not inside brackets."""
-    items, current, depth = [], [], 0
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "[":
             depth += 1

@@ -58,9 +58,8 @@ class DNError(GlueinfoError, ValueError):
 
 def value_text(value: Value) -> str:
     """The LDAP string form of one value: TRUE/FALSE, decimal, or the text."""
-    kind = type(value)
-    if kind is str:
-        return value  # type: ignore[return-value]
+    if type(value) is str:
+        return value
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
@@ -89,8 +88,7 @@ class Entry:
             own = self.attributes
             for name, values in attributes.items():
                 # Fast path for the usual case: a new name with one plain value.
-                kind = type(values)
-                if (kind is str or kind is int or kind is bool) and name.lower() not in index:
+                if isinstance(values, (str, int)) and name.lower() not in index:
                     index[name.lower()] = name
                     own[name] = [values]
                 else:
@@ -100,11 +98,8 @@ class Entry:
         """Append value(s) to an attribute; None (and an empty list) adds nothing."""
         if values is None:
             return
-        kind = type(values)
-        if kind is str or kind is int or kind is bool:
-            kept = [values]
-        elif isinstance(values, (str, int)):
-            kept = [values]
+        if isinstance(values, (str, int)):  # bool is an int
+            kept: list[Value] = [values]
         else:
             kept = [v for v in values if v is not None]
             for v in kept:
@@ -314,7 +309,7 @@ def format_dn(rdns: Sequence[RDN]) -> str:
 _SPACED_SEPARATOR_PATTERN = r" *([,=]) *"  # compiled if a DN has spaces (re caches it)
 
 
-def _group1(match: re.Match) -> str:
+def _group1(match: re.Match[str]) -> str:
     return match.group(1)
 
 
@@ -386,7 +381,10 @@ def _line(name: str, text: str) -> str:
     return line if len(line) <= LINE_WIDTH else _fold(line)
 
 
-def format_entry(entry: Entry, _cache: Optional[dict] = None) -> str:
+LineCache = dict[tuple[str, Value, type], str]  # (attribute, value, its type) -> formatted line
+
+
+def format_entry(entry: Entry, _cache: Optional[LineCache] = None) -> str:
     """One entry as LDIF text, ending with a blank line."""
     cache = _cache if _cache is not None else {}
     lines = [_line("dn", entry.dn)]
@@ -440,7 +438,7 @@ def iter_ldif(entries: Iterable[Entry], sort: bool = True) -> Iterator[str]:
     """LDIF text entry by entry (see the module docstring for the order);
     with sort=False the caller's order is kept as it is."""
     ordered = tree_order(entries) if sort else entries
-    cache: dict = {}
+    cache: LineCache = {}
     for entry in ordered:
         yield format_entry(entry, cache)
 
@@ -479,10 +477,11 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
         if raw.endswith("\r"):
             raw = raw[:-1]
         if raw.startswith(" "):
-            if current is None and not comment:
+            if comment:
+                continue
+            if current is None:
                 raise LDIFError(f"line {number}: continuation line with nothing to continue")
-            if not comment:
-                current += raw[1:]  # type: ignore[operator]
+            current += raw[1:]
             continue
         if current is not None:
             yield start, current

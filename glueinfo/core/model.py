@@ -180,13 +180,14 @@ class HostSnapshot:
         """
         cpus = self.cpu.logical_cpus if self.cpu else None
         load = self.load
-        if not cpus or load is None or None in (load.load1, load.load5, load.load15):
+        if not cpus or load is None or load.load1 is None or load.load5 is None or load.load15 is None:
             return None
-        return tuple(int(round((cpus - avg) * 100)) for avg in (load.load1, load.load5, load.load15))  # type: ignore[return-value]
+        return (int(round((cpus - load.load1) * 100)), int(round((cpus - load.load5) * 100)), int(round((cpus - load.load15) * 100)))
 
     # -- JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return _dumper(HostSnapshot)(self)
+        data: dict[str, Any] = _dumper(HostSnapshot)(self)
+        return data
 
     def to_json(self, pretty: bool = False) -> str:
         if pretty:
@@ -195,7 +196,8 @@ class HostSnapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HostSnapshot":
-        return _from_value(cls, data)
+        snapshot: HostSnapshot = _from_value(cls, data)
+        return snapshot
 
     @classmethod
     def from_json(cls, text: str) -> "HostSnapshot":
@@ -281,6 +283,11 @@ def _from_value(tp: Any, value: Any, where: str = "snapshot") -> Any:
         raise ModelError(f"{where}{path}: {exc.message}") from None
 
 
+def _hint(field: dataclasses.Field[Any]) -> Any:
+    """A dataclass field's type hint, as the converters take it (any object: a type, a union, a generic alias)."""
+    return field.type
+
+
 def _kind(value: Any) -> str:
     return type(value).__name__
 
@@ -294,8 +301,8 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
     if origin in (typing.Union, types.UnionType):
         inner = _converter(next(a for a in typing.get_args(tp) if a is not type(None)))
         return lambda value: None if value is None else inner(value)
-    if dataclasses.is_dataclass(tp):
-        fields = {f.name: _converter(f.type) for f in dataclasses.fields(tp)}
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        fields = {f.name: _converter(_hint(f)) for f in dataclasses.fields(tp)}
 
         def build(value: Any) -> Any:
             if type(value) is not dict:
@@ -344,10 +351,9 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
         return build_dict
     if tp is float:
         def number(value: Any) -> float:
-            kind = type(value)
-            if kind is float:
+            if type(value) is float:
                 return value
-            if kind is int:
+            if type(value) is int:
                 return float(value)
             raise _Mismatch(f"expected a number, got {value!r}")
         return number
@@ -371,7 +377,7 @@ def _dumper(tp: Any) -> Callable[[Any], Any]:
         inner = _dumper(next(a for a in typing.get_args(tp) if a is not type(None)))
         return lambda value: None if value is None else inner(value)
     if dataclasses.is_dataclass(tp):
-        fields = tuple((f.name, _dumper(f.type)) for f in dataclasses.fields(tp))
+        fields = tuple((f.name, _dumper(_hint(f))) for f in dataclasses.fields(tp))
         return lambda value: {name: dump(getattr(value, name)) for name, dump in fields}
     if origin is list:
         item = _dumper(typing.get_args(tp)[0])

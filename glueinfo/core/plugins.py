@@ -22,9 +22,19 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
-P = TypeVar("P")
+
+class PluginValue(Protocol):
+    """What every plugin value is: a (frozen) dataclass with a name."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def name(self) -> str: ...
+
+
+P = TypeVar("P", bound=PluginValue)
 
 OnError = Callable[[str], None]
 
@@ -109,7 +119,7 @@ def entry_point_plugins(group: str, kind: type[P], attribute: str, label: str, e
             except Exception as exc:  # a broken plugin must not take the others down
                 on_error(f"{label} plugin {ep.name!r} from {dist} failed to load: {exc}")
                 continue
-            found.append(dataclasses.replace(plugin, **{origin_field: dist}))  # type: ignore[type-var]
+            found.append(dataclasses.replace(plugin, **{origin_field: dist}))
     return found
 
 
@@ -117,9 +127,9 @@ def merge(builtins: Sequence[P], plugins: Iterable[P], label: str, on_error: OnE
           origin_field: str = "source") -> list[P]:
     """Built-ins first, then plugins whose name is not taken yet."""
     merged = list(builtins)
-    names = {p.name for p in merged}  # type: ignore[attr-defined]
+    names = {p.name for p in merged}
     for plugin in plugins:
-        name = plugin.name  # type: ignore[attr-defined]
+        name = plugin.name
         if name in names:
             on_error(f"{label} plugin {name!r} from {getattr(plugin, origin_field)} clashes with an existing name; ignored")
             continue

@@ -46,7 +46,7 @@ def make_parser() -> etree.XMLParser:
     )
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

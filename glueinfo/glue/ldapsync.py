@@ -41,10 +41,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.ldif import Entry, normalise_dn, parent_dn, parse_dn, value_text
+
+if TYPE_CHECKING:  # ldap3 is imported when a publish talks to a server, not when this module loads
+    from ldap3 import Connection
 
 log = logging.getLogger("glueinfo.publish")
 
@@ -148,7 +151,10 @@ def _structural(classes: Sequence[str]) -> str:
     return names[1] if len(names) > 1 else (names[0] if names else "")
 
 
-def changes_for(new: Entry, server_attributes: dict[str, list[bytes]]) -> Optional[dict[str, list]]:
+Changes = dict[str, list[tuple[str, list[str]]]]  # ldap3 modify changes: attribute -> [(MODIFY_REPLACE, values)]
+
+
+def changes_for(new: Entry, server_attributes: dict[str, list[bytes]]) -> Optional[Changes]:
     """ldap3 modify changes turning the server's entry into ``new`` (only the
     attributes that differ); {} when equal; None when only delete + add can do
     it (the structural object class changed)."""
@@ -162,7 +168,7 @@ def changes_for(new: Entry, server_attributes: dict[str, list[bytes]]) -> Option
         if _structural(ours_classes) != _structural(theirs_classes) and theirs_classes:
             return None
     rdn_attrs = {attr.lower(): value for attr, value in (parse_dn(new.dn)[0] if new.dn else [])}
-    changes: dict[str, list] = {}
+    changes: Changes = {}
     for key, (name, values) in ours.items():
         server = theirs.get(key)
         if server is not None and sorted(server[1]) == sorted(values):
@@ -235,7 +241,7 @@ def save_state(path: Optional[str], url: str, base_dn: str, state: PublishState)
 
 # -- talking to the server ---------------------------------------------------------------
 
-def connect(target: LdapTarget):
+def connect(target: LdapTarget) -> Connection:
     """A bound ldap3 connection, or PublishError with one line."""
     import ldap3
     from ldap3.core.exceptions import LDAPException
@@ -258,7 +264,7 @@ def connect(target: LdapTarget):
     return conn
 
 
-def _result(conn) -> tuple[int, str, str]:
+def _result(conn: Connection) -> tuple[int, str, str]:
     result = conn.result or {}
     return int(result.get("result", 80)), str(result.get("description", "other")), " ".join(str(result.get("message", "")).split())
 
@@ -270,7 +276,7 @@ _CREATE_BASE = {
 }
 
 
-def ensure_base(conn, base_dn: str) -> None:
+def ensure_base(conn: Connection, base_dn: str) -> None:
     """Create the base DN (and missing parents) when it is absent: o=..., mds-vo-name=..., GLUE2GroupID=..."""
     missing = []
     dn = base_dn
@@ -289,30 +295,30 @@ def ensure_base(conn, base_dn: str) -> None:
         if known is None:
             raise PublishError(f"the base {base_dn} does not exist and glueinfo cannot create {dn}")
         classes, name = known
-        conn.add(dn, attributes={"objectClass": classes, name: [value]})
+        conn.add(dn, attributes={"objectClass": classes, name: [value]})  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
         code, description, message = _result(conn)
         if code not in (0, 68):  # 68: someone else created it meanwhile
             raise PublishError(f"cannot create the base entry {dn}: {description} ({code}) {message}".strip())
 
 
-def _search(conn, base: str, attributes: list[str], scope: str = "SUBTREE",
-            filter: str = "(objectClass=*)") -> Iterable[dict]:
+def _search(conn: Connection, base: str, attributes: list[str], scope: str = "SUBTREE",
+            filter: str = "(objectClass=*)") -> Iterable[dict[str, Any]]:
     if scope == "BASE":
         conn.search(base, filter, search_scope="BASE", attributes=attributes)
         if _result(conn)[0] == 0:
-            yield from (r for r in conn.response if r.get("type") == "searchResEntry")
+            yield from (r for r in conn.response or () if r.get("type") == "searchResEntry")
         return
     yield from (r for r in conn.extend.standard.paged_search(base, filter, search_scope=scope,
                                                              attributes=attributes, paged_size=1000, generator=True)
                 if r.get("type") == "searchResEntry")
 
 
-def _csn(item: dict) -> Optional[str]:
+def _csn(item: dict[str, Any]) -> Optional[str]:
     csn = item.get("raw_attributes", {}).get("entryCSN")
     return csn[0].decode("ascii", "replace") if csn else None
 
 
-def _changed_since(conn, base: str, csn: str) -> dict[str, str]:
+def _changed_since(conn: Connection, base: str, csn: str) -> dict[str, str]:
     """dn key -> entryCSN of the entries written at or after ``csn`` (slapd orders CSNs: csnOrderingMatch)."""
     return {dn_key(item["dn"]): _csn(item) or "" for item in _search(conn, base, ["entryCSN"], filter=f"(entryCSN>={csn})")}
 
@@ -405,7 +411,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
                 written.add(key)
             else:
                 report.writes += 1
-                conn.modify(server_dn[key], changes)
+                conn.modify(server_dn[key], changes)  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
                 if _refused(conn, ours[key].dn, "modify", report):
                     continue
                 report.modified += 1
@@ -414,7 +420,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
         stale += sorted(replace, key=lambda k: (-k.count(","), k))
         for key in stale:
             report.writes += 1
-            conn.delete(server_dn[key])
+            conn.delete(server_dn[key])  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
             if not _refused(conn, server_dn[key], "delete", report) and key not in ours:
                 report.deleted += 1
         for key in order:
@@ -427,7 +433,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
                 report.rejected.append(Rejection(entry.dn, "add", 0, "notSent", "its parent entry was refused"))
                 continue
             report.writes += 1
-            conn.add(entry.dn, attributes={name: _values(values) for name, values in entry.attributes.items()})
+            conn.add(entry.dn, attributes={name: _values(values) for name, values in entry.attributes.items()})  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
             if _refused(conn, entry.dn, "add", report):
                 refused_adds.add(key)
                 continue
@@ -468,7 +474,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
     return report
 
 
-def _refused(conn, dn: str, operation: str, report: PublishReport) -> bool:
+def _refused(conn: Connection, dn: str, operation: str, report: PublishReport) -> bool:
     code, description, message = _result(conn)
     if code == 0:
         return False

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from glueinfo.core.ldif import Entry, make_dn
@@ -113,7 +113,9 @@ def subcluster_variables(sc: SubClusterGroup) -> dict[str, Any]:
         "RUNTIME_ENVIRONMENT": list(shared.get("runtime_environment") or ()),
     }
     # The auxiliary class of each group of facts, when the SubCluster carries one of them.
-    has = lambda *names: any(values.get(n) not in (None, "", []) for n in names)  # noqa: E731
+    def has(*names: str) -> bool:
+        return any(values.get(n) not in (None, "", []) for n in names)
+
     values["ARCHITECTURE"] = "yes" if has("PLATFORM", "SMP_SIZE") else None
     values["PROCESSOR"] = "yes" if has("CPU_VENDOR", "CPU_MODEL", "CPU_VERSION", "CPU_CLOCK", "INSTRUCTION_SET",
                                        "CPU_OTHER") else None
@@ -164,18 +166,25 @@ def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
 
 # -- hosts, file systems, jobs --------------------------------------------------------
 
-def _attributes(classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> dict[str, list]:
+Shapes = dict[tuple[str, ...], dict[str, str]]  # one run's cache: attribute names -> their lower-case index
+
+
+def _first(items: Sequence[str]) -> Optional[str]:
+    return items[0] if items else None
+
+
+def _attributes(classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]]) -> dict[str, list[Any]]:
     """objectClass and (attribute, value) pairs; None and "" (unknown) are left out."""
-    attributes: dict[str, list] = {"objectClass": list(classes)}
+    attributes: dict[str, list[Any]] = {"objectClass": list(classes)}
     attributes.update({name: [value] for name, value in pairs if value is not None and value != ""})
     return attributes
 
 
-def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]], shapes: Optional[dict] = None) -> Entry:
+def _entry(dn: str, classes: tuple[str, ...], pairs: Iterable[tuple[str, Any]], shapes: Optional[Shapes] = None) -> Entry:
     return _finish(dn, _attributes(classes, pairs), shapes)
 
 
-def _finish(dn: str, attributes: dict[str, list], shapes: Optional[dict]) -> Entry:
+def _finish(dn: str, attributes: dict[str, list[Any]], shapes: Optional[Shapes]) -> Entry:
     """Entry.from_lists, reusing the lower-case name index of entries of the same shape (``shapes``: one run's cache)."""
     if shapes is None:
         return Entry.from_lists(dn, attributes)
@@ -187,7 +196,7 @@ def _finish(dn: str, attributes: dict[str, list], shapes: Optional[dict]) -> Ent
 
 
 def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = "", host_id: Optional[str] = None,
-               shapes: Optional[dict] = None) -> Entry:
+               shapes: Optional[Shapes] = None) -> Entry:
     """One GlueHost entry with every host auxiliary class of the schema.
 
     Built as one dict (Entry.from_lists): a site may have 100,000 hosts.
@@ -195,33 +204,30 @@ def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = 
     osinfo, cpu, memory, static = host.os, host.cpu, host.memory, host.static
     adapter = host.primary_adapter()
     loads = host.glue_load_figures() or (None, None, None)
-    no_cpu = cpu is None
-    no_memory = memory is None
-    no_static = static is None
     raw = {
         "GlueHostUniqueID": host_id or host.hostname,
         "GlueHostName": host.hostname,
         "GlueHostArchitecturePlatformType": None if osinfo is None else osinfo.platform_type,
-        "GlueHostArchitectureSMPSize": None if no_cpu else cpu.logical_cpus,
-        "GlueHostProcessorVendor": None if no_cpu else cpu.vendor,
-        "GlueHostProcessorModel": None if no_cpu else cpu.model_name,
-        "GlueHostProcessorVersion": None if no_cpu else cpu.version,
-        "GlueHostProcessorClockSpeed": None if no_cpu else cpu.clock_mhz,
-        "GlueHostProcessorInstructionSet": None if no_cpu else cpu.instruction_set,
-        "GlueHostProcessorOtherDescription": None if no_cpu else cores_per_socket(cpu.physical_cores, cpu.sockets),
-        "GlueHostProcessorCacheL1": None if no_cpu else cpu.cache_l1_kb,
-        "GlueHostProcessorCacheL1I": None if no_cpu else cpu.cache_l1i_kb,
-        "GlueHostProcessorCacheL1D": None if no_cpu else cpu.cache_l1d_kb,
-        "GlueHostProcessorCacheL2": None if no_cpu else cpu.cache_l2_kb,
-        "GlueHostMainMemoryRAMSize": None if no_memory else memory.ram_mb,
-        "GlueHostMainMemoryRAMAvailable": None if no_memory else memory.ram_available_mb,
-        "GlueHostMainMemoryVirtualSize": None if no_memory else memory.virtual_mb,
-        "GlueHostMainMemoryVirtualAvailable": None if no_memory else memory.virtual_available_mb,
+        "GlueHostArchitectureSMPSize": None if cpu is None else cpu.logical_cpus,
+        "GlueHostProcessorVendor": None if cpu is None else cpu.vendor,
+        "GlueHostProcessorModel": None if cpu is None else cpu.model_name,
+        "GlueHostProcessorVersion": None if cpu is None else cpu.version,
+        "GlueHostProcessorClockSpeed": None if cpu is None else cpu.clock_mhz,
+        "GlueHostProcessorInstructionSet": None if cpu is None else cpu.instruction_set,
+        "GlueHostProcessorOtherDescription": None if cpu is None else cores_per_socket(cpu.physical_cores, cpu.sockets),
+        "GlueHostProcessorCacheL1": None if cpu is None else cpu.cache_l1_kb,
+        "GlueHostProcessorCacheL1I": None if cpu is None else cpu.cache_l1i_kb,
+        "GlueHostProcessorCacheL1D": None if cpu is None else cpu.cache_l1d_kb,
+        "GlueHostProcessorCacheL2": None if cpu is None else cpu.cache_l2_kb,
+        "GlueHostMainMemoryRAMSize": None if memory is None else memory.ram_mb,
+        "GlueHostMainMemoryRAMAvailable": None if memory is None else memory.ram_available_mb,
+        "GlueHostMainMemoryVirtualSize": None if memory is None else memory.virtual_mb,
+        "GlueHostMainMemoryVirtualAvailable": None if memory is None else memory.virtual_available_mb,
         "GlueHostNetworkAdapterName": None if adapter is None else adapter.name,
-        "GlueHostNetworkAdapterIPAddress": None if adapter is None else (adapter.ipv4 or adapter.ipv6 or [None])[0],
+        "GlueHostNetworkAdapterIPAddress": None if adapter is None else _first(adapter.ipv4 or adapter.ipv6),
         "GlueHostNetworkAdapterMTU": None if adapter is None else adapter.mtu,
-        "GlueHostNetworkAdapterInboundIP": None if no_static else static.inbound_ip,
-        "GlueHostNetworkAdapterOutboundIP": None if no_static else static.outbound_ip,
+        "GlueHostNetworkAdapterInboundIP": None if static is None else static.inbound_ip,
+        "GlueHostNetworkAdapterOutboundIP": None if static is None else static.outbound_ip,
         "GlueHostProcessorLoadLast1Min": loads[0],
         "GlueHostProcessorLoadLast5Min": loads[1],
         "GlueHostProcessorLoadLast15Min": loads[2],
@@ -231,8 +237,8 @@ def host_entry(host: HostSnapshot, dn: str, subcluster_id: str, info_url: str = 
         "GlueHostOperatingSystemName": None if osinfo is None else osinfo.name,
         "GlueHostOperatingSystemRelease": None if osinfo is None else osinfo.release,
         "GlueHostOperatingSystemVersion": None if osinfo is None else osinfo.version,
-        "GlueHostBenchmarkSI00": None if no_static else static.si00,
-        "GlueHostBenchmarkSF00": None if no_static else static.sf00,
+        "GlueHostBenchmarkSI00": None if static is None else static.si00,
+        "GlueHostBenchmarkSF00": None if static is None else static.sf00,
     }
     attributes = _attributes(HOST_CLASSES + ("GlueInformationService",) if info_url else HOST_CLASSES, raw.items())
     if static is not None and static.runtime_environment:
@@ -282,12 +288,12 @@ _FS_NAMES = {remote: tuple(f"GlueHost{'Remote' if remote else 'Local'}FileSystem
 
 
 def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Optional[str] = None,
-                     shapes: Optional[dict] = None) -> Entry:
+                     shapes: Optional[Shapes] = None) -> Entry:
     """A file system entry under its host; named by its mount point (shortened when too long, see naming_value)."""
     name, root, fs_type, read_only, size, available, server = _FS_NAMES[fs.remote]
     fs_name = fs_name or naming_value(name, fs.mount_point)
-    attributes: dict[str, list] = {"objectClass": list(REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES),
-                                   name: [fs_name], root: [fs.mount_point]}
+    attributes: dict[str, list[Any]] = {"objectClass": list(REMOTE_FS_CLASSES if fs.remote else LOCAL_FS_CLASSES),
+                                        name: [fs_name], root: [fs.mount_point]}
     if fs.fs_type:
         attributes[fs_type] = [fs.fs_type]
     attributes[read_only] = [fs.read_only]
@@ -332,7 +338,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
     # (a custom template missing a variable) must stop the run before any
     # output is written, not half-way through 100,000 hosts.
     logical = {cluster.unique_id: cluster.logical_cpus for cluster in groups.clusters}
-    shapes: dict = {}  # attribute names of an entry -> their lower-case index (Entry.from_lists)
+    shapes: Shapes = {}  # attribute names of an entry -> their lower-case index (Entry.from_lists)
     site_templated = site_entry(site, templates["site"])
     clusters = []
     for cluster in groups.clusters:

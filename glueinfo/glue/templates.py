@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -100,8 +100,8 @@ class Template:
                 return value[0]
             return value
 
-        def substitute(text: str, lookup, escape_dn: bool = False) -> str:
-            def repl(match: re.Match) -> str:
+        def substitute(text: str, lookup: Callable[[str], Any], escape_dn: bool = False) -> str:
+            def repl(match: re.Match[str]) -> str:
                 var = match.group(1) or match.group(2)
                 value = lookup(var)
                 text_value = _text(value)

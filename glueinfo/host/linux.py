@@ -181,11 +181,14 @@ def _recorded_problem(data: Any) -> Optional[str]:
     if not isinstance(statvfs, dict):
         return "'statvfs' must map mount points to {\"frsize\", \"blocks\", \"bavail\"}"
     for mount_point, entry in statvfs.items():
-        if not isinstance(entry, dict) or not all(
-                isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) and entry.get(k) >= 0
-                for k in ("frsize", "blocks", "bavail")):
+        if not isinstance(entry, dict) or not all(_whole_number(entry.get(k)) for k in ("frsize", "blocks", "bavail")):
             return f"statvfs[{mount_point!r}] must have whole numbers frsize, blocks and bavail"
     return None
+
+
+def _whole_number(value: object) -> bool:
+    """A JSON whole number >= 0 (true/false are not numbers here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _cpu_dirs(names: list[str]) -> list[str]:
@@ -260,7 +263,8 @@ class LinuxHost:
         problem = _recorded_problem(data)
         if problem:
             raise ValueError(f"{self.path(RECORDED_FILE)}: {problem}")
-        return data
+        recorded: dict[str, Any] = data  # _recorded_problem checked its shape
+        return recorded
 
     # -- identity ----------------------------------------------------------
     def hostname(self) -> Optional[str]:
@@ -438,10 +442,10 @@ class LinuxHost:
             l1, l5, l15 = psutil.getloadavg()
             return LoadAverage(l1, l5, l15, running, total)
         try:
-            l1, l5, l15 = (float(x) for x in fields[:3])
-        except ValueError:
-            l1 = l5 = l15 = None
-        return LoadAverage(l1, l5, l15, running, total)
+            r1, r5, r15 = (float(x) for x in fields[:3])
+        except ValueError:  # not numbers, or fewer than three
+            return LoadAverage(None, None, None, running, total)
+        return LoadAverage(r1, r5, r15, running, total)
 
     # -- network ----------------------------------------------------------
     def interfaces(self) -> list[Interface]:

@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional, Union
+from typing import Any, NoReturn, Optional, Union
 
 from lxml import etree
 
@@ -80,7 +81,7 @@ def validate(element: etree._Element) -> Optional[str]:
     schema = node_schema()
     if schema.validate(element):
         return None
-    error = schema.error_log.last_error
+    error = schema.error_log.last_error  # type: ignore[attr-defined]  # lxml-stubs: _ErrorLog is declared empty
     return f"line {error.line}: {' '.join(str(error.message).split())}"
 
 
@@ -92,14 +93,14 @@ class _Reader:
         self.what = what
         self.node_id = "?"
 
-    def fail(self, where: str, problem: str) -> None:
+    def fail(self, where: str, problem: str) -> NoReturn:
         raise NodeXMLError(f"{self.what}: Node {self.node_id!r}: {where}: {problem}")
 
     # -- values -----------------------------------------------------------------------
     def number(self, where: str, text: Optional[str], low: float, high: float) -> float:
         if text is None or not _PLAIN_NUMBER.match(text):
             self.fail(where, f"{(text or '').strip()[:40]!r} is not a number")
-        value = float(text)  # type: ignore[arg-type]
+        value = float(text)
         if not math.isfinite(value):
             self.fail(where, f"{text!r} is not a finite number")
         if value < low:
@@ -203,7 +204,8 @@ class _Reader:
             snapshot.source = source
         return snapshot
 
-    def categories(self, children: list, sections: dict, snap: dict) -> dict[tuple[str, str], float]:
+    def categories(self, children: list[etree._Element], sections: dict[str, dict[str, Any]],
+                   snap: dict[str, Any]) -> dict[tuple[str, str], float]:
         """Read Configured/Available/Utilized; returns every consumable figure (category, tag) -> value."""
         figures: dict[tuple[str, str], float] = {}
         resources: dict[tuple[str, Optional[str]], dict[str, Any]] = {}
@@ -254,7 +256,8 @@ class _Reader:
         if wall is not None and not _WALL_DURATION.match(wall):
             self.fail(f"{where}/@wallDuration", f"{wall[:40]!r} is not an ISO 8601 duration")
 
-    def resource(self, where: str, category: str, element: etree._Element, resources: dict) -> None:
+    def resource(self, where: str, category: str, element: etree._Element,
+                 resources: dict[tuple[str, Optional[str]], dict[str, Any]]) -> None:
         name = (element.get("name") or "").strip()
         if not name:
             self.fail(where, "a Resource needs a name attribute")
@@ -280,7 +283,8 @@ class _Reader:
                 if part is not None and part > total * 1.0001 + 1:
                     self.fail(f"{category}/{tag}", f"{format(part, 'g')} is more than Configured/{tag} ({format(total, 'g')})")
 
-    def extensions(self, children: list, sections: dict, snap: dict, once) -> None:
+    def extensions(self, children: list[etree._Element], sections: dict[str, dict[str, Any]], snap: dict[str, Any],
+                   once: Callable[[str], None]) -> None:
         static_ext: dict[str, str] = {}
         for element in (c for c in children if c.tag == "Extension"):
             name = element.get("name")

@@ -196,9 +196,8 @@ def node_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> st
     if is_stale(snapshot, now, settings.stale_after_s):  # the one staleness rule, shared with glueinfo.gather.gatherer
         return "Unknown"
     use = processor_use(snapshot)
-    if use is not None:
-        cpus = snapshot.cpu.logical_cpus  # type: ignore[union-attr]
-        return "Busy" if use[0] / cpus >= settings.busy_threshold else "Idle"
+    if use is not None and snapshot.cpu and snapshot.cpu.logical_cpus:  # processor_use needs the CPU count too
+        return "Busy" if use[0] / snapshot.cpu.logical_cpus >= settings.busy_threshold else "Idle"
     if (snapshot.cpu and snapshot.cpu.logical_cpus) or (snapshot.memory and snapshot.memory.ram_mb):
         return "Configured"
     return "Unknown"
@@ -227,10 +226,10 @@ def disk_figures(snapshot: HostSnapshot, settings: NodeSettings) -> tuple[Option
     chosen = counted_filesystems(snapshot, settings)
     if not chosen:
         return None, None
-    sizes = [fs.size_mb for fs in chosen]
-    available = [fs.available_mb for fs in chosen]
-    return (sum(sizes) if None not in sizes else None,  # type: ignore[arg-type]
-            sum(available) if None not in available else None)  # type: ignore[arg-type]
+    sizes = [fs.size_mb for fs in chosen if fs.size_mb is not None]
+    available = [fs.available_mb for fs in chosen if fs.available_mb is not None]
+    return (sum(sizes) if len(sizes) == len(chosen) else None,
+            sum(available) if len(available) == len(chosen) else None)
 
 
 def describe(snapshot: HostSnapshot) -> Optional[str]:

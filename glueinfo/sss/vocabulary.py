@@ -18,6 +18,7 @@ read back when the facts themselves are present.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 NODE_STATES = ("Idle", "Busy", "Offline", "Unknown", "Configured")
 CATEGORIES = ("Configured", "Available", "Utilized")
@@ -86,7 +87,8 @@ EXTENSIONS: tuple[ExtensionField, ...] = (
     ExtensionField("HostRoot", "Glueinfo", "snapshot", "host_root", "str", "recorded host tree the facts were read from"),
 )
 
-EXTENSIONS_BY_KEY = {(f.name, f.type): f for f in EXTENSIONS}
+# Keyed by (name, type); an Extension without a type attribute finds nothing.
+EXTENSIONS_BY_KEY: dict[tuple[str, Optional[str]], ExtensionField] = {(f.name, f.type): f for f in EXTENSIONS}
 
 # Filesystem types never counted in the Disk figures: memory-backed or read-only images.
 PSEUDO_FILESYSTEMS = frozenset({

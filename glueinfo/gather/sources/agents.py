@@ -108,7 +108,8 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes:
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_body: int) -> bytes:
     too_big = f"body over the limit of {max_body} bytes ([sources] max_body)"
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks, size = [], 0
+        chunks: list[bytes] = []
+        size = 0
         while True:
             line = (await _read_line(reader)).split(b";", 1)[0].strip()
             try:

@@ -360,7 +360,7 @@ class _PackedReader:
         names, words = names or "", (values or "").split()
         if names != self.names:
             self._learn(names)
-        metrics = self._convert(words) if self.positions is not None else None
+        metrics = self._convert(words, self.positions) if self.positions is not None else None
         if metrics is None:
             metrics = _metrics_one_by_one(names.split(), words)
         return _snapshot(name, collected_at, metrics, cluster, (ip, location, tags), gmond_started)
@@ -375,8 +375,8 @@ class _PackedReader:
         self.positions = [index[metric] for metric in _ORDER]
         self.factors = [_TO_MB.get(keys[index[metric]].partition("=")[2].upper()) for metric in _ORDER[_FIRST_SIZE:]]
 
-    def _convert(self, words: list[str]) -> Optional[tuple[Any, ...]]:
-        raw = list(map(words.__getitem__, self.positions))  # type: ignore[arg-type]
+    def _convert(self, words: list[str], positions: list[int]) -> Optional[tuple[Any, ...]]:
+        raw = list(map(words.__getitem__, positions))
         try:
             numbers = list(map(float, raw[_FIRST_NUMBER:_FIRST_SIZE]))
             sizes = list(map(float, raw[_FIRST_SIZE:]))

@@ -28,7 +28,7 @@ from glueinfo.gather.registry import Source, SourceContext, SourceFailure, Sourc
 SOURCE_NAME = "spool"
 
 
-def spool_candidates(directory: str) -> list[os.DirEntry]:
+def spool_candidates(directory: str) -> list[os.DirEntry[str]]:
     """The files of the spool that are finished Node XML documents, by name."""
     entries = []
     with os.scandir(directory) as scan:

@@ -21,11 +21,11 @@ NOTABLE_FEATURES = frozenset({
 })
 
 # arm64 /proc/cpuinfo gives numbers only; names as lscpu prints them.
-ARM_IMPLEMENTERS = {
+ARM_IMPLEMENTERS: dict[Optional[int], str] = {  # keyed by Optional: an unknown or absent number finds nothing
     0x41: "ARM", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujitsu", 0x48: "HiSilicon",
     0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm", 0x61: "Apple", 0xC0: "Ampere",
 }
-ARM_PARTS = {
+ARM_PARTS: dict[tuple[Optional[int], Optional[int]], str] = {
     (0x41, 0xD03): "Cortex-A53", (0x41, 0xD07): "Cortex-A57", (0x41, 0xD08): "Cortex-A72",
     (0x41, 0xD0B): "Cortex-A76", (0x41, 0xD0C): "Neoverse-N1", (0x41, 0xD40): "Neoverse-V1",
     (0x41, 0xD49): "Neoverse-N2", (0x41, 0xD4F): "Neoverse-V2", (0x43, 0x0AF): "ThunderX2 99xx",
@@ -68,8 +68,8 @@ def collect(ctx: CollectContext) -> CpuInfo:
     info = host.cpuinfo
     implementer, part = _hex(info.get("CPU implementer")), _hex(info.get("CPU part"))
 
-    vendor = info.get("vendor_id") or ARM_IMPLEMENTERS.get(implementer)  # type: ignore[arg-type]
-    model_name = info.get("model name") or ARM_PARTS.get((implementer, part))  # type: ignore[arg-type]
+    vendor = info.get("vendor_id") or ARM_IMPLEMENTERS.get(implementer)
+    model_name = info.get("model name") or ARM_PARTS.get((implementer, part))
 
     if "cpu family" in info:
         version = f"family {info['cpu family']} model {info.get('model', '?')} stepping {info.get('stepping', '?')}"

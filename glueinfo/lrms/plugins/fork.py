@@ -30,16 +30,19 @@ def query(ctx: LrmsContext) -> QueueState:
         raise LrmsQueryError("fork: no host snapshots behind this CE")
     state = QueueState(lrms_type="fork", queue=None, status="Production", collected_at=ctx.clock(),
                        hosts=[host.hostname for host in ctx.hosts])
-    unknown_cpus = [h.hostname for h in ctx.hosts if not (h.cpu and h.cpu.logical_cpus)]
-    unknown_load = [h.hostname for h in ctx.hosts if h.load is None or h.load.load1 is None]
+    cpus = [h.cpu.logical_cpus if h.cpu and h.cpu.logical_cpus else None for h in ctx.hosts]
+    loads = [h.load.load1 if h.load is not None else None for h in ctx.hosts]
+    unknown_cpus = [h.hostname for h, n in zip(ctx.hosts, cpus, strict=True) if n is None]
+    unknown_load = [h.hostname for h, load1 in zip(ctx.hosts, loads, strict=True) if load1 is None]
+    known_cpus = [n for n in cpus if n is not None]
     if unknown_cpus:
         state.error = f"fork: CPU count unknown for {', '.join(unknown_cpus)}"
         return state
-    state.total_cpus = sum(h.cpu.logical_cpus for h in ctx.hosts)  # type: ignore[union-attr,misc]
+    state.total_cpus = sum(known_cpus)
     if unknown_load:
         state.error = f"fork: load average unknown for {', '.join(unknown_load)}"
         return state
-    state.free_cpus = sum(free_cpus_of(h.cpu.logical_cpus, h.load.load1) for h in ctx.hosts)  # type: ignore[union-attr,arg-type]
+    state.free_cpus = sum(free_cpus_of(n, load1) for n, load1 in zip(known_cpus, loads, strict=True) if load1 is not None)
     return state
 
 

@@ -370,8 +370,8 @@ def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
         names = list((group.get("nodes") or {}).get("nodes") or [])
         hostnames = list((group.get("nodes") or {}).get("hostnames") or [])
         cpus = group.get("cpus") or {}
-        counts = [_json_number(cpus.get(k)) for k in ("allocated", "idle", "other", "total")]
-        if not names or None in counts:
+        counts = [count for count in (_json_number(cpus.get(k)) for k in ("allocated", "idle", "other", "total")) if count is not None]
+        if not names or len(counts) != 4:
             raise SlurmOutputError("sinfo --json: a node group without node names or CPU counts")
         state = "+".join(str(s).upper() for s in ((group.get("node") or {}).get("state") or [])).lower()
         # A group's CPU counts are its nodes' sums; spread them evenly only when
@@ -383,7 +383,7 @@ def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
             if name in nodes:
                 continue
             allocated, idle, other, total = counts if i == 0 else (0, 0, 0, 0)
-            nodes[name] = NodeCpus(name, hosts[i] if i < len(hosts) else name, allocated, idle, other, total, state)  # type: ignore[arg-type]
+            nodes[name] = NodeCpus(name, hosts[i] if i < len(hosts) else name, allocated, idle, other, total, state)
     return list(nodes.values())
 
 
@@ -740,18 +740,19 @@ def query(ctx: LrmsContext) -> QueueState:
 
     if not ctx.queue:
         raise LrmsQueryError("slurm: no partition named for this CE (set its queue)")
+    queue = ctx.queue
     state.lrms_version = step(lambda: parse_version(tools("sinfo", "--version")))
     partition: Optional[PartitionInfo] = step(lambda: parse_partition(
-        tools("scontrol", "show", "partition", "-o", ctx.queue), ctx.queue))  # type: ignore[arg-type]
+        tools("scontrol", "show", "partition", "-o", queue), queue))
     nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
     token = secrets.token_hex(8)
     jobs: Optional[list[SlurmJob]] = step(lambda: parse_squeue(
-        tools("squeue", "-h", "-r", "-t", "all", "-p", ctx.queue, "-O", squeue_format(token)), token,  # type: ignore[arg-type]
+        tools("squeue", "-h", "-r", "-t", "all", "-p", queue, "-O", squeue_format(token)), token,
         full=ctx.with_jobs))
     qos = None
     if partition is not None and partition.qos:
-        qos = step(lambda: parse_qos(tools("sacctmgr", "-nP", "show", "qos", partition.qos, f"format={QOS_FORMAT}"),
-                                     partition.qos))
+        qos_name = partition.qos
+        qos = step(lambda: parse_qos(tools("sacctmgr", "-nP", "show", "qos", qos_name, f"format={QOS_FORMAT}"), qos_name))
 
     usable = None
     if partition is not None:
@@ -797,7 +798,9 @@ def query(ctx: LrmsContext) -> QueueState:
 def read_nodes(tools: SlurmTools, ctx: LrmsContext, version: Optional[str]) -> list[NodeCpus]:
     """The partition's nodes: ``sinfo --json`` where this Slurm has it, else the fixed text format."""
     mode = str(ctx.ce_config.get("slurm_json") or "auto")
-    queue: str = ctx.queue  # type: ignore[assignment]
+    queue = ctx.queue
+    if not queue:
+        raise LrmsQueryError("slurm: no partition named for this CE (set its queue)")
     use_json = mode == "yes" or (mode == "auto" and version_tuple(version) >= JSON_SINCE)
     if use_json:
         try:

@@ -441,7 +441,8 @@ def _aggregate_values(objects: ObjectSet, get: GetField, members: Sequence[int])
     found = [value for i in members for value in column[i]]
     if not found:
         return None, None
-    if any(number is None for _, number, _ in found):
+    numbers = [(number, own) for _, number, own in found if number is not None]
+    if len(numbers) != len(found):  # some value is text
         if get.op in ("Min", "Max"):
             texts = [text for text, _, _ in found]
             return (min(texts) if get.op == "Min" else max(texts)), None
@@ -450,14 +451,14 @@ def _aggregate_values(objects: ObjectSet, get: GetField, members: Sequence[int])
     unit = get.units or objects.default_units.get(get.path.leaf_tag) or next((u for _, _, u in found if u), None)
     factors: dict[Optional[str], float] = {}
     values = []
-    for _, number, own in found:
+    for number, own in numbers:
         factor = factors.get(own)
         if factor is None:
             try:
                 factor = factors[own] = convert(1.0, own, unit) if unit and own and own != unit else 1.0
             except UnitError as exc:
                 raise SSSRMAPError(BAD_GET, f"Get {get.path.text} op {get.op}: {exc}") from None
-        values.append(number * factor)  # type: ignore[operator]
+        values.append(number * factor)
     if get.op == "Sum":
         result = sum(values)
     elif get.op == "Average":
