@@ -164,7 +164,12 @@ def _run_isolated(collectors: list[Collector], ctx: CollectContext, timeout_s: f
                                                                 f"timed out after {timeout_s:g} s", hung.source))
                 first = worker.index + 1  # the rest go on in a fresh worker
             break
-    return [(collector, *outcome) for collector, outcome in zip(collectors, outcomes, strict=True)]  # type: ignore[misc]
+    results: list[tuple[Collector, Any, CollectorResult]] = []
+    for collector, outcome in zip(collectors, outcomes, strict=True):
+        if outcome is None:  # every collector either answered or was timed out above
+            raise RuntimeError(f"collector {collector.name}: no outcome recorded")
+        results.append((collector, *outcome))
+    return results
 
 
 def local_hostname(ctx: CollectContext) -> str:
