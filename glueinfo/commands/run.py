@@ -67,13 +67,15 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
+    from glueinfo.commands.site_options import clock_from_environment
     from glueinfo.core.config import load
     from glueinfo.run.provider import Provider, ServiceError
 
     setup_logging(args)
     config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
     try:
-        provider = Provider(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector)
+        provider = Provider(config, clock=clock_from_environment(), host_root=args.host_root, enable=args.collector,
+                            disable=args.no_collector)
     except ServiceError as exc:
         raise UsageError(str(exc)) from None
 

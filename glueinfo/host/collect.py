@@ -103,13 +103,15 @@ def select(collectors: Iterable[Collector], enable: Iterable[str] = (), disable:
 
 
 def _run_one(collector: Collector, ctx: CollectContext) -> tuple[Any, CollectorResult]:
-    start = time.perf_counter()
+    # Timed by the context's clock, the one the snapshot is stamped with: a test (or a replay with
+    # $GLUEINFO_CLOCK) that stops it gets the same snapshot, durations included, from every probe.
+    start = ctx.clock()
     try:
         value = collector.collect(ctx)
     except Exception as exc:  # isolation is the point: report and go on
-        return None, CollectorResult(collector.name, False, time.perf_counter() - start,
+        return None, CollectorResult(collector.name, False, max(0.0, ctx.clock() - start),
                                      f"{type(exc).__name__}: {exc}", collector.source)
-    return value, CollectorResult(collector.name, True, time.perf_counter() - start, None, collector.source)
+    return value, CollectorResult(collector.name, True, max(0.0, ctx.clock() - start), None, collector.source)
 
 
 class _Worker:

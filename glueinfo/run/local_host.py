@@ -25,11 +25,13 @@ from glueinfo.run.stats import JobStats
 log = logging.getLogger("glueinfo.run")
 
 
-def combine_local(slow: Optional[HostSnapshot], fast: HostSnapshot) -> HostSnapshot:
+def combine_local(slow: Optional[HostSnapshot], fast: HostSnapshot, order: Sequence[str] = ()) -> HostSnapshot:
     """This host's snapshot: the latest slow facts with the fresh fast ones over them.
 
     Times and name are the fast run's (its facts are the ones that age); the
-    collectors list keeps each collector's latest outcome.
+    collectors list keeps each collector's latest outcome, in ``order`` (the
+    order one whole probe runs them in, so the snapshot is the one `glueinfo
+    probe` would give), the others after.
     """
     if slow is None:
         return fast
@@ -43,6 +45,9 @@ def combine_local(slow: Optional[HostSnapshot], fast: HostSnapshot) -> HostSnaps
         if value is not None:
             setattr(combined, name, value)
     combined.collectors = [c for c in slow.collectors if c.name not in fast_names] + list(fast.collectors)
+    if order:
+        position = {name: index for index, name in enumerate(order)}
+        combined.collectors.sort(key=lambda c: position.get(c.name, len(position)))
     return combined
 
 
@@ -66,7 +71,7 @@ class LocalHost:
         slow = self.probe(self.plan.slow_names)
         with self._lock:
             self.slow_facts = slow
-            return combine_local(slow, self.fast_facts) if self.fast_facts is not None else None
+            return combine_local(slow, self.fast_facts, self.plan.collector_names) if self.fast_facts is not None else None
 
     def collect_fast(self) -> Optional[HostSnapshot]:
         """Run the fast collectors; returns this host's whole snapshot (None with no collector)."""
@@ -75,7 +80,7 @@ class LocalHost:
             return None
         with self._lock:
             self.fast_facts = fast
-            return combine_local(self.slow_facts, fast)
+            return combine_local(self.slow_facts, fast, self.plan.collector_names)
 
     def stats_copy(self) -> dict[str, JobStats]:
         return dict(self.collector_stats)  # one C-level copy: the fast and slow jobs add to it meanwhile

@@ -55,6 +55,7 @@ class Plan:
 
     config: Config
     settings: RunSettings
+    collector_names: tuple[str, ...]  # every enabled collector, in the order a whole probe runs them
     fast_names: tuple[str, ...]
     slow_names: tuple[str, ...]
     remote_sources: list[Any]
@@ -111,6 +112,6 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     node_settings = read_node_settings(config)
     if settings.ldap_sync and not config.get("ldap", "url"):
         raise ConfigError(f"{config.path or '<config>'}: [run] ldap_sync is on but [ldap] url is not set")
-    return Plan(config=config, settings=settings, fast_names=fast, slow_names=slow,
+    return Plan(config=config, settings=settings, collector_names=tuple(names), fast_names=fast, slow_names=slow,
                 remote_sources=[s for s in sources if s.name != "local"], sources=list(sources), node_settings=node_settings,
                 schema=schema, templates=templates, site_files=tuple(config.section("node")["site_snapshots"]))

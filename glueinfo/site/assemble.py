@@ -291,7 +291,9 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
                        local_fqdn: Optional[str] = None, states: Optional[dict[str, QueueState]] = None,
                        queue_state: Optional[Callable[..., QueueState]] = None) -> AssembledSite:
     """The site made of exactly these snapshots (``--snapshots`` files, tests, benchmarks): no
-    sources, no state, ids derived afresh.  The LRMS is asked unless ``states`` is given."""
+    sources, no state, ids derived afresh.  The snapshots are a recorded site replayed, so the
+    LRMS is asked with all of them, whatever their age (a live site asks with its fresh hosts
+    only); it is not asked at all when ``states`` is given."""
     assembler = SiteAssembler(config, clock=clock, sources=[], state_dir="", local_fqdn=local_fqdn,
                               queue_state=queue_state)
     now = clock()
@@ -305,8 +307,7 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
                           sources={s.source or LOCAL: s.collected_at})
              for s in sorted(unique.values(), key=lambda s: host_key(s.hostname))]
     if states is None:
-        fresh = [h.snapshot for h in hosts if not h.stale]
-        states = query_states(assembler.model, aggregate(assembler.model, fresh), clock, queue_state)
+        states = query_states(assembler.model, aggregate(assembler.model, [h.snapshot for h in hosts]), clock, queue_state)
     groups = aggregate(assembler.model, [h.snapshot for h in hosts], None, now)
     local = next((h.snapshot for h in hosts if host_key(h.snapshot.hostname) == host_key(assembler.local_fqdn)), None)
     return AssembledSite(assembled_at=now, model=assembler.model, hosts=hosts, local=local, groups=groups,

@@ -86,6 +86,8 @@ class SiteState:
     def load_ids(self) -> Optional[SubClusterIds]:
         """The remembered SubCluster ids; None when there is no file or it cannot be used (warned)."""
         path = os.path.join(self.directory, IDS_FILE)
+        if not os.path.lexists(path):
+            return None
         try:
             raw = read_capped(path, MAX_IDS_FILE)
         except FileNotFoundError:

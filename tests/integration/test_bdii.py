@@ -89,3 +89,60 @@ def test_bdii_publishes_the_example_static_ldif_as_is(bdii):
     assert "GlueServiceEndpoint: ldap://ce01.example.org:2170/mds-vo-name=resource,o=grid" in service
     binds = bdii.ldapsearch(BASE, "(objectClass=GlueCESEBind)", ["GlueCESEBindSEUniqueID"])
     assert [b.first("GlueCESEBindSEUniqueID") for b in binds] == ["se01.example.org"]
+
+
+def test_an_os_update_is_modified_in_place_in_bdii_never_renamed_or_re_added(bdii, tmp_path):
+    """The issue's case: one host alone in its SubCluster updates its OS (Rocky 9.3 -> 9.4).  Its
+    SubCluster keeps its id, so BDII modifies entries in place: at no moment an extra
+    SubCluster, and no entry deleted and re-added (each keeps its entryUUID)."""
+    import dataclasses
+    import time
+
+    from glue_sites import make_host
+
+    from glueinfo.sss.node_xml import render_node
+
+    xeon, epyc = CLASSES[0][0], CLASSES[1][0]
+    spool, state = tmp_path / "spool", tmp_path / "state"
+    spool.mkdir()
+    state.mkdir()  # a one-shot `glueinfo ldif` keeps its SubCluster ids only in a state directory that exists
+    hosts = [make_host(xeon, i) for i in range(3)] + [make_host(epyc, 0)]
+
+    def write_spool(release: str) -> None:
+        now = time.time()
+        for host in hosts:
+            if host.os and host.cpu and host.cpu.vendor == "AuthenticAMD":
+                host = dataclasses.replace(host, os=dataclasses.replace(host.os, release=release))
+            node = render_node(dataclasses.replace(host, collected_at=now), now)
+            (spool / f".{host.hostname}.tmp").write_bytes(node)
+            os.replace(spool / f".{host.hostname}.tmp", spool / f"{host.hostname}.xml")
+
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text(f"[sources]\nenabled = spool\nspool_dir = {spool}\n[run]\nstate_dir = {state}\n"
+                    "[ce:default]\naccess = VO:dteam\n")
+    write_spool("9.3")
+    bdii.add_provider("glueinfo", provider_script("--config", str(conf)))
+    bdii.wait_for_update()
+
+    def tree() -> dict[str, str]:
+        return {e.dn.lower(): e.first("entryUUID") for e in bdii.ldapsearch(BASE, "(objectClass=*)", ["entryUUID"])}
+
+    def subclusters() -> list:
+        return bdii.ldapsearch(BASE, "(objectClass=GlueSubCluster)", ["GlueSubClusterUniqueID", "GlueHostOperatingSystemRelease"])
+
+    before = tree()
+    assert len(subclusters()) == 2
+    write_spool("9.4")
+    deadline = time.monotonic() + 90
+    seen_counts = set()
+    updated = False
+    while time.monotonic() < deadline and not updated:
+        found = subclusters()
+        seen_counts.add(len(found))
+        updated = any(sc.first("GlueHostOperatingSystemRelease") == "9.4" for sc in found)
+        time.sleep(0.2)
+    assert updated, bdii.log_text()[-2000:]
+    assert seen_counts == {2}  # never a transient third SubCluster
+    after = tree()
+    assert after == before  # the same DNs, and no entry deleted and re-added (same entryUUID)
+    assert "ldap_add" not in bdii.log_text()

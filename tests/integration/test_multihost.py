@@ -31,7 +31,8 @@ from paths import HOSTS, REPO
 
 from glueinfo.core.config import parse_text
 from glueinfo.core.ldif import parse_ldif
-from glueinfo.gather.gatherer import Gatherer, build_site_from_gather
+from glueinfo.glue.build import render_site
+from glueinfo.site.assemble import SiteAssembler
 
 REPO = REPO
 HOSTS = HOSTS
@@ -181,7 +182,7 @@ def test_a_killed_agent_goes_unknown_then_disappears_and_the_others_carry_on(age
     head_port = common_free_port()
     head = start_serve(["--config", str(conf), "--no-ldif", "--refresh-interval", "1"], "127.0.0.1", head_port,
                        tmp_path / "head.log")
-    gatherer = Gatherer(parse_text(head_config_text(port), "head.conf"))  # the same view, in-process, for the LDIF
+    gatherer = SiteAssembler(parse_text(head_config_text(port), "head.conf"), state_dir="")  # the same view, in-process
     machines = {f: recorded(f) for f in FIXTURES}
     victim = machines["wn-nfs-lustre"]["hostname"]
     others = [m["hostname"] for f, m in machines.items() if f != "wn-nfs-lustre"]
@@ -203,7 +204,8 @@ def test_a_killed_agent_goes_unknown_then_disappears_and_the_others_carry_on(age
                             STALE_AFTER + 15, "the in-process gather to see it stale")
         failures = [f for f in result.failures if f.host == victim]
         assert failures and "refused" in failures[0].error.lower()
-        build = build_site_from_gather(gatherer.config, result)
+        gatherer.refresh_lrms()  # with the fresh hosts only
+        build = render_site(gatherer.assemble())
         ldif = build.ldif()
         slapd_result = slapd.ldapadd(ldif)
         assert slapd_result.ok, str(slapd_result)

@@ -231,6 +231,12 @@ def nodes(path: Path) -> dict[str, etree._Element]:
     return nodes_from_bytes(path.read_bytes())
 
 
+def own_node(port: int) -> etree._Element:
+    """This host's Node as `glueinfo run` with [run] serve answers it on /node.xml."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/node.xml", timeout=5) as answer:
+        return etree.fromstring(answer.read())
+
+
 def extension(node: etree._Element, name: str, etype: Optional[str] = None) -> Optional[str]:
     for element in node.iter("Extension"):
         if element.get("name") == name and (etype is None or element.get("type") == etype):
@@ -328,7 +334,7 @@ def test_changes_reach_ldap_and_node_xml_within_two_cycles_and_sigterm_exits_cle
 
     # The log: one INFO line per cycle with hosts, entries, changes and duration.
     line = re.findall(r"INFO: cycle gather: .*", run.log())[-1]
-    assert re.fullmatch(r"INFO: cycle gather: \d+ hosts \(\d+ stale\), \d+ entries \(\w+ changed.*\), 2 files written, "
+    assert re.fullmatch(r"INFO: cycle gather: \d+ hosts \(\d+ stale\), \d+ entries \(\w+ changed.*\), 2 files current, "
                         r"LDAP \+\d+ ~\d+ -\d+, \d+\.\d\d s", line), line
 
     code, seconds = run.stop()
@@ -429,6 +435,10 @@ def test_collectors_that_hang_or_raise_every_time_do_not_stop_the_cycles(tmp_pat
     assert head.find("Configured/Memory") is not None  # what works is still published
     assert extension(head, "LoadAverage1") is None  # what does not is left out, not invented
     assert extension(head, "load", "Collector").startswith("failed")
+    # The self-metrics are on this host's own Node (/node.xml), not in the site's file, which stays the
+    # document `glueinfo node-xml --site` prints.
+    assert extension(head, "glueinfo-run-collectors", "Extra") is None
+    head = own_node(port)
     metrics = json.loads(extension(head, "glueinfo-run-collectors", "Extra"))
     assert metrics["load"]["failures"] >= 3 and metrics["memory"]["failures"] == 0
     assert metrics["memory"]["last_success_at"] is not None
@@ -529,6 +539,7 @@ def test_a_full_then_read_only_output_disk_keeps_the_old_file_and_the_rest_updat
     filler = tiny_tmpfs / "filler"
     free = os.statvfs(tiny_tmpfs).f_bavail * os.statvfs(tiny_tmpfs).f_frsize
     filler.write_bytes(b"\0" * max(0, free - ldif_path.stat().st_size // 2))
+    set_load(head_root, 3.25)  # new bytes to write (an unchanged file is only marked fresh, never rewritten)
     wait_for(lambda: run.count(rf"{re.escape(str(ldif_path))}: not written: No space left on device") >= 2, 15,
              "the full-disk error, every cycle")
     old = ldif_path.read_bytes()
@@ -546,6 +557,7 @@ def test_a_full_then_read_only_output_disk_keeps_the_old_file_and_the_rest_updat
     # Read-only: same story.
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)
     kept = ldif_path.read_bytes()
+    set_load(head_root, 5.5)
     wait_for(lambda: run.count(r"not written: Read-only file system") >= 2, 15, "the read-only error, every cycle")
     assert ldif_path.read_bytes() == kept
     code, seconds = run.stop()
@@ -627,7 +639,10 @@ def ldap_dns(server: Any) -> set[str]:
 def test_ldap_down_at_start_then_back_then_down_mid_run_then_back_loses_nothing(tmp_path, processes, slapd):
     head_root = copy_machine(HEAD, tmp_path)
     ldif_path, xml_path = tmp_path / "out" / "glue.ldif", tmp_path / "out" / "nodes.xml"
-    config = write_config(tmp_path / "glueinfo.conf", with_ldap(base_sections(tmp_path, head_root), slapd, tmp_path))
+    port = free_port()
+    sections = base_sections(tmp_path, head_root, serve="yes")
+    sections["serve"] = {"listen": f"127.0.0.1:{port}"}
+    config = write_config(tmp_path / "glueinfo.conf", with_ldap(sections, slapd, tmp_path))
     unreachable = rf"WARNING: LDAP {re.escape(slapd.url)}: {re.escape(slapd.url)}: cannot reach the LDAP server"
 
     # Down at start: the files are written anyway, the server is retried with doubling waits.
@@ -661,9 +676,9 @@ def test_ldap_down_at_start_then_back_then_down_mid_run_then_back_loses_nothing(
     wait_for(lambda: host_entry(slapd.ldapsearch(BASE), head_name).first("GlueHostProcessorLoadLast1Min") == expected, 10,
              "the change made during the outage to reach LDAP")
     assert ldap_dns(slapd) == set(ldif_entries(ldif_path))
-    # The self-metrics in the head node's Node (written before each cycle's LDAP step: one cycle behind).
+    # The self-metrics in this host's own Node (/node.xml; rendered before each cycle's LDAP step: one cycle behind).
     metrics = wait_for(lambda: (lambda m: m if m["state"] == "ok" else None)(
-        json.loads(extension(nodes(xml_path)[head_name], "glueinfo-run-ldap", "Extra"))), 10, "the LDAP metrics to say ok")
+        json.loads(extension(own_node(port), "glueinfo-run-ldap", "Extra"))), 10, "the LDAP metrics to say ok")
     assert metrics["failures"] >= 4 and metrics["last_success_at"] and metrics["url"] == slapd.url
     code, seconds = run.stop()
     assert code == 0 and seconds < 5
@@ -741,7 +756,7 @@ def test_systemd_units(unit, command, tmp_path):
     parser.optionxform = str  # type: ignore[assignment]
     parser.read_string(path.read_text())
     service = parser["Service"]
-    assert service["ExecStart"].split()[:2] == ["/usr/bin/glueinfo", command]
+    assert service["ExecStart"].split()[:2] == ["/opt/glueinfo/bin/glueinfo", command]  # where docs/install.md puts it
     assert service["User"] == "glueinfo" and service["NoNewPrivileges"] == "yes" and service["CapabilityBoundingSet"] == ""
     if command == "run":
         assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"
@@ -749,6 +764,6 @@ def test_systemd_units(unit, command, tmp_path):
     analyze = shutil.which("systemd-analyze")
     if analyze:  # systemd's own parser, with ExecStart pointing at the glueinfo under test
         copy = tmp_path / unit
-        copy.write_text(path.read_text().replace("/usr/bin/glueinfo", sys.executable))
+        copy.write_text(path.read_text().replace("/opt/glueinfo/bin/glueinfo", sys.executable))
         proc = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True)
         assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
