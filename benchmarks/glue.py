@@ -89,7 +89,7 @@ def _scale_child(hosts_count: int) -> dict:
     from glueinfo.glue.templates import load_templates
     from glueinfo.site.aggregate import aggregate
     from glueinfo.site.assemble import query_states
-    from glueinfo.site.model import site_from_config
+    from glueinfo.site.from_config import site_from_config
 
     hosts = synthetic_site(hosts_count)
     gc.freeze()  # as `glueinfo ldif` does once the snapshots are read

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.lrms.registry import site_jobs
     from glueinfo.site.assemble import default_local_fqdn
-    from glueinfo.site.model import site_from_config
+    from glueinfo.site.from_config import site_from_config
     from glueinfo.sss.job_xml import render_jobs
 
     site = site_from_config(config, default_local_fqdn(config))

@@ -21,6 +21,7 @@ import os
 import sys
 
 from glueinfo.core.config import Config
+from glueinfo.core.model import HostSnapshot
 
 log = logging.getLogger("glueinfo.ldif")
 
@@ -37,10 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "this host (repeatable)")
 
 
-def read_snapshots(paths: list[str]):
+def read_snapshots(paths: list[str]) -> list[HostSnapshot]:
     """HostSnapshots from JSON files and directories of them."""
     from glueinfo.cli import UsageError
-    from glueinfo.core.model import HostSnapshot, ModelError
+    from glueinfo.core.model import ModelError
 
     files = []
     for path in paths:
@@ -48,7 +49,7 @@ def read_snapshots(paths: list[str]):
             files.extend(sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".json")))
         else:
             files.append(path)
-    snapshots = []
+    snapshots: list[HostSnapshot] = []
     for path in files:
         try:
             with open(path, encoding="utf-8") as handle:

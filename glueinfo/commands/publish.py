@@ -21,6 +21,7 @@ import sys
 import time
 
 from glueinfo.core.config import Config
+from glueinfo.site.assemble import SiteAssembler
 
 log = logging.getLogger("glueinfo.publish")
 
@@ -50,7 +51,7 @@ def read_password(path: str) -> str:
         raise UsageError(f"--password-file {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def adopt_from_server(assembler, url: str, bind_dn: str, password: str, config: Config) -> None:
+def adopt_from_server(assembler: SiteAssembler, url: str, bind_dn: str, password: str, config: Config) -> None:
     """Adopt the SubCluster ids the server publishes (glueinfo.site.ids): the first publish by
     this glueinfo keeps them instead of renaming SubClusters.  A server that cannot be read
     is left to the sync to report."""

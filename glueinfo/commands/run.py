@@ -40,16 +40,17 @@ def setup_logging(args: argparse.Namespace) -> None:
     from glueinfo.cli import UsageError
 
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     level = logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO
     root.setLevel(level)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(logging.Formatter(LOG_FORMAT))
     root.addHandler(stream)
+    handler: logging.Handler
     if args.log_file:
         try:
-            handler: logging.Handler = logging.handlers.WatchedFileHandler(args.log_file, encoding="utf-8")
+            handler = logging.handlers.WatchedFileHandler(args.log_file, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--log-file {args.log_file}: cannot open: {exc.strerror or exc}") from None
         handler.setFormatter(logging.Formatter(LOG_FORMAT))

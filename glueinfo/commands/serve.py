@@ -14,8 +14,11 @@ import logging
 import signal
 import sys
 import time
+from typing import Any, Optional
 
 from glueinfo.core.config import Config
+from glueinfo.core.model import HostSnapshot
+from glueinfo.site.assemble import AssembledSite
 
 log = logging.getLogger("glueinfo.serve")
 
@@ -48,16 +51,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
     config = site_config(args, config)
     clock = clock_from_environment()
     probe_here = local_probe(args, config, clock)
-    local_probe_result: list = []
+    local_probe_result: list[HostSnapshot] = []
 
-    def probe():  # the local source takes this refresh's probe of this host
+    def probe() -> HostSnapshot:  # the local source takes this refresh's probe of this host
         return local_probe_result[-1]
 
     assembler = make_assembler(args, config, clock=clock)
     assembler.gatherer.probe = probe
     assembler.open_state()
 
-    def build_ldif(site):
+    def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str]]:
         if args.no_ldif:
             return None, "LDIF is off (--no-ldif)"
         try:
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
           f"first refresh took {time.perf_counter() - started:.2f} s, refreshing every {settings.refresh_interval_s:g} s"
           f"{', signed SSSRMAP requests required' if settings.key else ''}", file=sys.stderr, flush=True)
 
-    def stop(signum, frame):  # serve_forever runs in this thread: leave it by an exception
+    def stop(signum: int, frame: Any) -> None:  # serve_forever runs in this thread: leave it by an exception
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)

@@ -117,8 +117,8 @@ class TreeChecker:
         self.schema = schema
         self.errors: list[Problem] = []
         self.warnings: list[str] = []
-        self._plans: dict[tuple, Any] = {}
-        self._classes: dict[tuple, bool] = {}
+        self._plans: dict[tuple[str, ...], Any] = {}
+        self._classes: dict[tuple[Any, ...], bool] = {}
         self._seen: set[str] = set()
         self._dropped: set[str] = set()
 
@@ -129,18 +129,20 @@ class TreeChecker:
         plan = self._plans.get(names)
         if plan is None:
             schema = self.schema
-            items = []
+            assert schema is not None  # plans are made only when there is a schema to check against
+            items: Optional[list[tuple[int, bool, bool]]] = []
             for name in names:
+                assert items is not None
                 at = schema.attribute(name)
                 if at is None or schema.canonical_name(name) != name:
                     items = None
                     break
-                kind = _CLASSES if name == "objectClass" else _KINDS.get(schema.syntax(name), _OTHER)
+                kind = _CLASSES if name == "objectClass" else _KINDS.get(schema.syntax(name) or "", _OTHER)
                 items.append((kind, at.single_value, (schema.equality(name) or "").lower().startswith("caseignore")))
             plan = self._plans[names] = (tuple(items), set()) if items is not None else False
         return plan or None
 
-    def _is_normal(self, entry: Entry, plan: tuple) -> Optional[bool]:
+    def _is_normal(self, entry: Entry, plan: tuple[tuple[int, bool, bool], ...]) -> Optional[bool]:
         """True when Schema.normalise would return the entry unchanged and no
         single-valued attribute has several values; False when it needs
         normalising; None when it is normal but needs the full check."""
@@ -153,20 +155,22 @@ class TreeChecker:
                 key = tuple(values)
                 ok = self._classes.get(key)
                 if ok is None:
-                    ok = self._classes[key] = all(isinstance(v, str) and self.schema.canonical_class(v) == v for v in values)
+                    schema = self.schema
+                    ok = self._classes[key] = schema is not None and all(
+                        isinstance(v, str) and schema.canonical_class(v) == v for v in values)
                 if not ok:
                     return False
                 continue
             for value in values:
                 kind_of = type(value)
                 if kind == _IA5:
-                    if kind_of is str:
+                    if isinstance(value, str):
                         if not value or not value.isascii():
                             return False
                     elif kind_of is not int:
                         return False
                 elif kind == _INT:
-                    if kind_of is not int and not (kind_of is str and integer_text(value)):
+                    if kind_of is not int and not (isinstance(value, str) and integer_text(value)):
                         return False
                 elif kind == _BOOL:
                     if kind_of is not bool and value not in ("TRUE", "FALSE"):

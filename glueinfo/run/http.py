@@ -25,6 +25,7 @@ being read; a connection silent for ``timeout`` seconds is closed; at most
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -36,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from glueinfo import __version__
 from glueinfo.core.model import CollectorResult, HostSnapshot
@@ -327,7 +328,7 @@ class GlueinfoHTTPServer(ThreadingHTTPServer):
         self._slots = threading.BoundedSemaphore(settings.max_connections)
         super().__init__((settings.host, settings.port), handler)
 
-    def process_request(self, request, client_address):  # type: ignore[override]
+    def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
             try:
                 request.settimeout(1.0)
@@ -344,7 +345,7 @@ class GlueinfoHTTPServer(ThreadingHTTPServer):
             self._slots.release()
             raise
 
-    def process_request_thread(self, request, client_address):  # type: ignore[override]
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
@@ -487,7 +488,7 @@ def make_handler(store: NodeStore, service: QueryService, settings: ServeSetting
                 if len(data) < size:
                     raise _Refused(400, WIRE_BAD_FRAMING, f"truncated chunk: {len(data)} of {size} bytes arrived")
                 parts.append(data)
-                after = self.rfile.peek(2)[:2]
+                after = cast(io.BufferedReader, self.rfile).peek(2)[:2]  # the server's rfile is buffered
                 if after.startswith(b"\r"):
                     self.rfile.read(1)
                     if self.rfile.read(1) != b"\n":

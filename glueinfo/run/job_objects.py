@@ -34,7 +34,7 @@ class JobObjects:
 
     def __init__(self, config: Config, clock: Callable[[], float] = time.time, local_fqdn: Optional[str] = None):
         from glueinfo.site.assemble import default_local_fqdn
-        from glueinfo.site.model import site_from_config
+        from glueinfo.site.from_config import site_from_config
 
         self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))
         self.clock = clock

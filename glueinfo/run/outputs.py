@@ -59,7 +59,7 @@ class OutputFiles:
                 try:
                     os.utime(path)
                 except OSError as exc:
-                    raise WriteError(f"{path}: cannot mark as fresh: {exc.strerror or exc}") from None
+                    raise WriteError(path, exc) from None
                 self.touched += 1
             else:
                 write_atomic(path, payload)

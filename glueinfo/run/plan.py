@@ -87,7 +87,7 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     from glueinfo.glue.schema import load_glue_schema
     from glueinfo.glue.templates import TemplateError, load_templates
     from glueinfo.site.assemble import default_local_fqdn
-    from glueinfo.site.model import site_from_config
+    from glueinfo.site.from_config import site_from_config
     from glueinfo.site.node_settings import node_settings as read_node_settings
 
     settings = RunSettings.from_config(config)

@@ -100,12 +100,12 @@ _RAM = FACT_NAMES.index("ram")
 _RTE = FACT_NAMES.index("runtime_environment")
 
 
-def host_facts(host: HostSnapshot) -> tuple:
+def host_facts(host: HostSnapshot) -> tuple[Any, ...]:
     """Every fact of FACTS for one host, in FACT_NAMES order (the same values, read in one go:
     aggregation reads them for 100,000 hosts)."""
     os_, cpu, mem, static = host.os, host.cpu, host.memory, host.static
     if cpu is None:
-        cpu_facts: tuple = (None,) * 8
+        cpu_facts: tuple[Any, ...] = (None,) * 8
     else:
         cpu_facts = (cpu.vendor, cpu.model_name, cpu.version, cpu.clock_mhz, cpu.instruction_set, cpu.logical_cpus,
                      cpu.physical_cores, cpu.sockets)
@@ -115,7 +115,7 @@ def host_facts(host: HostSnapshot) -> tuple:
     else:
         platform, name, release, version = os_.platform_type, os_.name, os_.release, os_.version
     if static is None:
-        static_facts: tuple = (None,) * 5
+        static_facts: tuple[Any, ...] = (None,) * 5
     else:
         static_facts = (static.inbound_ip, static.outbound_ip, tuple(sorted(set(static.runtime_environment))),
                         static.si00, static.sf00)
@@ -130,7 +130,7 @@ def ram_bucket(ram_mb: Optional[int], granularity_mb: int) -> Optional[int]:
 
 
 def host_key(host: HostSnapshot, key_names: Sequence[str], ram_granularity_mb: int,
-             facts: Optional[tuple] = None) -> tuple:
+             facts: Optional[tuple[Any, ...]] = None) -> tuple[Any, ...]:
     """The aggregation key of one host: the values of the key facts, RAM rounded."""
     facts = facts if facts is not None else host_facts(host)
     values = []
@@ -205,7 +205,7 @@ def _sum(values: Iterable[Optional[int]]) -> Optional[int]:
 
 
 def shared_facts(hosts: Sequence[HostSnapshot], ram_granularity_mb: int,
-                 facts: Optional[Sequence[tuple]] = None) -> dict[str, Any]:
+                 facts: Optional[Sequence[tuple[Any, ...]]] = None) -> dict[str, Any]:
     """The facts every host of the group has, with the same value (RAM: see the module docstring).
     ``facts``: the hosts' host_facts, when already read."""
     shared: dict[str, Any] = {}
@@ -286,7 +286,7 @@ def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
     return text or "hosts"
 
 
-def _key_hash(key: tuple) -> str:
+def _key_hash(key: tuple[Any, ...]) -> str:
     # zlib, not hashlib: importing hashlib loads OpenSSL, a tenth of `glueinfo ldif`'s start-up
     return f"{zlib.crc32(repr(key).encode('utf-8')):08x}"
 
@@ -308,7 +308,7 @@ def _unique_hosts(snapshots: Iterable[HostSnapshot], warnings: list[str]) -> lis
     return sorted(latest.values(), key=lambda h: (h.hostname.casefold(), h.hostname))
 
 
-def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tuple]) -> SubClusterGroup:
+def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tuple[Any, ...]]) -> SubClusterGroup:
     group.shared = shared_facts(group.hosts, ram_granularity_mb, [facts[id(h)] for h in group.hosts])
     group.physical_cpus = _sum(h.cpu.sockets if h.cpu else None for h in group.hosts)
     group.logical_cpus = _sum(h.cpu.logical_cpus if h.cpu else None for h in group.hosts)
@@ -355,7 +355,7 @@ def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot], ids: Optional[
         members = per_cluster[spec.unique_id]
         pins = [(pin, HostMatcher(pin.host_patterns)) for pin in site.pins if pin.cluster == spec.unique_id]
         pinned: dict[str, list[HostSnapshot]] = {pin.unique_id: [] for pin, _ in pins}
-        automatic: dict[tuple, list[HostSnapshot]] = {}
+        automatic: dict[tuple[Any, ...], list[HostSnapshot]] = {}
         for host in members:
             for pin, matcher in pins:
                 if matcher.matches(host.hostname):
@@ -376,8 +376,8 @@ def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot], ids: Optional[
         keys = sorted(automatic, key=lambda k: min(h.hostname.casefold() for h in automatic[k]))
         names = [readable_summary(dict(zip(key_names, key, strict=True)), granularity) for key in keys]
         bases = [_id_base(spec.unique_id, hardware_summary(dict(zip(key_names, key, strict=True)))) for key in keys]
-        members = [[host_key_of(h.hostname) for h in automatic[key]] for key in keys]
-        given = memory.assign(spec.unique_id, members, bases, now, taken=[g.unique_id for g in groups])
+        member_keys = [[host_key_of(h.hostname) for h in automatic[key]] for key in keys]
+        given = memory.assign(spec.unique_id, member_keys, bases, now, taken=[g.unique_id for g in groups])
         for key, name, unique_id in zip(keys, names, given, strict=True):
             groups.append(_finish(SubClusterGroup(unique_id=unique_id, name=name, cluster_id=spec.unique_id,
                                                   hosts=automatic[key], tmp_dir=spec.tmp_dir, wn_tmp_dir=spec.wn_tmp_dir),

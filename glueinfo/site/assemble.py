@@ -52,8 +52,9 @@ from glueinfo.gather.identity import host_key
 from glueinfo.gather.registry import Source, enabled_sources
 from glueinfo.gather.snapshot_files import SiteFiles
 from glueinfo.site.aggregate import SiteGroups, aggregate
+from glueinfo.site.from_config import site_from_config
 from glueinfo.site.ids import SubClusterIds, memberships_from_entries
-from glueinfo.site.model import SiteModel, site_from_config
+from glueinfo.site.model import SiteModel
 from glueinfo.site.state import SiteState
 
 log = logging.getLogger("glueinfo.site")

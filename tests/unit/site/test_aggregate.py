@@ -10,7 +10,7 @@ from glue_sites import CLASSES, make_host, synthetic_site
 
 from glueinfo.core.config import ConfigError, parse_text
 from glueinfo.site.aggregate import aggregate, ram_bucket
-from glueinfo.site.model import site_from_config
+from glueinfo.site.from_config import site_from_config
 
 XEON, EPYC, ARM, OLD, DESK = (hw for hw, _ in CLASSES)
 

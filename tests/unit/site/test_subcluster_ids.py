@@ -16,8 +16,8 @@ from glue_sites import CLASSES, make_host
 from glueinfo.core.config import parse_text
 from glueinfo.core.ldif import parse_ldif
 from glueinfo.site.aggregate import aggregate
+from glueinfo.site.from_config import site_from_config
 from glueinfo.site.ids import IdStateError, SubClusterIds, memberships_from_entries
-from glueinfo.site.model import site_from_config
 
 XEON, EPYC, ARM, OLD, DESK = (hw for hw, _ in CLASSES)
 BASE = "ce01.example.org-x86_64-intel-xeon-gold-6126"
