@@ -255,7 +255,7 @@ def make_site(workdir: str, hosts: int, interval: float, local: bool) -> tuple[S
 class LogWatcher:
     """Follows the daemon's log: gather cycles ended, their durations, warnings."""
 
-    CYCLE = re.compile(r"INFO: cycle (\w+): .*?([0-9.]+) s$")
+    CYCLE = re.compile(r"INFO: cycle (\w+): .*?([0-9.]+) s\)?$")  # "..., 1.23 s" or "nothing new ... (0.01 s)"
     GATHERED = re.compile(r"INFO: gathered .* in ([0-9.]+) s;")
 
     def __init__(self, path: str) -> None:
@@ -279,11 +279,12 @@ class LogWatcher:
         for line in lines:
             if "INFO: cycle " in line:
                 match = self.CYCLE.search(line)
-                reason = match.group(1) if match else "?"
+                reason = match.group(1) if match else line.split("INFO: cycle ", 1)[1].split(":", 1)[0]
                 self.publishes[reason] = self.publishes.get(reason, 0) + 1
                 if reason == "gather":
                     self.cycles += 1
-                    self.publish_s.append(float(match.group(2)))  # type: ignore[union-attr]
+                    if match:
+                        self.publish_s.append(float(match.group(2)))
             elif "INFO: gathered " in line:
                 match = self.GATHERED.search(line)
                 if match:
