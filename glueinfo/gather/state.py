@@ -11,9 +11,15 @@ the freshness rules (glueinfo.core.freshness) mark it Unknown when it is stale a
 drop it when it is older than ``[sources] drop_after`` -- last-known data,
 never passed off as new.
 
-Files are written with glueinfo.core.atomicwrite (never half a file) and only
-when the host's snapshots changed, so a 1,000-host site with a quiet spool
-writes nothing.  A file that cannot be read at start (truncated, not JSON,
+Files are written with glueinfo.core.atomicwrite (never half a file; not
+fsynced: this is a cache of what the sources will say again, and a file a
+power cut spoiled is ignored and rewritten) and only when the host's
+snapshots changed: at once when a source appears or goes, else at most
+every ``refresh_after_s`` (300 s), so a site whose workers report every
+minute rewrites each host's file every five minutes, not every cycle, and
+a quiet spool writes nothing.  A restart after a crash therefore restores a
+host up to that old, published with its real age until its sources speak
+again.  A file that cannot be read at start (truncated, not JSON,
 not a snapshot) is ignored with one warning naming it, and rewritten at the
 next save; a host no longer known has its file removed.
 """
@@ -57,12 +63,14 @@ class StateStore:
     """The state directory of one ``glueinfo run`` process (only one may use it)."""
 
     def __init__(self, directory: str, on_warning: Callable[[str], None] = log.warning,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, refresh_after_s: float = 300.0) -> None:
         self.directory = directory
         self.hosts_dir = os.path.join(directory, "hosts")
         self.on_warning = on_warning
         self.clock = clock
+        self.refresh_after_s = refresh_after_s
         self._written: dict[str, tuple[tuple[str, float], ...]] = {}  # host -> what its file holds
+        self._written_at: dict[str, float] = {}  # host -> when this process last wrote its file (clock)
         self._on_disk: set[str] = set()  # hosts with a file, readable or not
 
     def _path(self, host: str) -> str:
@@ -132,19 +140,26 @@ class StateStore:
             os.makedirs(self.hosts_dir, exist_ok=True)
         except OSError as exc:
             return [f"state directory {self.hosts_dir}: cannot create: {exc.strerror or exc}"]
+        now = self.clock()
         for host, sources in states.items():
             signature = _signature(sources)
-            if self._written.get(host) == signature:
+            written = self._written.get(host)
+            if written == signature:
                 continue
+            if written is not None and {name for name, _ in written} == set(sources) \
+                    and now - self._written_at.get(host, float("-inf")) < self.refresh_after_s:
+                continue  # only newer snapshots from the same sources: written at the next refresh
             document = {"format": FORMAT, "host": host, "saved_at": self.clock(),
                         "sources": {name: snapshot.to_dict() for name, snapshot in sorted(sources.items())}}
             try:
-                write_atomic(self._path(host), json.dumps(document, separators=(",", ":"), ensure_ascii=False), mode=0o640)
+                write_atomic(self._path(host), json.dumps(document, separators=(",", ":"), ensure_ascii=False), mode=0o640,
+                             durable=False)
             except WriteError as exc:
                 errors.append(str(exc))
                 self._written.pop(host, None)
                 continue
             self._written[host] = signature
+            self._written_at[host] = now
             self._on_disk.add(host)
         for host in sorted(self._on_disk - set(states)):
             try:

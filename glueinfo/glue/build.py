@@ -25,9 +25,21 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Optional, Union
 
 from glueinfo.core.config import Config
-from glueinfo.core.ldif import Entry, LDIFError, format_ldif, normalise_dn, parent_dn, parse_ldif, tree_order, value_text, write_ldif
+from glueinfo.core.ldif import (
+    Entry,
+    LDIFError,
+    LineCache,
+    format_entry,
+    format_ldif,
+    normalise_dn,
+    parent_dn,
+    parse_ldif,
+    tree_order,
+    value_text,
+    write_ldif,
+)
 from glueinfo.core.model import HostSnapshot, QueueState
-from glueinfo.glue.render13 import iter_glue13
+from glueinfo.glue.render13 import HostEntryCache, iter_glue13
 from glueinfo.glue.schema import (
     SYNTAX_BOOLEAN,
     SYNTAX_IA5_STRING,
@@ -59,9 +71,51 @@ class SiteBuild:
     errors: list[Problem] = field(default_factory=list)  # entries left out, by DN
     warnings: list[str] = field(default_factory=list)  # values changed, names merged, ...
     checked: bool = True  # False when no schema files were found
+    texts: list[str] = field(default_factory=list)  # each entry's LDIF text, when rendered with a RenderCache
 
     def ldif(self) -> str:
+        if self.texts:
+            return "".join(self.texts)
         return format_ldif(self.entries, sort=False)
+
+
+class RenderCache:
+    """What the last render of one publisher produced, per DN: the rendered entry, its checked
+    form and its LDIF text.
+
+    An entry rendered again with the same DN and attribute values reuses its
+    checked form and text: no normalising, schema check or formatting.  So a
+    cycle in which one host's load changed checks and formats that host's
+    entry (and the CE's), not its file systems, SubCluster or cluster.  Only
+    what the last render produced is kept (:meth:`start`), so memory follows
+    the site.  One publisher at a time uses a cache.
+    """
+
+    def __init__(self) -> None:
+        self.hosts = HostEntryCache()  # host entries are not even built again while their snapshot is the same
+        self._previous: dict[str, tuple[Entry, Entry, str]] = {}
+        self._current: dict[str, tuple[Entry, Entry, str]] = {}
+        self.reused = 0
+        self.rendered = 0
+
+    def start(self) -> None:
+        """Begin a render: what the last one produced becomes what this one may reuse."""
+        if self._current:
+            self._previous, self._current = self._current, {}
+        self.reused = self.rendered = 0
+        self.hosts.start()
+
+    def known(self, entry: Entry) -> Optional[tuple[Entry, str]]:
+        hit = self._previous.get(entry.dn)
+        if hit is None or (hit[0] is not entry and hit[0] != entry):
+            return None
+        self._current[entry.dn] = hit
+        self.reused += 1
+        return hit[1], hit[2]
+
+    def keep(self, rendered: Entry, checked: Entry, text: str) -> None:
+        self._current[rendered.dn] = (rendered, checked, text)
+        self.rendered += 1
 
 
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
@@ -210,6 +264,21 @@ class TreeChecker:
                 plan[1].add(tuple(entry.attributes.get("objectClass", ())))
         return problems
 
+    def admit(self, entry: Entry) -> bool:
+        """An entry checked before (RenderCache): is it published here too?  Not when its
+        parent was left out or its DN came already, each reported in ``errors`` as
+        ``__call__`` reports them."""
+        key = dn_key(entry.dn)
+        if self._dropped and parent_key(key) in self._dropped:
+            self._dropped.add(key)
+            self.errors.append(Problem(entry.dn, "left out because its parent entry was left out"))
+            return False
+        if key in self._seen:
+            self.errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
+            return False
+        self._seen.add(key)
+        return True
+
     def __call__(self, entry: Entry) -> Optional[Entry]:
         """The entry as it will be published, or None when it is left out (see errors)."""
         schema = self.schema
@@ -280,33 +349,58 @@ def _prepare(assembled: AssembledSite, publish_hosts: Optional[bool], schema: Un
     return _Prepared(site, assembled.groups, dict(assembled.states), templates, schema, publish_hosts)
 
 
-def _checked_entries(prepared: _Prepared, checker: TreeChecker) -> Iterator[Entry]:
-    """The rendered tree (already parents first), then the static LDIF files' entries, checked."""
+def _checked_entries(prepared: _Prepared, checker: TreeChecker, cache: Optional[RenderCache] = None,
+                     texts: Optional[list[str]] = None) -> Iterator[Entry]:
+    """The rendered tree (already parents first), then the static LDIF files' entries, checked.
+    With a ``cache``, entries rendered as last time are taken from it, and every entry's LDIF
+    text is appended to ``texts``."""
     site = prepared.site
     warnings = checker.warnings
     warnings.extend(prepared.groups.warnings)
+    if cache is not None:
+        cache.start()
     rendered = iter_glue13(site, prepared.groups, prepared.states, prepared.templates,
-                           publish_hosts=prepared.publish_hosts, warnings=warnings)
+                           publish_hosts=prepared.publish_hosts, warnings=warnings,
+                           host_cache=cache.hosts if cache is not None else None)
     static = tree_order(static_ldif_entries(site.glue.static_ldif_dir, warnings)) if site.glue.static_ldif_dir else []
+    if cache is None or texts is None:
+        for entry in itertools.chain(rendered, static):
+            fixed = checker(entry)
+            if fixed is not None:
+                yield fixed
+        return
+    lines: LineCache = {}
     for entry in itertools.chain(rendered, static):
+        known = cache.known(entry)
+        if known is not None:
+            if checker.admit(known[0]):
+                texts.append(known[1])
+                yield known[0]
+            continue
         fixed = checker(entry)
         if fixed is not None:
+            text = format_entry(fixed, lines)
+            cache.keep(entry, fixed, text)
+            texts.append(text)
             yield fixed
 
 
 def render_site(assembled: AssembledSite, *, publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,
-                templates: Optional[Mapping[str, Template]] = None) -> SiteBuild:
+                templates: Optional[Mapping[str, Template]] = None, cache: Optional[RenderCache] = None) -> SiteBuild:
     """The checked GLUE 1.3 tree of an assembled site (glueinfo.site.assemble).
 
     ``schema``: a loaded Schema, None for no check, or "auto" to load [glue]
     schema_dir (warning once when absent).  Raises TemplateError (bad
     templates); everything about the data is reported in the result instead.
+    ``cache``: the publisher's RenderCache, so what did not change is neither
+    checked nor formatted again (the LDIF is the same bytes either way).
     """
     prepared = _prepare(assembled, publish_hosts, schema, templates)
     checker = TreeChecker(prepared.schema)
-    entries = list(_checked_entries(prepared, checker))
+    texts: list[str] = []
+    entries = list(_checked_entries(prepared, checker, cache, texts if cache is not None else None))
     return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=entries,
-                     errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
+                     errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None, texts=texts)
 
 
 def write_site(assembled: AssembledSite, stream: IO[str], *, publish_hosts: Optional[bool] = None,

@@ -320,14 +320,70 @@ def job_entry(job: JobInfo, ce: CESpec, ce_dn: str) -> Entry:
 
 # -- the whole tree -------------------------------------------------------------------
 
+def host_entries(host: HostSnapshot, host_id: str, subcluster_id: str, sc_dn: str, info_url: str, shapes: Optional[Shapes],
+                 warnings: list[str]) -> list[Entry]:
+    """One host's GlueHost entry and its file systems' entries (mount points that slapd would
+    take for the same DN are published once, the others reported in ``warnings``)."""
+    host_dn = child_dn("GlueHostUniqueID", host_id, sc_dn)
+    entries = [host_entry(host, host_dn, subcluster_id, info_url, host_id, shapes)]
+    seen_fs: dict[tuple[bool, str], str] = {}
+    for fs in sorted(host.filesystems or (), key=_fs_order):  # stable output whatever the mount order
+        fs_name = naming_value(_FS_NAMES[fs.remote][0], fs.mount_point)
+        fs_key = (fs.remote, name_key(fs_name))
+        if fs_key in seen_fs or not fs_key[1]:
+            warnings.append(f"host {host.hostname}: file system {fs.mount_point!r} has the same LDAP name as "
+                            f"{seen_fs.get(fs_key, '')!r}; published once")
+            continue
+        seen_fs[fs_key] = fs.mount_point
+        entries.append(filesystem_entry(fs, host_dn, host_id, fs_name, shapes))
+    return entries
+
+
+class HostEntryCache:
+    """Each host's entries as last rendered, reused while nothing they read has changed.
+
+    A host's entries read its snapshot's facts, its SubCluster and the
+    information service URL.  Snapshots are never changed once gathered, so
+    the same fact objects (compared by identity, kept alive here so an
+    identity is never reused) in the same SubCluster give the same entries:
+    a publish in which only the batch system's figures changed builds no
+    host entry.  Hosts not seen in a render are forgotten (:meth:`start`).
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[str, tuple[tuple[Any, ...], HostSnapshot, list[Entry], list[str]]] = {}
+        self._current: dict[str, tuple[tuple[Any, ...], HostSnapshot, list[Entry], list[str]]] = {}
+
+    def start(self) -> None:
+        if self._current:
+            self._previous, self._current = self._current, {}
+
+    def entries(self, host: HostSnapshot, host_id: str, sc: SubClusterGroup, sc_dn: str, info_url: str,
+                shapes: Optional[Shapes], warnings: list[str]) -> list[Entry]:
+        identity = (host.hostname, host_id, sc.unique_id, sc_dn, info_url, id(host.cpu), id(host.memory), id(host.load),
+                    id(host.network), id(host.filesystems), id(host.os), id(host.static))
+        hit = self._previous.get(host.hostname)
+        if hit is not None and hit[0] == identity:
+            self._current[host.hostname] = hit
+            warnings.extend(hit[3])
+            return hit[2]
+        own: list[str] = []
+        made = host_entries(host, host_id, sc.unique_id, sc_dn, info_url, shapes, own)
+        warnings.extend(own)
+        self._current[host.hostname] = (identity, host, made, own)
+        return made
+
+
 def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueState], templates: Mapping[str, Template],
-                publish_hosts: Optional[bool] = None, warnings: Optional[list[str]] = None) -> Iterator[Entry]:
+                publish_hosts: Optional[bool] = None, warnings: Optional[list[str]] = None,
+                host_cache: Optional[HostEntryCache] = None) -> Iterator[Entry]:
     """Every entry of the tree, parents before children (see the module docstring).
 
     ``states`` maps CE unique id -> QueueState.  ``publish_hosts`` (default:
     [glue] publish_hosts) adds the GlueHost and file system entries.  Hosts or
     file systems whose names slapd would take for the same DN are published
-    once; the others are reported in ``warnings``.
+    once; the others are reported in ``warnings``.  ``host_cache``: the
+    publisher's HostEntryCache (the same entries, fewer built).
     """
     warnings = warnings if warnings is not None else []
     if publish_hosts is None:
@@ -366,18 +422,10 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                                     f"(names compare as ASCII, ignoring case and extra spaces); published once")
                     continue
                 seen_hosts[key] = host.hostname
-                host_dn = child_dn("GlueHostUniqueID", host_id, sc_dn)
-                yield host_entry(host, host_dn, sc.unique_id, info_url, host_id, shapes)
-                seen_fs: dict[tuple[bool, str], str] = {}
-                for fs in sorted(host.filesystems or (), key=_fs_order):  # stable output whatever the mount order
-                    fs_name = naming_value(_FS_NAMES[fs.remote][0], fs.mount_point)
-                    fs_key = (fs.remote, name_key(fs_name))
-                    if fs_key in seen_fs or not fs_key[1]:
-                        warnings.append(f"host {host.hostname}: file system {fs.mount_point!r} has the same LDAP name as "
-                                        f"{seen_fs.get(fs_key, '')!r}; published once")
-                        continue
-                    seen_fs[fs_key] = fs.mount_point
-                    yield filesystem_entry(fs, host_dn, host_id, fs_name, shapes)
+                if host_cache is not None:
+                    yield from host_cache.entries(host, host_id, sc, sc_dn, info_url, shapes, warnings)
+                else:
+                    yield from host_entries(host, host_id, sc.unique_id, sc_dn, info_url, shapes, warnings)
     for ce, ce_templated in ces:
         yield ce_templated
         state = states.get(ce.unique_id)

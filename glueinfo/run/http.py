@@ -25,6 +25,7 @@ being read; a connection silent for ``timeout`` seconds is closed; at most
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -42,7 +43,7 @@ from typing import Any, Optional, cast
 from glueinfo import __version__
 from glueinfo.core.model import CollectorResult, HostSnapshot
 from glueinfo.sss import vocabulary as sss_node
-from glueinfo.sss.node_xml import NodeRenderError, NodeSettings, data_element, node_element, node_state, to_bytes
+from glueinfo.sss.node_xml import NodeMarkupCache, NodeRenderError, NodeSettings, data_element, node_element, node_state, to_bytes
 from glueinfo.sss.sssrmap import (
     WIRE_BAD_FRAMING,
     WIRE_BODY_TOO_LARGE,
@@ -180,6 +181,8 @@ class NodeStore:
         self._ldif: Optional[str] = None
         self._ldif_error: Optional[str] = "no LDIF built yet"
         self._render_lock = threading.Lock()
+        self._markup = NodeMarkupCache()
+        self._markup_lock = threading.Lock()  # refreshes and clock-driven re-renders may overlap
         self._refresh_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -242,7 +245,8 @@ class NodeStore:
         for snapshot in data.snapshots:
             if snapshot.hostname:
                 snapshots.append(snapshot)
-        data_root = data_element(snapshots, now, settings)
+        with self._markup_lock:
+            data_root = data_element(snapshots, now, settings, self._markup)
         node_xml = None
         if data.local is not None:
             try:
@@ -258,6 +262,24 @@ class NodeStore:
             objects.warm(WARM_PATHS)
         return View(rendered_at=now, valid_until=_state_change_time(snapshots, now, settings.stale_after_s),
                     node_xml=node_xml, nodes_xml=to_bytes(data_root), states=states, objects=objects)
+
+    def update_local(self, local: Optional[HostSnapshot]) -> bool:
+        """This host's own Node (/node.xml) again, the site's documents kept as they are: for a
+        publish in which no host changed (the daemon's self-metrics on its own Node did).
+        Returns False when there is nothing rendered yet to keep (refresh instead)."""
+        with self._refresh_lock:
+            data, view = self._data, self._view
+            if data is None or view is None:
+                return False
+            node_xml = None
+            if local is not None:
+                try:
+                    node_xml = to_bytes(node_element(local, view.rendered_at, self.settings))
+                except NodeRenderError as exc:
+                    log.warning("this host: %s", exc)
+            self._data = dataclasses.replace(data, local=local)
+            self._view = dataclasses.replace(view, node_xml=node_xml)
+        return True
 
     def view(self) -> Optional[View]:
         """The current documents, re-rendered first if a host's State has changed with the clock."""

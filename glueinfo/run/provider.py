@@ -51,6 +51,7 @@ from typing import Any, Optional
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.identity import host_key
+from glueinfo.glue.build import RenderCache
 from glueinfo.run.ldap_retry import LdapOutcome, LdapSync, make_ldap_sync
 from glueinfo.run.local_host import LocalHost, combine_local
 from glueinfo.run.outputs import OutputFiles
@@ -97,6 +98,7 @@ class Provider:
         self._previous_entries: Optional[dict[str, Any]] = None
         self.last_entries: list[Any] = []
         self._last_payloads: list[tuple[str, bytes]] = []  # what the files hold, to mark them fresh
+        self.render_cache = RenderCache()
         self.ldap = self._new_ldap(self.plan)
         self.store = self._new_store(self.plan)
         self.server: Any = None
@@ -330,7 +332,7 @@ class Provider:
     def _fingerprint(site: AssembledSite) -> tuple[Any, ...]:
         hosts = tuple((host_key(h.snapshot.hostname), h.snapshot.collected_at, h.stale, tuple(sorted(h.sources.items())))
                       for h in site.hosts)
-        return hosts, tuple(sorted((ce, id(state)) for ce, state in site.states.items()))
+        return hosts, tuple(sorted(site.states.items(), key=lambda item: item[0]))  # QueueStates compare by value
 
     def _publish(self, reason: str, began: float) -> bool:
         from glueinfo.glue.build import render_site
@@ -347,17 +349,21 @@ class Provider:
             log.info("cycle %s: nothing new from %d hosts; outputs marked fresh (%.2f s)", reason, len(site.hosts),
                      time.perf_counter() - began)
             return False
-        build = render_site(site, schema=plan.schema, templates=plan.templates)
+        build = render_site(site, schema=plan.schema, templates=plan.templates, cache=self.render_cache)
         for warning in build.warnings:
             log.debug("%s", warning)
         for problem in build.errors:
             log.warning("LDIF: left out %s", problem)
         ldif = build.ldif()
 
-        # Node XML through serve's store: the file and /nodes.xml are the same document.
+        # Node XML through serve's store: the file and /nodes.xml are the same document.  It reads
+        # the hosts only, so when only the LRMS figures changed it is kept (and so is the file).
         local = self._with_metrics(site.local) if site.local is not None else None
         self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif)
-        view = self.store.view() if self.store.refresh_once() else None  # failed: logged; the old file stays
+        if fingerprint[0] == (self._published_fingerprint or ((),))[0] and self.store.update_local(local):
+            view = self.store.view()
+        else:
+            view = self.store.view() if self.store.refresh_once() else None  # failed: logged; the old file stays
 
         payloads = [(plan.settings.ldif_file, ldif.encode("utf-8")),
                     (plan.settings.node_xml_file, view.nodes_xml if view is not None else None)]

@@ -418,12 +418,61 @@ def _extensions(node: list[str], snapshot: HostSnapshot) -> None:
         _extension(node, result.name, sss_node.TYPE_COLLECTOR, text)
 
 
-def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSettings = NodeSettings()) -> etree._Element:
-    """``<Data>`` holding one ``<Node>`` per snapshot, in the order given."""
-    data = etree.Element("Data")
-    for snapshot in snapshots:
-        data.append(node_element(snapshot, now, settings))
-    return data
+class NodeMarkupCache:
+    """Each host's ``<Node>`` markup as last rendered, reused while nothing it reads has changed.
+
+    A Node reads the snapshot's facts and its State (which the clock moves:
+    stale after ``stale_after``).  Snapshots are never changed once gathered,
+    so the same fact objects (compared by identity, and kept alive here so an
+    identity is never reused) with the same State give the same markup: a
+    host whose snapshot did not change costs no rendering.  Hosts not seen in
+    a render are forgotten (:meth:`start`).
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[str, tuple[tuple[Any, ...], HostSnapshot, str]] = {}
+        self._current: dict[str, tuple[tuple[Any, ...], HostSnapshot, str]] = {}
+        self.reused = 0
+        self.rendered = 0
+
+    def start(self) -> None:
+        if self._current:
+            self._previous, self._current = self._current, {}
+        self.reused = self.rendered = 0
+
+    @staticmethod
+    def _identity(snapshot: HostSnapshot, state: str, settings: NodeSettings) -> tuple[Any, ...]:
+        extra = tuple((name, id(value)) for name, value in snapshot.extra.items() if name != "gather")
+        gathered = snapshot.extra.get("gather")
+        sources = tuple(sorted(gathered.get("sources", {}).items())) if isinstance(gathered, dict) else None
+        return (snapshot.hostname, snapshot.collected_at, snapshot.source, state, id(settings), id(snapshot.cpu),
+                id(snapshot.memory), id(snapshot.load), id(snapshot.network), id(snapshot.filesystems), id(snapshot.os),
+                id(snapshot.static), id(snapshot.collectors), extra, sources)
+
+    def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
+        identity = self._identity(snapshot, node_state(snapshot, now, settings), settings)
+        hit = self._previous.get(snapshot.hostname)
+        if hit is not None and hit[0] == identity:
+            self._current[snapshot.hostname] = hit
+            self.reused += 1
+            return hit[2]
+        text = node_markup(snapshot, now, settings)
+        self._current[snapshot.hostname] = (identity, snapshot, text)
+        self.rendered += 1
+        return text
+
+
+def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSettings = NodeSettings(),
+                 cache: Optional[NodeMarkupCache] = None) -> etree._Element:
+    """``<Data>`` holding one ``<Node>`` per snapshot, in the order given (parsed once, whole).
+    ``cache``: the publisher's NodeMarkupCache (the same document, less rendering)."""
+    if cache is not None:
+        cache.start()
+        parts = [cache.markup(snapshot, now, settings) for snapshot in snapshots]
+    else:
+        parts = [node_markup(snapshot, now, settings) for snapshot in snapshots]
+    markup = f"<Data>{''.join(parts)}</Data>".encode()
+    return parse_xml(markup, max_bytes=len(markup), what="Node XML of the site")  # our own markup: no input cap
 
 
 def to_bytes(element: etree._Element, pretty: bool = True) -> bytes:

@@ -39,15 +39,29 @@ def test_snapshots_come_back_after_a_restart_with_their_own_age(tmp_path):
 
 
 def test_only_changed_hosts_are_written_and_gone_hosts_removed(tmp_path):
-    store = StateStore(str(tmp_path))
+    now = [1000.0]
+    store = StateStore(str(tmp_path), clock=lambda: now[0], refresh_after_s=300.0)
     a, b = snap("a.example.org", 10.0, "spool"), snap("b.example.org", 10.0, "spool")
     store.save({"a.example.org": {"spool": a}, "b.example.org": {"spool": b}})
     path_a, path_b = tmp_path / "hosts" / "a.example.org.json", tmp_path / "hosts" / "b.example.org.json"
     inode_a, inode_b = path_a.stat().st_ino, path_b.stat().st_ino
-    store.save({"a.example.org": {"spool": a}, "b.example.org": {"spool": snap("b.example.org", 20.0, "spool")}})
+    newer_b = {"spool": snap("b.example.org", 20.0, "spool")}
+    # A newer snapshot from the same source within refresh_after_s: not rewritten yet.
+    now[0] = 1200.0
+    store.save({"a.example.org": {"spool": a}, "b.example.org": newer_b})
+    assert path_b.stat().st_ino == inode_b
+    # Once refresh_after_s has passed since the file was written: replaced (by rename).
+    now[0] = 1301.0
+    store.save({"a.example.org": {"spool": a}, "b.example.org": newer_b})
     assert path_a.stat().st_ino == inode_a  # unchanged host: not rewritten
-    assert path_b.stat().st_ino != inode_b  # replaced by rename
-    store.save({"b.example.org": {"spool": snap("b.example.org", 20.0, "spool")}})
+    assert path_b.stat().st_ino != inode_b
+    assert json.loads(path_b.read_text())["sources"]["spool"]["collected_at"] == 20.0
+    # A source that appears is written at once.
+    inode_b = path_b.stat().st_ino
+    now[0] = 1310.0
+    store.save({"a.example.org": {"spool": a}, "b.example.org": {**newer_b, "agents": snap("b.example.org", 30.0, "agents")}})
+    assert path_b.stat().st_ino != inode_b and set(json.loads(path_b.read_text())["sources"]) == {"spool", "agents"}
+    store.save({"b.example.org": newer_b})
     assert not path_a.exists()  # a host forgotten by the gatherer is forgotten on disk too
 
 

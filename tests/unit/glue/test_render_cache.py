@@ -1,0 +1,75 @@
+"""Incremental publication: what a changed fact re-renders, and that caching never changes a byte.
+
+The counts are the issue's rule, written by hand: a load change re-renders
+that host's entry and the CE (whose FreeCPUs follow the loads), not the
+host's file systems, its SubCluster, the cluster or the other hosts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from glue_sites import CLASSES, make_host
+
+from glueinfo.core.config import parse_text
+from glueinfo.glue.build import RenderCache, render_site
+from glueinfo.site.assemble import assemble_snapshots
+from glueinfo.sss.node_xml import NodeMarkupCache, data_element, to_bytes
+
+CONFIG = parse_text("[ce:default]\naccess = VO:dteam\n", "/etc/glueinfo/glueinfo.conf")
+NOW = 1_700_000_100.0
+
+
+def site(hosts):
+    return assemble_snapshots(CONFIG, hosts, lambda: NOW, local_fqdn="ce01.example.org")
+
+
+def hosts_of_two_classes():
+    return [make_host(CLASSES[0][0], i) for i in range(4)] + [make_host(CLASSES[1][0], i) for i in range(2)]
+
+
+def test_a_load_change_re_renders_that_host_and_the_ce_only_and_the_bytes_match_an_uncached_render():
+    cache = RenderCache()
+    hosts = hosts_of_two_classes()
+    first = render_site(site(hosts), cache=cache)
+    assert first.ldif() == render_site(site(hosts)).ldif()
+    entries = len(first.entries)  # 1 cluster + 2 SubClusters + 6 hosts x (1 + 3 file systems) + 1 CE = 28
+    assert entries == 28 and (cache.rendered, cache.reused) == (28, 0)
+
+    busy = dataclasses.replace(hosts[2], load=dataclasses.replace(hosts[2].load, load1=40.0))
+    changed = hosts[:2] + [busy] + hosts[3:]
+    second = render_site(site(changed), cache=cache)
+    assert second.ldif() == render_site(site(changed)).ldif()
+    assert second.ldif() != first.ldif()
+    assert (cache.rendered, cache.reused) == (2, 26)  # the host's entry and the CE's FreeCPUs
+
+    third = render_site(site(changed), cache=cache)  # nothing new: nothing checked or formatted
+    assert (cache.rendered, cache.reused) == (0, 28) and third.ldif() == second.ldif()
+
+
+def test_a_host_that_leaves_is_gone_from_the_cached_output_too():
+    cache = RenderCache()
+    hosts = hosts_of_two_classes()
+    render_site(site(hosts), cache=cache)
+    fewer = render_site(site(hosts[1:]), cache=cache).ldif()
+    assert fewer == render_site(site(hosts[1:])).ldif()
+    assert hosts[0].hostname not in fewer
+
+
+def test_node_xml_markup_is_reused_only_while_the_snapshot_and_its_state_are_the_same():
+    cache = NodeMarkupCache()
+    hosts = hosts_of_two_classes()
+    first = to_bytes(data_element(hosts, NOW, cache=cache))
+    assert first == to_bytes(data_element(hosts, NOW)) and cache.rendered == 6
+    again = to_bytes(data_element(hosts, NOW, cache=cache))
+    assert again == first and (cache.rendered, cache.reused) == (0, 6)
+    # A new snapshot of one host: that Node only.
+    newer = dataclasses.replace(hosts[0], collected_at=hosts[0].collected_at + 60,
+                                load=dataclasses.replace(hosts[0].load, load1=1.5))
+    changed = [newer] + hosts[1:]
+    assert to_bytes(data_element(changed, NOW, cache=cache)) == to_bytes(data_element(changed, NOW))
+    assert (cache.rendered, cache.reused) == (1, 5)
+    # The clock alone: every host stale, so every State changes and every Node is rendered again.
+    later = NOW + 10_000
+    assert to_bytes(data_element(changed, later, cache=cache)) == to_bytes(data_element(changed, later))
+    assert cache.rendered == 6 and b"<State>Unknown</State>" in to_bytes(data_element(changed, later, cache=cache))
