@@ -307,9 +307,9 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
     hosts = [GatheredHost(snapshot=s, stale=is_stale(s, now, stale_after), age_s=now - s.collected_at,
                           sources={s.source or LOCAL: s.collected_at})
              for s in sorted(unique.values(), key=lambda s: host_key(s.hostname))]
-    if states is None:
-        states = query_states(assembler.model, aggregate(assembler.model, [h.snapshot for h in hosts]), clock, queue_state)
     groups = aggregate(assembler.model, [h.snapshot for h in hosts], None, now)
+    if states is None:  # asked with every host: the same groups
+        states = query_states(assembler.model, groups, clock, queue_state)
     local = next((h.snapshot for h in hosts if host_key(h.snapshot.hostname) == host_key(assembler.local_fqdn)), None)
     return AssembledSite(assembled_at=now, model=assembler.model, hosts=hosts, local=local, groups=groups,
                          states=dict(states))
