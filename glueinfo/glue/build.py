@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Optional, Union
 
 from glueinfo.core.config import Config
+from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import (
     Entry,
     LDIFError,
@@ -81,41 +82,41 @@ class SiteBuild:
 
 class RenderCache:
     """What the last render of one publisher produced, per DN: the rendered entry, its checked
-    form and its LDIF text.
+    form and its LDIF text (glueinfo.core.lastrun: only the last render is kept).
 
     An entry rendered again with the same DN and attribute values reuses its
     checked form and text: no normalising, schema check or formatting.  So a
     cycle in which one host's load changed checks and formats that host's
-    entry (and the CE's), not its file systems, SubCluster or cluster.  Only
-    what the last render produced is kept (:meth:`start`), so memory follows
-    the site.  One publisher at a time uses a cache.
+    entry (and the CE's), not its file systems, SubCluster or cluster.  Host
+    entries themselves are not even built again while their snapshot is the
+    same (``hosts``).  One publisher at a time uses a cache.
     """
 
     def __init__(self) -> None:
-        self.hosts = HostEntryCache()  # host entries are not even built again while their snapshot is the same
-        self._previous: dict[str, tuple[Entry, Entry, str]] = {}
-        self._current: dict[str, tuple[Entry, Entry, str]] = {}
-        self.reused = 0
-        self.rendered = 0
+        self.hosts = HostEntryCache()
+        self._entries: LastRun[str, tuple[Entry, Entry, str]] = LastRun()
+
+    @property
+    def reused(self) -> int:
+        return self._entries.reused
+
+    @property
+    def rendered(self) -> int:
+        return self._entries.made
 
     def start(self) -> None:
-        """Begin a render: what the last one produced becomes what this one may reuse."""
-        if self._current:
-            self._previous, self._current = self._current, {}
-        self.reused = self.rendered = 0
+        self._entries.start()
         self.hosts.start()
 
     def known(self, entry: Entry) -> Optional[tuple[Entry, str]]:
-        hit = self._previous.get(entry.dn)
+        hit = self._entries.previous(entry.dn)
         if hit is None or (hit[0] is not entry and hit[0] != entry):
             return None
-        self._current[entry.dn] = hit
-        self.reused += 1
+        self._entries.reuse(entry.dn, hit)
         return hit[1], hit[2]
 
     def keep(self, rendered: Entry, checked: Entry, text: str) -> None:
-        self._current[rendered.dn] = (rendered, checked, text)
-        self.rendered += 1
+        self._entries.keep(rendered.dn, (rendered, checked, text))
 
 
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:

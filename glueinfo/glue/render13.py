@@ -39,6 +39,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import FileSystem, HostSnapshot, JobInfo, QueueState
 from glueinfo.glue.schema import to_ascii
@@ -347,30 +348,27 @@ class HostEntryCache:
     the same fact objects (compared by identity, kept alive here so an
     identity is never reused) in the same SubCluster give the same entries:
     a publish in which only the batch system's figures changed builds no
-    host entry.  Hosts not seen in a render are forgotten (:meth:`start`).
+    host entry.  Only the last render is kept (glueinfo.core.lastrun).
     """
 
     def __init__(self) -> None:
-        self._previous: dict[str, tuple[tuple[Any, ...], HostSnapshot, list[Entry], list[str]]] = {}
-        self._current: dict[str, tuple[tuple[Any, ...], HostSnapshot, list[Entry], list[str]]] = {}
+        self._hosts: LastRun[str, tuple[tuple[Any, ...], HostSnapshot, list[Entry], list[str]]] = LastRun()
 
     def start(self) -> None:
-        if self._current:
-            self._previous, self._current = self._current, {}
+        self._hosts.start()
 
     def entries(self, host: HostSnapshot, host_id: str, sc: SubClusterGroup, sc_dn: str, info_url: str,
                 shapes: Optional[Shapes], warnings: list[str]) -> list[Entry]:
         identity = (host.hostname, host_id, sc.unique_id, sc_dn, info_url, id(host.cpu), id(host.memory), id(host.load),
                     id(host.network), id(host.filesystems), id(host.os), id(host.static))
-        hit = self._previous.get(host.hostname)
+        hit = self._hosts.previous(host.hostname)
         if hit is not None and hit[0] == identity:
-            self._current[host.hostname] = hit
-            warnings.extend(hit[3])
+            warnings.extend(self._hosts.reuse(host.hostname, hit)[3])
             return hit[2]
         own: list[str] = []
         made = host_entries(host, host_id, sc.unique_id, sc_dn, info_url, shapes, own)
         warnings.extend(own)
-        self._current[host.hostname] = (identity, host, made, own)
+        self._hosts.keep(host.hostname, (identity, host, made, own))
         return made
 
 

@@ -43,6 +43,7 @@ from lxml import etree
 
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.freshness import is_stale
+from glueinfo.core.lastrun import LastRun
 from glueinfo.core.model import FileSystem, HostSnapshot
 from glueinfo.core.units import format_number
 from glueinfo.core.xmlsafe import parse_xml
@@ -425,20 +426,23 @@ class NodeMarkupCache:
     stale after ``stale_after``).  Snapshots are never changed once gathered,
     so the same fact objects (compared by identity, and kept alive here so an
     identity is never reused) with the same State give the same markup: a
-    host whose snapshot did not change costs no rendering.  Hosts not seen in
-    a render are forgotten (:meth:`start`).
+    host whose snapshot did not change costs no rendering.  Only the last
+    render is kept (glueinfo.core.lastrun).
     """
 
     def __init__(self) -> None:
-        self._previous: dict[str, tuple[tuple[Any, ...], HostSnapshot, str]] = {}
-        self._current: dict[str, tuple[tuple[Any, ...], HostSnapshot, str]] = {}
-        self.reused = 0
-        self.rendered = 0
+        self._nodes: LastRun[str, tuple[tuple[Any, ...], HostSnapshot, str]] = LastRun()
+
+    @property
+    def reused(self) -> int:
+        return self._nodes.reused
+
+    @property
+    def rendered(self) -> int:
+        return self._nodes.made
 
     def start(self) -> None:
-        if self._current:
-            self._previous, self._current = self._current, {}
-        self.reused = self.rendered = 0
+        self._nodes.start()
 
     @staticmethod
     def _identity(snapshot: HostSnapshot, state: str, settings: NodeSettings) -> tuple[Any, ...]:
@@ -451,14 +455,11 @@ class NodeMarkupCache:
 
     def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
         identity = self._identity(snapshot, node_state(snapshot, now, settings), settings)
-        hit = self._previous.get(snapshot.hostname)
+        hit = self._nodes.previous(snapshot.hostname)
         if hit is not None and hit[0] == identity:
-            self._current[snapshot.hostname] = hit
-            self.reused += 1
-            return hit[2]
+            return self._nodes.reuse(snapshot.hostname, hit)[2]
         text = node_markup(snapshot, now, settings)
-        self._current[snapshot.hostname] = (identity, snapshot, text)
-        self.rendered += 1
+        self._nodes.keep(snapshot.hostname, (identity, snapshot, text))
         return text
 
 
