@@ -261,3 +261,64 @@ def test_sssrmap_job_queries_answer_from_the_live_queue(slurm, busy, tmp_path):
     (response,) = service.handle(b"""<Request action="Query" actor="tester"><Object>Job</Object>
         <Get name="Requested/Processors" op="Count"/><Where name="State">Hold</Where></Request>""")
     assert etree.fromstring(response).findtext(".//Processors") == "1"  # the one held job
+
+
+def test_a_spool_only_daemon_follows_a_new_slurm_job_and_a_workers_load_within_a_cycle(slurm, busy, tmp_path):
+    """`glueinfo run` with only the spool as source: the LRMS query is a job of its own, so a job
+    submitted to Slurm and a worker's new load both reach the LDIF file within a few 1 s cycles."""
+    import dataclasses
+
+    from glue_sites import CLASSES, make_host
+
+    from glueinfo.core.ldif import parse_ldif, value_text
+    from glueinfo.sss.node_xml import render_node
+
+    spool, out = tmp_path / "spool", tmp_path / "out"
+    spool.mkdir()
+    out.mkdir()
+    worker = make_host(CLASSES[0][0], 1)
+
+    def drop(load1: float) -> None:
+        now = time.time()
+        node = render_node(dataclasses.replace(worker, collected_at=now, load=dataclasses.replace(worker.load, load1=load1)), now)
+        (spool / ".w.tmp").write_bytes(node)
+        os.replace(spool / ".w.tmp", spool / f"{worker.hostname}.xml")
+
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text(f"[sources]\nenabled = spool\nspool_dir = {spool}\n"
+                    f"[ce:long]\nlrms = slurm\nqueue = long\nslurm_conf = {slurm.conf}\nlrms_timeout = 20\naccess = VO:dteam\n"
+                    f"[run]\ngather_interval = 1\nlrms_interval = 1\nstate_dir = {tmp_path / 'state'}\n"
+                    f"ldif_file = {out / 'glue.ldif'}\nnode_xml_file = {out / 'nodes.xml'}\n")
+
+    def published() -> tuple[str, str]:
+        try:
+            entries = parse_ldif((out / "glue.ldif").read_text())
+        except FileNotFoundError:
+            return "", ""
+        ce = next((e for e in entries if "GlueCE" in e.get("objectClass")), None)
+        host = next((e for e in entries if e.first("GlueHostName") == worker.hostname), None)
+        return (value_text(ce.first("GlueCEStateWaitingJobs")) if ce is not None and ce.get("GlueCEStateWaitingJobs") else "",
+                value_text(host.first("GlueHostProcessorLoadLast1Min")) if host is not None else "")
+
+    drop(40.0)
+    log = open(tmp_path / "run.log", "wb")
+    env = {k: v for k, v in os.environ.items() if k != "GLUEINFO_CLOCK"}
+    daemon = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "run", "--config", str(conf)], stdout=log, stderr=log,
+                              cwd=REPO, env=env)
+    held = None
+    try:
+        slurm.wait_for(lambda: all(published()), timeout=60, what="the first LDIF with the CE and the worker")
+        waiting, load = published()
+        assert int(waiting) == sum(1 for row in unfinished(squeue_rows(slurm, "long")) if row[1] != "RUNNING")
+        held = slurm.sbatch("-p", "long", "-t", "5", "-H", "-J", "followme")
+        drop(4.0)
+        slurm.wait_for(lambda: published()[0] == str(int(waiting) + 1) and published()[1] != load, timeout=30,
+                       what="the new job and the new load in the LDIF")
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        log.close()
+        if held is not None:
+            slurm.run("scancel", held)
+    # The load figure is GLUE's (logical CPUs - load) x 100: 48 threads at load 4.0.
+    assert published()[1] == str(round((48 - 4.0) * 100))
