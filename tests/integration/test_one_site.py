@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from paths import HOSTS, REPO
 
-from glueinfo.core.ldif import normalise_dn, parse_ldif, value_text
+from glueinfo.core.ldif import Entry, format_ldif, normalise_dn, parse_ldif, value_text
 
 CLOCK = "1790000000"  # 2026-09-21: every command's "now"
 WORKERS = ("arm-altra-q32", "epyc-container", "vm-nonascii-cpu", "wn-nfs-lustre")
@@ -229,3 +229,33 @@ def test_a_spool_only_site_follows_a_workers_load_in_its_ces_within_one_lrms_int
     assert idle_load != busy_load, log.read_text()[-3000:]
     assert all(int(idle_free[ce]) > int(busy_free[ce]) for ce in busy_free), (busy_free, idle_free)
     assert len(busy_free) == 2
+
+
+@pytest.mark.integration
+def test_the_first_run_after_an_upgrade_keeps_the_subcluster_ids_already_published(tmp_path):
+    """An earlier glueinfo published other SubCluster ids (the old readable form, say).  With no
+    ids in the state yet, `run` adopts them by membership from the LDIF file it published last,
+    so the upgrade renames nothing."""
+    config = make_site(tmp_path, sources="spool")
+    fresh = glueinfo("ldif", config=config).stdout.decode()
+    ids = sorted({e.first("GlueSubClusterUniqueID") for e in parse_ldif(fresh) if "GlueSubCluster" in e.get("objectClass")})
+    assert len(ids) == 4
+    legacy = []
+    for entry in parse_ldif(fresh):  # what the old version called them
+        dn = entry.dn
+        for unique_id in ids:
+            dn = dn.replace(f"GlueSubClusterUniqueID={unique_id},", f"GlueSubClusterUniqueID={unique_id}-old-style,")
+        legacy.append(Entry.from_lists(dn, entry.attributes))
+    published = tmp_path / "out" / "glue.ldif"
+    published.write_text(format_ldif(legacy))
+    glueinfo("run", "--once", config=config)
+    after = parse_ldif(published.read_text())
+    kept = sorted({e.first("GlueSubClusterUniqueID") for e in after if "GlueSubCluster" in e.get("objectClass")})
+    assert kept == sorted(f"{unique_id}-old-style" for unique_id in ids)
+    assert all(",GlueSubClusterUniqueID=" in e.dn and "-old-style," in e.dn for e in after if "GlueHost" in e.get("objectClass"))
+    # Remembered from now on, in the state directory: the next run keeps them without the file.
+    published.unlink()
+    glueinfo("run", "--once", config=config)
+    again = sorted({e.first("GlueSubClusterUniqueID") for e in parse_ldif(published.read_text())
+                    if "GlueSubCluster" in e.get("objectClass")})
+    assert again == kept
