@@ -117,6 +117,15 @@ def load_average() -> tuple[float, float, float]:
     return float(one), float(five), float(fifteen)
 
 
+def loop_seconds() -> float:
+    """CPU time of a 10-million-step Python loop: how fast this (shared, throttled) machine is just now."""
+    began = time.process_time()
+    total = 0
+    for step in range(10_000_000):
+        total += step
+    return time.process_time() - began
+
+
 def die_with_parent() -> None:
     """In the child before exec: SIGTERM when this benchmark dies, however it dies (prctl PR_SET_PDEATHSIG)."""
     try:
@@ -694,7 +703,8 @@ def main() -> int:
         print(f"glueinfo run on a spool site: {args.minutes:g} min window at a {args.interval:g} s interval, every host rewritten "
               f"each interval, {CHANGES_PER_HOUR:.0%} of hosts changing hardware/OS per hour; "
               f"{'local collectors on' if args.local else 'local collectors off'}; {os.cpu_count()} CPUs; "
-              f"load average now {' '.join(f'{x:.2f}' for x in load_average())}", flush=True)
+              f"load average now {' '.join(f'{x:.2f}' for x in load_average())}; a 10-million-step Python loop takes "
+              f"{loop_seconds():.2f} CPU-s (the writer's CPU per rewrite, below, is the yardstick during each run)", flush=True)
         print(HEADER, flush=True)
         failed = False
         for hosts in sizes:
