@@ -48,6 +48,30 @@ class OutputFiles:
             self._digests[path] = known
         return known == digest
 
+    def touch(self, path: str) -> bool:
+        """Mark a file whose bytes did not change as fresh (its modification time is now); returns
+        whether it is current."""
+        if not path or path not in self._digests:
+            return False
+        try:
+            os.utime(path)
+        except OSError as exc:
+            return self._failed(path, WriteError(path, exc))
+        self.touched += 1
+        return self._succeeded(path)
+
+    def _failed(self, path: str, exc: WriteError) -> bool:
+        self._digests.pop(path, None)
+        log.warning("%s%s", exc, " (still)" if self.errors.get(path) == str(exc) else "")
+        self.errors[path] = str(exc)
+        return False
+
+    def _succeeded(self, path: str) -> bool:
+        if path in self.errors:
+            log.info("%s: written again", path)
+            del self.errors[path]
+        return True
+
     def publish(self, path: str, payload: Optional[bytes]) -> bool:
         """Give ``path`` these bytes (None: nothing to publish this time); returns whether the
         file is now current (written or touched)."""
@@ -66,11 +90,5 @@ class OutputFiles:
                 self._digests[path] = digest
                 self.rewritten += 1
         except WriteError as exc:
-            self._digests.pop(path, None)
-            log.warning("%s%s", exc, " (still)" if self.errors.get(path) == str(exc) else "")
-            self.errors[path] = str(exc)
-            return False
-        if path in self.errors:
-            log.info("%s: written again", path)
-            del self.errors[path]
-        return True
+            return self._failed(path, exc)
+        return self._succeeded(path)

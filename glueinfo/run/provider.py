@@ -45,7 +45,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional
 
 from glueinfo.core.config import Config
@@ -58,6 +58,7 @@ from glueinfo.run.outputs import OutputFiles
 from glueinfo.run.plan import Plan, RunSettings, ServiceError, make_plan
 from glueinfo.run.stats import JobStats, _one_line
 from glueinfo.site.assemble import LOCAL, AssembledSite, SiteAssembler
+from glueinfo.sss.node_xml import NodeMarkupCache
 
 log = logging.getLogger("glueinfo.run")
 
@@ -95,9 +96,8 @@ class Provider:
         self.job_stats: dict[str, JobStats] = {name: JobStats() for name in (*JOB_NAMES, "publish")}
         self.outputs = OutputFiles()
         self._published_fingerprint: Optional[tuple[Any, ...]] = None
-        self._previous_entries: Optional[dict[str, Any]] = None
-        self.last_entries: list[Any] = []
-        self._last_payloads: list[tuple[str, bytes]] = []  # what the files hold, to mark them fresh
+        self.last_entries: list[Any] = []  # kept only for an LDAP server to retry with
+        self.node_markup = NodeMarkupCache()  # the Node XML file's, when no HTTP store renders it
         self.render_cache = RenderCache()
         self.ldap = self._new_ldap(self.plan)
         self.store = self._new_store(self.plan)
@@ -342,8 +342,8 @@ class Provider:
         site = self.assembler.assemble()
         fingerprint = self._fingerprint(site)
         if fingerprint == self._published_fingerprint:
-            for path, payload in self._last_payloads:
-                self.outputs.publish(path, payload)  # unchanged: marked fresh, not rewritten
+            for path in (plan.settings.ldif_file, plan.settings.node_xml_file):
+                self.outputs.touch(path)  # unchanged: marked fresh, not rewritten
             if self.ldap is not None and self.ldap.next_attempt_at and self.last_entries:
                 self.ldap.maybe_sync(self.last_entries)  # an LDAP server coming back need not wait for news
             log.info("cycle %s: nothing new from %d hosts; outputs marked fresh (%.2f s)", reason, len(site.hosts),
@@ -356,24 +356,29 @@ class Provider:
             log.warning("LDIF: left out %s", problem)
         ldif = build.ldif()
 
-        # Node XML through serve's store: the file and /nodes.xml are the same document.  It reads
-        # the hosts only, so when only the LRMS figures changed it is kept (and so is the file).
-        local = self._with_metrics(site.local) if site.local is not None else None
-        self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif)
-        if fingerprint[0] == (self._published_fingerprint or ((),))[0] and self.store.update_local(local):
-            view = self.store.view()
+        # The Node XML reads the hosts only: when they are as last time (only the LRMS figures
+        # changed), the file is kept as it is.  With [run] serve it goes through serve's store, so
+        # the file and /nodes.xml are the same document; without, only its bytes are made.
+        hosts_unchanged = fingerprint[0] == (self._published_fingerprint or ((),))[0]
+        nodes_xml: Optional[bytes] = None
+        if self.server is not None:
+            local = self._with_metrics(site.local) if site.local is not None else None
+            self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif)
+            if hosts_unchanged and self.store.update_local(local):
+                view = self.store.view()
+            else:
+                view = self.store.view() if self.store.refresh_once() else None  # failed: logged; the old file stays
+            nodes_xml = view.nodes_xml if view is not None and not hosts_unchanged else None
+        elif not hosts_unchanged:
+            nodes_xml = self._node_xml(site)
+
+        written = int(self.outputs.publish(plan.settings.ldif_file, ldif.encode("utf-8")))
+        if nodes_xml is not None:
+            written += self.outputs.publish(plan.settings.node_xml_file, nodes_xml)
         else:
-            view = self.store.view() if self.store.refresh_once() else None  # failed: logged; the old file stays
-
-        payloads = [(plan.settings.ldif_file, ldif.encode("utf-8")),
-                    (plan.settings.node_xml_file, view.nodes_xml if view is not None else None)]
-        written = sum(self.outputs.publish(path, payload) for path, payload in payloads)
-        self._last_payloads = [(p, b) for p, b in payloads if b is not None]
-
-        entries = {self._dn_key(e.dn): e for e in build.entries}
-        changes = self._count_changes(self._previous_entries, entries)
-        self._previous_entries = entries
-        self.last_entries = list(build.entries)
+            written += self.outputs.touch(plan.settings.node_xml_file)
+        changes = self.render_cache.rendered  # entries new or changed: the others were reused as they were
+        self.last_entries = list(build.entries) if self.ldap is not None else []
 
         ldap_note = ""
         if self.ldap is not None and not self.stopping.is_set():
@@ -395,19 +400,16 @@ class Provider:
                  time.perf_counter() - began)
         return True
 
-    @staticmethod
-    def _dn_key(dn: str) -> str:
-        from glueinfo.core.ldif import normalise_dn
+    def _node_xml(self, site: AssembledSite) -> Optional[bytes]:
+        """The site's Node XML document (what `glueinfo node-xml --site` prints), or None after a
+        warning when it cannot be rendered (the old file stays)."""
+        from glueinfo.sss.node_xml import NodeRenderError, data_element, to_bytes
 
-        return normalise_dn(dn)
-
-    @staticmethod
-    def _count_changes(before: Optional[Mapping[str, Any]], after: Mapping[str, Any]) -> str:
-        if before is None:
-            return "all"
-        changed = sum(1 for key, entry in after.items() if before.get(key) != entry)
-        changed += sum(1 for key in before if key not in after)
-        return str(changed)
+        try:
+            return to_bytes(data_element(site.snapshots(), site.assembled_at, self.plan.node_settings, self.node_markup))
+        except NodeRenderError as exc:
+            log.warning("Node XML not written: %s", exc)
+            return None
 
     # -- SIGHUP ----------------------------------------------------------------------------------
     def reload(self, config: Config) -> None:
