@@ -169,9 +169,6 @@ class Provider:
         server), so an upgrade renames nothing.  Returns how many hosts were restored."""
         OutputFiles.clean([self.settings.ldif_file, self.settings.node_xml_file])
         restored = self.assembler.open_state(writer=True)
-        if not self.local_enabled:
-            for sources in self.assembler.gatherer.last_good.values():
-                sources.pop(LOCAL, None)
         if self.assembler.ids.is_empty():
             self._adopt_published_ids()
         return restored

@@ -165,8 +165,10 @@ class SiteAssembler:
 
     def _restore_hosts(self, states: dict[str, dict[str, HostSnapshot]]) -> int:
         now = self.clock()
-        drop_after = self.gatherer_drop_after()
-        known = {s.name for s in self.gatherer.sources} | {LOCAL}
+        drop_after = float(self.config.get("sources", "drop_after"))
+        known = {s.name for s in self.gatherer.sources}
+        if LOCAL in self.config.get("sources", "enabled"):
+            known.add(LOCAL)  # `run` feeds this host in itself rather than through a source
         restored = 0
         for key, sources in states.items():
             kept = False
@@ -185,9 +187,6 @@ class SiteAssembler:
             log.info("restored %d hosts from %s (published with their age until refreshed)", restored,
                      self.state.directory if self.state else "")
         return restored
-
-    def gatherer_drop_after(self) -> float:
-        return float(self.config.get("sources", "drop_after"))
 
     def adopt_published(self, entries: Iterable[Any], origin: str) -> int:
         """Adopt the SubCluster ids of an earlier publication (GLUE 1.3 entries: the last LDIF
@@ -244,22 +243,25 @@ class SiteAssembler:
         return states
 
     # -- assembly ------------------------------------------------------------------------------
-    def _hosts(self, now: float) -> list[GatheredHost]:
+    def _hosts(self, now: float, errors: Optional[list[str]] = None) -> list[GatheredHost]:
+        """Every host now: the gatherer's, and the site files' hosts no source knows (their
+        problems logged and added to ``errors``)."""
         hosts = self.gatherer.hosts(now)
         if self.site_files.paths:
             stale_after = stale_after_s(self.config)
             known = {host_key(h.snapshot.hostname) for h in hosts}
-            errors: list[str] = []
-            for snapshot in self.site_files.load(on_error=errors.append):
+            problems: list[str] = []
+            for snapshot in self.site_files.load(on_error=problems.append):
                 key = host_key(snapshot.hostname)
                 if key in known:
                     continue  # a file never replaces what a source reports about a host
                 known.add(key)
                 hosts.append(GatheredHost(snapshot=snapshot, stale=is_stale(snapshot, now, stale_after),
                                           age_s=now - snapshot.collected_at, sources={FILE_SOURCE: snapshot.collected_at}))
-            for message in errors:
+            for message in problems:
                 log.warning("%s", message)
-            self.failures.extend(errors)
+            if errors is not None:
+                errors.extend(problems)
             hosts.sort(key=lambda h: host_key(h.snapshot.hostname))
         return hosts
 
@@ -271,11 +273,12 @@ class SiteAssembler:
         with self._lock:
             now = self.clock()
             self.gatherer.forget_expired(now)
-            hosts = self._hosts(now)
+            failures = list(self.failures)  # the last gather's
+            hosts = self._hosts(now, failures)
             local = next((h.snapshot for h in hosts if LOCAL in h.sources), None)
             groups = aggregate(self.model, [h.snapshot for h in hosts], self.ids, now)
             return AssembledSite(assembled_at=now, model=self.model, hosts=hosts, local=local, groups=groups,
-                                 states=dict(self.states or {}), failures=list(self.failures))
+                                 states=dict(self.states or {}), failures=failures)
 
     def once(self) -> AssembledSite:
         """What a one-shot command publishes: state read, every source once, the LRMS once,
