@@ -259,3 +259,39 @@ def test_the_first_run_after_an_upgrade_keeps_the_subcluster_ids_already_publish
     again = sorted({e.first("GlueSubClusterUniqueID") for e in parse_ldif(published.read_text())
                     if "GlueSubCluster" in e.get("objectClass")})
     assert again == kept
+
+
+@pytest.mark.integration
+def test_publish_after_an_upgrade_keeps_the_subcluster_ids_the_ldap_server_holds(tmp_path, slapd):
+    """The server holds a tree an earlier glueinfo published, with its own SubCluster ids.  With
+    no ids remembered yet, `publish` adopts them from the server by membership: nothing is
+    deleted or re-added, and the ids are remembered in the state directory from then on."""
+    config = make_site(tmp_path, sources="spool")
+    (tmp_path / "state").mkdir()
+    fresh = parse_ldif(glueinfo("ldif", config=config).stdout.decode())
+    (tmp_path / "state" / "subclusters.json").unlink()  # as before the upgrade: nothing remembered
+    ids = sorted({e.first("GlueSubClusterUniqueID") for e in fresh if "GlueSubCluster" in e.get("objectClass")})
+    legacy = []
+    for entry in fresh:
+        dn = entry.dn
+        for unique_id in ids:
+            dn = dn.replace(f"GlueSubClusterUniqueID={unique_id},", f"GlueSubClusterUniqueID={unique_id}-v1,")
+        attributes = dict(entry.attributes)
+        if "GlueSubClusterUniqueID" in attributes:
+            attributes["GlueSubClusterUniqueID"] = [f"{v}-v1" for v in attributes["GlueSubClusterUniqueID"]]
+        if "GlueChunkKey" in attributes:  # a host's key names its SubCluster
+            attributes["GlueChunkKey"] = [f"{v}-v1" if str(v).startswith("GlueSubClusterUniqueID=") else v
+                                          for v in attributes["GlueChunkKey"]]
+        legacy.append(Entry.from_lists(dn, attributes))
+    assert slapd.ldapadd(format_ldif(legacy)).ok
+    before = {e.dn.lower(): e.first("entryUUID") for e in slapd.ldapsearch(BASE, "(objectClass=*)", ["entryUUID"])}
+    password = tmp_path / "password"
+    password.write_text(slapd.password + "\n")
+    proc = glueinfo("publish", "--ldap", slapd.url, "--bind-dn", slapd.bind_dn, "--password-file", str(password),
+                    "--no-state", "--stats", config=config)
+    stats = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    assert (stats["added"], stats["deleted"]) == (0, 0), stats
+    after = {e.dn.lower(): e.first("entryUUID") for e in slapd.ldapsearch(BASE, "(objectClass=*)", ["entryUUID"])}
+    assert after == before  # the same entries: nothing renamed, deleted or re-added
+    remembered = json.loads((tmp_path / "state" / "subclusters.json").read_text())
+    assert sorted(sc for c in remembered["clusters"].values() for sc in c["subclusters"]) == [f"{i}-v1" for i in ids]
