@@ -400,10 +400,10 @@ class Provider:
     def _node_xml(self, site: AssembledSite) -> Optional[bytes]:
         """The site's Node XML document (what `glueinfo node-xml --site` prints), or None after a
         warning when it cannot be rendered (the old file stays)."""
-        from glueinfo.sss.node_xml import NodeRenderError, data_element, to_bytes
+        from glueinfo.sss.node_xml import NodeRenderError, render_data_streamed
 
         try:
-            return to_bytes(data_element(site.snapshots(), site.assembled_at, self.plan.node_settings, self.node_markup))
+            return render_data_streamed(site.snapshots(), site.assembled_at, self.plan.node_settings, self.node_markup)
         except NodeRenderError as exc:
             log.warning("Node XML not written: %s", exc)
             return None

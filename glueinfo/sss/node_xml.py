@@ -431,7 +431,8 @@ class NodeMarkupCache:
     """
 
     def __init__(self) -> None:
-        self._nodes: LastRun[str, tuple[tuple[Any, ...], HostSnapshot, str]] = LastRun()
+        # hostname -> (identity, snapshot, compact markup, the Node's lines in a pretty-printed <Data>)
+        self._nodes: LastRun[str, list[Any]] = LastRun()
 
     @property
     def reused(self) -> int:
@@ -453,14 +454,52 @@ class NodeMarkupCache:
                 id(snapshot.memory), id(snapshot.load), id(snapshot.network), id(snapshot.filesystems), id(snapshot.os),
                 id(snapshot.static), id(snapshot.collectors), extra, sources)
 
-    def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
+    def _entry(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> list[Any]:
         identity = self._identity(snapshot, node_state(snapshot, now, settings), settings)
         hit = self._nodes.previous(snapshot.hostname)
         if hit is not None and hit[0] == identity:
-            return self._nodes.reuse(snapshot.hostname, hit)[2]
-        text = node_markup(snapshot, now, settings)
-        self._nodes.keep(snapshot.hostname, (identity, snapshot, text))
-        return text
+            return self._nodes.reuse(snapshot.hostname, hit)
+        return self._nodes.keep(snapshot.hostname, [identity, snapshot, node_markup(snapshot, now, settings), None])
+
+    def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
+        """The host's ``<Node>`` as compact markup."""
+        entry = self._entry(snapshot, now, settings)
+        if entry[2] is None:  # only its pretty lines were kept
+            entry[2] = node_markup(snapshot, now, settings)
+        return str(entry[2])
+
+    def pretty(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> bytes:
+        """The host's ``<Node>`` as it stands in a pretty-printed ``<Data>`` document (the compact
+        markup is then dropped: a publisher asks for one form or the other)."""
+        entry = self._entry(snapshot, now, settings)
+        if entry[3] is None:
+            entry[3] = pretty_node(self.markup(snapshot, now, settings), snapshot.hostname)
+            entry[2] = None
+        return bytes(entry[3])
+
+
+_DATA_OPEN, _DATA_CLOSE = b"<Data>\n", b"</Data>\n"
+
+
+def pretty_node(markup: str, hostname: str) -> bytes:
+    """One Node's lines exactly as lxml pretty-prints them inside a ``<Data>`` (one level of
+    indentation, its newline after): serialised inside a one-child ``<Data>`` and cut out."""
+    wrapped = f"<Data>{markup}</Data>".encode()
+    document = etree.tostring(parse_xml(wrapped, max_bytes=len(wrapped), what=f"Node XML of {hostname}"),
+                              encoding="UTF-8", pretty_print=True)
+    return document[len(_DATA_OPEN):-len(_DATA_CLOSE)]
+
+
+def render_data_streamed(snapshots: Sequence[HostSnapshot], now: float, settings: NodeSettings,
+                         cache: NodeMarkupCache) -> bytes:
+    """The bytes of :func:`render_data` (pretty), put together from each Node's own pretty lines,
+    so the site's document is never parsed whole: a Node already rendered costs nothing, and no
+    tree of the whole site is ever held (``glueinfo run``'s Node XML file)."""
+    cache.start()
+    if not snapshots:
+        return to_bytes(etree.Element("Data"))
+    parts = [cache.pretty(snapshot, now, settings) for snapshot in snapshots]
+    return XML_DECLARATION + _DATA_OPEN + b"".join(parts) + _DATA_CLOSE
 
 
 def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSettings = NodeSettings(),

@@ -14,7 +14,7 @@ from glue_sites import CLASSES, make_host
 from glueinfo.core.config import parse_text
 from glueinfo.glue.build import RenderCache, render_site
 from glueinfo.site.assemble import assemble_snapshots
-from glueinfo.sss.node_xml import NodeMarkupCache, data_element, to_bytes
+from glueinfo.sss.node_xml import NodeMarkupCache, NodeSettings, data_element, to_bytes
 
 CONFIG = parse_text("[ce:default]\naccess = VO:dteam\n", "/etc/glueinfo/glueinfo.conf")
 NOW = 1_700_000_100.0
@@ -73,3 +73,19 @@ def test_node_xml_markup_is_reused_only_while_the_snapshot_and_its_state_are_the
     later = NOW + 10_000
     assert to_bytes(data_element(changed, later, cache=cache)) == to_bytes(data_element(changed, later))
     assert cache.rendered == 6 and b"<State>Unknown</State>" in to_bytes(data_element(changed, later, cache=cache))
+
+
+def test_the_streamed_node_document_is_lxmls_pretty_document_byte_for_byte():
+    """run's Node XML file is put together node by node (never parsed whole); `node-xml --site`
+    pretty-prints the whole tree with lxml.  Same bytes, hostile text included."""
+    from glueinfo.sss.node_xml import render_data, render_data_streamed
+
+    hosts = hosts_of_two_classes()
+    odd = hosts[0]
+    odd = dataclasses.replace(odd, cpu=dataclasses.replace(odd.cpu, model_name='Xeon <&> "quoted" \'single\' ™ é\ttab'),
+                              static=dataclasses.replace(odd.static, extensions={"note": "a\nnew line & <tag>", "empty": ""}))
+    site_hosts = [odd] + hosts[1:]
+    cache = NodeMarkupCache()
+    assert render_data_streamed(site_hosts, NOW, cache=cache, settings=NodeSettings()) == render_data(site_hosts, NOW)
+    assert render_data_streamed(site_hosts, NOW, cache=cache, settings=NodeSettings()) == render_data(site_hosts, NOW)
+    assert render_data_streamed([], NOW, cache=cache, settings=NodeSettings()) == render_data([], NOW)
