@@ -98,13 +98,16 @@ class Gatherer:
 
     def __init__(self, config: Any, clock: Callable[[], float] = time.time,
                  sources: Optional[Sequence[Source]] = None,
-                 probe: Optional[Callable[[], HostSnapshot]] = None) -> None:
+                 probe: Optional[Callable[[], HostSnapshot]] = None, lock: Optional[threading.RLock] = None) -> None:
         self.config = config
         self.clock = clock
         self.sources = list(sources) if sources is not None else enabled_sources(config, on_error=log.warning)
         self.probe = probe
         # host key -> source name -> last good snapshot from that source
         self.last_good: dict[str, dict[str, HostSnapshot]] = {}
+        # Held while last_good changes or is read (take, accept, forget_expired, hosts), never while
+        # sources run: a daemon publishes from it while a slow gather is still waiting on agents.
+        self.lock = lock if lock is not None else threading.RLock()
         self._memory: dict[str, dict[str, Any]] = {}
 
     # One thread per source, so a slow Ganglia port never holds up the agents.
@@ -140,6 +143,10 @@ class Gatherer:
         """Check a source's report and keep each believable snapshot as that host's last good
         one from that source; failures and unbelievable snapshots go to ``result.failures``.
         The one way snapshots enter the gatherer: gathered ones and those fed by ``accept``."""
+        with self.lock:
+            self._take(source_name, report, result)
+
+    def _take(self, source_name: str, report: SourceReport, result: GatherResult) -> None:
         received = self.clock()
         good = 0
         for failure in report.failures:
@@ -172,6 +179,12 @@ class Gatherer:
         """Drop every (host, source) snapshot older than ``[sources] drop_after``; returns the hosts gone."""
         drop_after = drop_after_s(self.config)
         dropped = []
+        with self.lock:
+            dropped.extend(self._forget_expired(now, drop_after))
+        return dropped
+
+    def _forget_expired(self, now: float, drop_after: float) -> list[str]:
+        dropped = []
         for key in list(self.last_good):
             per_source = self.last_good[key]
             for name in [n for n, s in per_source.items() if is_expired(s, now, drop_after)]:
@@ -186,12 +199,13 @@ class Gatherer:
         docstring), with its freshness as of ``now``, sorted by host name."""
         stale_after = stale_after_s(self.config)
         drop_after = drop_after_s(self.config)
-        canonical = fold_short_names(self.last_good)
         groups: dict[str, list[HostSnapshot]] = {}
-        for key, per_source in self.last_good.items():
-            live = [s for s in per_source.values() if not is_expired(s, now, drop_after)]
-            if live:
-                groups.setdefault(canonical[key], []).extend(live)
+        with self.lock:
+            canonical = fold_short_names(self.last_good)
+            for key, per_source in self.last_good.items():
+                live = [s for s in per_source.values() if not is_expired(s, now, drop_after)]
+                if live:
+                    groups.setdefault(canonical[key], []).extend(live)
         hosts = []
         for key in sorted(groups):
             merged = merge(groups[key], now, stale_after)

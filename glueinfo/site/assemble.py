@@ -135,12 +135,12 @@ class SiteAssembler:
         self.model = site_from_config(config, self.local_fqdn)
         if sources is None:
             sources = enabled_sources(config, on_error=lambda message: log.warning("%s", message))
-        self.gatherer = Gatherer(config, clock=clock, sources=sources, probe=probe)
+        self._lock = threading.RLock()  # one assembly (or LRMS refresh, or feed) at a time; the gatherer's too
+        self.gatherer = Gatherer(config, clock=clock, sources=sources, probe=probe, lock=self._lock)
         self.site_files = SiteFiles(config.section("node")["site_snapshots"])
         self.ids = SubClusterIds()
         self.states: Optional[dict[str, QueueState]] = None
         self.failures: list[str] = []
-        self._lock = threading.RLock()  # one assembly (or LRMS refresh, or feed) at a time
         directory = config.get("run", "state_dir") if state_dir is None else state_dir
         self.state = SiteState(directory, clock=clock) if directory else None
 
