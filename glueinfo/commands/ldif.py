@@ -15,7 +15,6 @@ same way and prints one line per problem.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -39,27 +38,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_snapshots(paths: list[str]) -> list[HostSnapshot]:
-    """HostSnapshots from JSON files and directories of them."""
+    """Every snapshot in these files and directories, read as [node] site_snapshots are
+    (glueinfo.gather.snapshot_files: JSON or Node XML); the first one that cannot be read is a
+    one-line UsageError."""
     from glueinfo.cli import UsageError
-    from glueinfo.core.model import ModelError
+    from glueinfo.gather.snapshot_files import read_snapshot_file, snapshot_paths
 
-    files = []
-    for path in paths:
-        if os.path.isdir(path):
-            files.extend(sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".json")))
-        else:
-            files.append(path)
     snapshots: list[HostSnapshot] = []
-    for path in files:
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageError(f"--snapshots {path}: no such file")
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-            items = data if isinstance(data, list) else [data]
-            snapshots.extend(HostSnapshot.from_dict(item) for item in items)
-        except FileNotFoundError:
-            raise UsageError(f"--snapshots {path}: no such file") from None
-        except (OSError, ValueError, ModelError) as exc:
-            raise UsageError(f"--snapshots {path}: {exc}") from None
+            for name in snapshot_paths(path):
+                snapshots.extend(read_snapshot_file(name))
+        except OSError as exc:
+            raise UsageError(f"--snapshots {path}: cannot list: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UsageError(f"--snapshots {exc}") from None
     return snapshots
 
 

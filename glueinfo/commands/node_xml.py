@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config, with_values
+    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config
     from glueinfo.gather.snapshot_files import SiteFiles
     from glueinfo.site.node_settings import node_settings
     from glueinfo.sss.node_xml import NodeRenderError, render_data, render_node
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 print(f"glueinfo: {errors[0]}", file=sys.stderr)
                 return 2
             paths = list(config.section("node")["site_snapshots"]) + list(args.snapshot)
-            config = with_values(config, "node", site_snapshots=paths)
+            config = config.with_values("node", site_snapshots=paths)
         assembled = make_assembler(args, config, without_local=args.no_local, clock=clock).once()
         sys.stdout.buffer.write(render_data(assembled.snapshots(), assembled.assembled_at, settings, pretty=not args.compact))
     except NodeRenderError as exc:

@@ -85,8 +85,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if bind_dn and not password_file:
         raise UsageError("publish: --bind-dn needs --password-file (or [ldap] password_file)")
     if args.base:  # the tree is rendered under the base it is published under
-        config = Config(path=config.path, values={**config.values, "glue": {**config.values.get("glue", {}), "base_dn": args.base}},
-                        lines=config.lines)
+        config = config.with_values("glue", base_dn=args.base)
     base = config.get("glue", "base_dn")
 
     started = time.monotonic()

@@ -13,7 +13,6 @@ get the same bytes from every command; a service never sets it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -38,15 +37,10 @@ def clock_from_environment() -> Callable[[], float]:
     return lambda: fixed
 
 
-def with_values(config: Config, section: str, **values: Any) -> Config:
-    """The config with some keys of one section set (command-line options that override the file)."""
-    return dataclasses.replace(config, values={**config.values, section: {**config.values.get(section, {}), **values}})
-
-
 def site_config(args: argparse.Namespace, config: Config) -> Config:
     """The config as the command line amends it (``--host-root``)."""
     if getattr(args, "host_root", None):
-        config = with_values(config, "glueinfo", host_root=args.host_root)
+        config = config.with_values("glueinfo", host_root=args.host_root)
     return config
 
 

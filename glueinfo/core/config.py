@@ -244,6 +244,11 @@ class Config:
     def get(self, section: str, key: str) -> Any:
         return self.section(section)[key]
 
+    def with_values(self, section: str, **values: Any) -> Config:
+        """This config with some keys of one section set (a command line overriding the file)."""
+        return Config(path=self.path, values={**self.values, section: {**self.values.get(section, {}), **values}},
+                      lines=self.lines)
+
 
 def _declared(section: str) -> Optional[dict[str, Option]]:
     if section in SCHEMA:

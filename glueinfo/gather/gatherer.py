@@ -240,9 +240,3 @@ class Gatherer:
                  ", ".join(f"{n}: {c}" for n, c in result.counts.items()) or "no source",
                  result.duration_s, len(result.failures))
         return result
-
-
-def gather_once(config: Any, clock: Callable[[], float] = time.time,
-                probe: Optional[Callable[[], HostSnapshot]] = None) -> GatherResult:
-    """One gather with no memory of earlier ones (``glueinfo gather``, one-shot commands)."""
-    return Gatherer(config, clock=clock, probe=probe).gather()

@@ -20,7 +20,8 @@ from glueinfo.core.model import HostSnapshot, ModelError
 MAX_FILE_BYTES = 64 * 2**20
 
 
-def _files(path: str) -> list[str]:
+def snapshot_paths(path: str) -> list[str]:
+    """The snapshot files a path names: itself, or a directory's ``*.json`` and ``*.xml`` (not dot-files)."""
     if os.path.isdir(path):
         return sorted(os.path.join(path, name) for name in os.listdir(path)
                       if name.endswith((".json", ".xml")) and not name.startswith("."))
@@ -52,18 +53,13 @@ def read_snapshot_file(path: str) -> list[HostSnapshot]:
     return snapshots
 
 
-def load_snapshots(paths: Iterable[str], on_error: Callable[[str], None] = lambda message: None) -> list[HostSnapshot]:
-    """Every snapshot under ``paths``, one per host (the newest), in the order first seen."""
-    return SiteFiles(paths).load(on_error)
-
-
 class SiteFiles:
     """The snapshot files an admin lists ([node] site_snapshots), read again only when they change.
 
     A file whose (inode, size, mtime) is unchanged since the last read gives
     the snapshots it gave then; a directory is listed at every read (a new
     file is seen at once).  Errors are reported at every read, as
-    :func:`load_snapshots` reports them.
+    one line each, through ``on_error``.
     """
 
     def __init__(self, paths: Iterable[str]) -> None:
@@ -76,7 +72,7 @@ class SiteFiles:
         seen_files = set()
         for path in self.paths:
             try:
-                files = _files(path)
+                files = snapshot_paths(path)
             except OSError as exc:
                 on_error(f"{path}: cannot list: {exc.strerror or exc}")
                 continue
@@ -109,14 +105,3 @@ class SiteFiles:
         for gone in set(self._cache) - seen_files:
             del self._cache[gone]
         return list(by_host.values())
-
-
-def merge_site(local: HostSnapshot | None, others: Iterable[HostSnapshot]) -> list[HostSnapshot]:
-    """This host first, then the others; a file about this host never replaces the live snapshot."""
-    result = [local] if local is not None else []
-    names = {local.hostname} if local is not None else set()
-    for snapshot in others:
-        if snapshot.hostname not in names:
-            names.add(snapshot.hostname)
-            result.append(snapshot)
-    return result

@@ -97,32 +97,39 @@ class LdapSync:
                 "last": None if last is None else {"added": last.added, "modified": last.modified, "deleted": last.deleted}}
 
 
+def config_target(config: Config, state_file: Optional[str] = None) -> Any:
+    """The [ldap] server as a glueinfo.glue.ldapsync.LdapTarget under [glue] base_dn, its password
+    file read now (a changed password applies without a restart); PublishError (one line) when
+    that file cannot be read."""
+    from glueinfo.glue.ldapsync import LdapTarget, PublishError
+
+    ldap = config.section("ldap")
+    password = ""
+    if ldap["password_file"]:
+        try:
+            with open(ldap["password_file"], encoding="utf-8") as handle:
+                password = handle.readline().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            raise PublishError(f"[ldap] password_file {ldap['password_file']}: cannot read: {why}") from None
+    return LdapTarget(url=ldap["url"], bind_dn=ldap["bind_dn"], password=password, base_dn=config.get("glue", "base_dn"),
+                      timeout_s=ldap["timeout"], state_file=state_file)
+
+
 def make_ldap_sync(config: Config, clock: Callable[[], float]) -> Callable[[Sequence[Any]], LdapOutcome]:
     """The synchronisation step: glueinfo.glue.ldapsync.sync_tree into [ldap] url under [glue] base_dn.
 
     The password file is read at every attempt (a changed password applies
     without a restart); publish_ldap's state file lives in [run] state_dir.
     """
-    from glueinfo.glue.ldapsync import LdapTarget, PublishError, sync_tree
+    from glueinfo.glue.ldapsync import PublishError, sync_tree
 
-    ldap = config.section("ldap")
-    base = config.get("glue", "base_dn")
     state_dir = config.get("run", "state_dir")
     state_file = os.path.join(state_dir, "ldap-publish.json") if state_dir else None
 
     def sync(entries: Sequence[Any]) -> LdapOutcome:
-        password = ""
-        if ldap["password_file"]:
-            try:
-                with open(ldap["password_file"], encoding="utf-8") as handle:
-                    password = handle.readline().rstrip("\r\n")
-            except (OSError, UnicodeDecodeError) as exc:
-                why = getattr(exc, "strerror", None) or exc
-                return LdapOutcome(error=f"[ldap] password_file {ldap['password_file']}: cannot read: {why}")
-        target = LdapTarget(url=ldap["url"], bind_dn=ldap["bind_dn"], password=password, base_dn=base,
-                            timeout_s=ldap["timeout"], state_file=state_file)
         try:
-            report = sync_tree(entries, target)
+            report = sync_tree(entries, config_target(config, state_file))
         except PublishError as exc:
             return LdapOutcome(error=_one_line(exc))
         return LdapOutcome(added=report.added, modified=report.modified, deleted=report.deleted,

@@ -70,10 +70,7 @@ __all__ = ["JOB_NAMES", "LdapOutcome", "LdapSync", "Provider", "RunSettings", "S
 
 def _with_host_root(config: Config, host_root: Optional[str]) -> Config:
     """The config with the command line's --host-root in it, so every part reads the same tree."""
-    if not host_root:
-        return config
-    return dataclasses.replace(config, values={**config.values,
-                                               "glueinfo": {**config.values.get("glueinfo", {}), "host_root": host_root}})
+    return config.with_values("glueinfo", host_root=host_root) if host_root else config
 
 
 class Provider:
@@ -189,23 +186,13 @@ class Provider:
             if self.assembler.adopt_published(entries, path):
                 return
         if self.ldap is not None:
-            from glueinfo.glue.ldapsync import LdapTarget, PublishError
+            from glueinfo.glue.ldapsync import PublishError
             from glueinfo.glue.published import read_hosts
+            from glueinfo.run.ldap_retry import config_target
 
-            config = self.plan.config
-            ldap = config.section("ldap")
-            password = ""
-            if ldap["password_file"]:
-                try:
-                    with open(ldap["password_file"], encoding="utf-8") as handle:
-                        password = handle.readline().rstrip("\r\n")
-                except OSError:
-                    return  # the sync reports it
-            target = LdapTarget(url=ldap["url"], bind_dn=ldap["bind_dn"], password=password,
-                                base_dn=config.get("glue", "base_dn"), timeout_s=ldap["timeout"], state_file=None)
             try:
-                self.assembler.adopt_published(read_hosts(target), ldap["url"])
-            except PublishError as exc:
+                self.assembler.adopt_published(read_hosts(config_target(self.plan.config)), self.plan.config.get("ldap", "url"))
+            except PublishError as exc:  # the sync reports an unreachable server or unreadable password
                 log.info("SubCluster ids not adopted from the LDAP server: %s", exc)
 
     def start_server(self) -> None:

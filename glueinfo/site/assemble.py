@@ -108,9 +108,6 @@ class AssembledSite:
     def snapshots(self) -> list[HostSnapshot]:
         return [h.snapshot for h in self.hosts]
 
-    def fresh_snapshots(self) -> list[HostSnapshot]:
-        return [h.snapshot for h in self.hosts if not h.stale]
-
 
 class SiteAssembler:
     """Keeps what assembly needs between cycles (one per process; see the module docstring).
