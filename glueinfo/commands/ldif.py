@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", metavar="FILE",
                         help="check an LDIF file ('-' for stdin) against the GLUE schema instead of rendering")
     parser.add_argument("--snapshots", action="append", default=[], metavar="PATH",
-                        help="host snapshots (JSON: one object or a list; a directory: its *.json) instead of probing "
-                             "this host (repeatable)")
+                        help="host snapshots (JSON from `glueinfo probe`, one or a list, or Node XML; a directory: "
+                             "its *.json and *.xml) rendered as the whole site instead of gathering it (repeatable)")
 
 
 def read_snapshots(paths: list[str]) -> list[HostSnapshot]:

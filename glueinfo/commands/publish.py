@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", metavar="DN", help="publish under this DN (config: [glue] base_dn)")
     parser.add_argument("--no-hosts", action="store_true", help="publish only site, cluster, SubCluster and CE entries")
     parser.add_argument("--snapshots", action="append", default=[], metavar="PATH",
-                        help="host snapshots (JSON file or directory) instead of probing this host (repeatable)")
+                        help="host snapshots (JSON or Node XML files, or directories of them) rendered as the whole site "
+                             "instead of gathering it (repeatable)")
     parser.add_argument("--state-file", metavar="FILE",
                         help="where to remember what was published (default: ~/.cache/glueinfo/publish-*.json)")
     parser.add_argument("--no-state", action="store_true", help="compare every entry with the server in full")
