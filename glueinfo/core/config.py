@@ -70,7 +70,16 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "refresh_interval": Option("float", 60.0, "Seconds between snapshot refreshes; requests are served from memory", minimum=1.0),
         "max_body": Option("int", 1048576, "Largest request body accepted, in bytes", minimum=1024),
         "timeout": Option("float", 10.0, "Seconds a connection may stay silent before it is closed", minimum=0.1),
-        "max_connections": Option("int", 128, "Connections served at once; more are answered 503 at once", minimum=1),
+        "max_connections": Option("int", 4096, "Connections held open at once (idle ones cost no thread); more are answered "
+                                  "503 at once", minimum=1),
+        "max_per_address": Option("int", 32, "Connections one client address may hold at once; more are answered 503 at once",
+                                  minimum=1),
+        "request_deadline": Option("float", 30.0, "Seconds a request may take to arrive in full (request line, headers and "
+                                   "body), however busy the client keeps the connection", minimum=0.1),
+        "query_budget": Option("float", 2.0, "Seconds of work an SSSRMAP query may take before it is answered with a "
+                               "Failure", minimum=0.01),
+        "allow": Option("list", [], "Client networks served (CIDR or addresses, or `any`); a non-loopback listen without "
+                        "key_file refuses to start unless this is set"),
         "key_file": Option("path", "", "File holding the shared HMAC-SHA1 key: when set, SSSRMAP requests must be signed"),
     },
     # -- GLUE 1.3 site model (glueinfo/site.py reads these) -------------------------
