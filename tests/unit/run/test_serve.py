@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from glueinfo_processes import Served, start_glueinfo, stop_glueinfo
 from lxml import etree
 from paths import REPO
 
@@ -37,41 +37,15 @@ KEY = b"s3cret-shared-key"
 MAX_BODY = 65536
 
 
-class Served:
-    def __init__(self, process: subprocess.Popen, port: int, log: Path):
-        self.process, self.port, self.log = process, port, log
-
-    def connect(self, timeout: float = 10.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-
-
 def start_server(tmp: Path, name: str, extra: str = "") -> Served:
     config = tmp / f"{name}.conf"
     config.write_text(f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\nmax_body = {MAX_BODY}\ntimeout = 2\n{extra}\n"
                       f"[node]\nsite_snapshots = {FIXTURE}\n")
-    log = tmp / f"{name}.log"
-    with open(log, "wb") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "serve", "--config", str(config)],
-                                   stdout=handle, stderr=handle, cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        match = re.search(r"serving http://127\.0\.0\.1:(\d+)/", log.read_text(errors="replace"))
-        if match:
-            return Served(process, int(match.group(1)), log)
-        if process.poll() is not None:
-            raise AssertionError(f"glueinfo serve exited {process.returncode}: {log.read_text()}")
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError(f"glueinfo serve did not start: {log.read_text()}")
+    return start_glueinfo(config, tmp / f"{name}.log")
 
 
 def stop_server(served: Served) -> None:
-    served.process.send_signal(signal.SIGTERM)
-    try:
-        served.process.wait(10)
-    except subprocess.TimeoutExpired:
-        served.process.kill()
-        served.process.wait()
+    stop_glueinfo(served)
 
 
 @pytest.fixture(scope="module")
