@@ -7,8 +7,8 @@ host list, each host with its freshness.
 Rules (the README "Many hosts" section says the same for admins):
 
 - **Last good wins over a failure.**  A pull that fails (unreachable, hung,
-  bad XML, too big, a Node claiming another host's Id, negative or absurd
-  numbers) is logged with the host's name and changes nothing: that host's
+  bad XML, too big, a Node claiming another host's Id, a snapshot
+  glueinfo.core.validate refuses) is logged with the host's name and changes nothing: that host's
   last good snapshot from that source is kept until it goes stale and is
   finally dropped.  Nothing else is affected.
 - **Freshness** is glueinfo.core.freshness: stale after ``[node] stale_after``
@@ -31,6 +31,7 @@ Rules (the README "Many hosts" section says the same for admins):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -40,7 +41,7 @@ from typing import Any, Optional
 
 from glueinfo.core.freshness import drop_after_s, is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot
-from glueinfo.gather.check import check_snapshot
+from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.identity import fold_short_names, host_key
 from glueinfo.gather.merge import merge
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport, enabled_sources
@@ -109,6 +110,7 @@ class Gatherer:
         # sources run: a daemon publishes from it while a slow gather is still waiting on agents.
         self.lock = lock if lock is not None else threading.RLock()
         self._memory: dict[str, dict[str, Any]] = {}
+        self._dropped_told: dict[tuple[str, str], list[str]] = {}  # (host key, source) -> fields last warned about
 
     # One thread per source, so a slow Ganglia port never holds up the agents.
     def _run_sources(self, deadline: float) -> list[tuple[Source, Optional[SourceReport], Optional[str]]]:
@@ -123,7 +125,8 @@ class Gatherer:
         threads = []
         for source in self.sources:
             memory = self._memory.setdefault(source.name, {})
-            ctx = SourceContext(config=self.config, clock=self.clock, deadline=deadline, memory=memory, probe=self.probe)
+            ctx = SourceContext(config=self.config, clock=self.clock, deadline=deadline, memory=memory, probe=self.probe,
+                                known_hosts=functools.partial(self.known_hosts, source.name))
             thread = threading.Thread(target=run, args=(source, ctx), name=f"source-{source.name}", daemon=True)
             thread.start()
             threads.append((source, thread))
@@ -156,17 +159,37 @@ class Gatherer:
             snapshot.source = source_name
             if snapshot.collected_at > received:  # a worker's clock ahead of ours: heard now, not later
                 snapshot.collected_at = received
-            problem = check_snapshot(snapshot, received)
-            if problem is not None:
-                result.failures.append(SourceFailure(target=snapshot.hostname[:80], host=snapshot.hostname[:80],
-                                                     error=f"not believed: {problem}", source=source_name))
+            checked = validate_snapshot(snapshot, received)
+            if checked.snapshot is None:
+                result.failures.append(SourceFailure(target=str(snapshot.hostname)[:80], host=str(snapshot.hostname)[:80],
+                                                     error=f"not believed: {checked.refused}", source=source_name))
                 continue
+            self._warn_dropped(host_key(snapshot.hostname), source_name, checked.dropped)
+            snapshot = checked.snapshot
             per_source = self.last_good.setdefault(host_key(snapshot.hostname), {})
             previous = per_source.get(source_name)
             if previous is None or snapshot.collected_at >= previous.collected_at:
                 per_source[source_name] = snapshot
             good += 1
         result.counts[source_name] = result.counts.get(source_name, 0) + good
+
+    def _warn_dropped(self, key: str, source_name: str, dropped: list[str]) -> None:
+        """Log the fields dropped from a host's snapshot once, not every cycle the same report is read."""
+        told = self._dropped_told.get((key, source_name))
+        if dropped and told != dropped:
+            for line in dropped:
+                log.warning("%s (from %s)", line, source_name)
+        if dropped:
+            self._dropped_told[(key, source_name)] = dropped
+        elif told is not None:
+            del self._dropped_told[(key, source_name)]
+
+    def known_hosts(self, excluding_source: str) -> frozenset[str]:
+        """Host keys some other source than ``excluding_source`` has a last good snapshot of:
+        the hosts an identity-bound source (agents) must not let a target claim."""
+        with self.lock:
+            return frozenset(key for key, per_source in self.last_good.items()
+                             if any(name != excluding_source for name in per_source))
 
     def accept(self, source_name: str, snapshots: Sequence[HostSnapshot]) -> list[SourceFailure]:
         """Snapshots collected outside :meth:`gather` (``glueinfo run`` probes this host on its own

@@ -49,6 +49,8 @@ class SourceContext:
     deadline: float = float("inf")  # clock() value by which gather() must return
     memory: dict[str, Any] = field(default_factory=dict)
     probe: Optional[Callable[[], HostSnapshot]] = None
+    # Host keys other sources know (the gatherer's last good snapshots): a target claiming one is refused.
+    known_hosts: Callable[[], frozenset[str]] = frozenset
 
     def remaining(self) -> float:
         return self.deadline - self.clock()

@@ -46,7 +46,7 @@ from typing import Any, Optional
 from glueinfo.core.config import Config
 from glueinfo.core.freshness import is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot, QueueState
-from glueinfo.gather.check import check_snapshot
+from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.gatherer import GatheredHost, Gatherer, GatherResult
 from glueinfo.gather.identity import host_key
 from glueinfo.gather.registry import Source, enabled_sources
@@ -107,6 +107,20 @@ class AssembledSite:
 
     def snapshots(self) -> list[HostSnapshot]:
         return [h.snapshot for h in self.hosts]
+
+
+def valid_snapshots(snapshots: Iterable[HostSnapshot], now: float, problems: list[str]) -> list[HostSnapshot]:
+    """The snapshots glueinfo.core.validate lets in (bad fields dropped); one line per refusal or
+    dropped field is added to ``problems``."""
+    kept = []
+    for snapshot in snapshots:
+        checked = validate_snapshot(snapshot, now)
+        if checked.snapshot is None:
+            problems.append(f"snapshot refused: {checked.refused}")
+            continue
+        problems.extend(checked.dropped)
+        kept.append(checked.snapshot)
+    return kept
 
 
 class SiteAssembler:
@@ -172,10 +186,13 @@ class SiteAssembler:
             for source, snapshot in sources.items():
                 if source not in known or is_expired(snapshot, now, drop_after):
                     continue
-                problem = check_snapshot(snapshot, now)
-                if problem is not None:
-                    log.warning("state of %s from %s ignored: %s", key, source, problem)
+                checked = validate_snapshot(snapshot, now)
+                if checked.snapshot is None:
+                    log.warning("state of %s from %s ignored: %s", key, source, checked.refused)
                     continue
+                for line in checked.dropped:
+                    log.warning("state of %s from %s: %s", key, source, line)
+                snapshot = checked.snapshot
                 snapshot.source = source
                 self.gatherer.last_good.setdefault(key, {})[source] = snapshot
                 kept = True
@@ -248,7 +265,7 @@ class SiteAssembler:
             stale_after = stale_after_s(self.config)
             known = {host_key(h.snapshot.hostname) for h in hosts}
             problems: list[str] = []
-            for snapshot in self.site_files.load(on_error=problems.append):
+            for snapshot in valid_snapshots(self.site_files.load(on_error=problems.append), now, problems):
                 key = host_key(snapshot.hostname)
                 if key in known:
                     continue  # a file never replaces what a source reports about a host
@@ -299,7 +316,8 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
                               queue_state=queue_state)
     now = clock()
     unique: dict[str, HostSnapshot] = {}
-    for snapshot in snapshots:  # the newest of one host's snapshots, as the gatherer keeps
+    problems: list[str] = []
+    for snapshot in valid_snapshots(snapshots, now, problems):  # the newest of one host's, as the gatherer keeps
         key = host_key(snapshot.hostname)
         if key not in unique or snapshot.collected_at > unique[key].collected_at:
             unique[key] = snapshot
@@ -311,5 +329,7 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
     if states is None:  # asked with every host: the same groups
         states = query_states(assembler.model, groups, clock, queue_state)
     local = next((h.snapshot for h in hosts if host_key(h.snapshot.hostname) == host_key(assembler.local_fqdn)), None)
+    for message in problems:
+        log.warning("%s", message)
     return AssembledSite(assembled_at=now, model=assembler.model, hosts=hosts, local=local, groups=groups,
-                         states=dict(states))
+                         states=dict(states), failures=problems)

@@ -19,7 +19,7 @@ from paths import REPO
 from glueinfo.core.config import parse_text
 from glueinfo.core.freshness import is_expired, is_stale
 from glueinfo.core.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, NetworkAdapter, OsInfo
-from glueinfo.gather.check import check_snapshot
+from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.gatherer import Gatherer
 from glueinfo.gather.identity import same_host
 from glueinfo.gather.merge import merge
@@ -154,9 +154,9 @@ def test_last_good_is_kept_through_failures_then_goes_stale_then_is_dropped():
     first = gatherer.gather()
     assert [h.stale for h in first.hosts] == [False, False]
 
-    # a fails from now on (bad answer, then absurd numbers); b keeps answering.
+    # a fails from now on (bad answer, then a snapshot refused whole: no believable time); b keeps answering.
     absurd = agent_snapshot("a.example.org", T0 + 100)
-    absurd.memory.ram_mb = -4096
+    absurd.collected_at = float("nan")
     for step, report_a in enumerate([SourceFailure("a.example.org:7170", "not well-formed XML", host="a.example.org"), absurd]):
         clock.now = T0 + 100 * (step + 1)
         agents.next = SourceReport(snapshots=[agent_snapshot("b.example.org", clock.now)])
@@ -170,7 +170,7 @@ def test_last_good_is_kept_through_failures_then_goes_stale_then_is_dropped():
         assert hosts["a.example.org"].snapshot.memory.ram_mb == 64000
         assert not hosts["a.example.org"].stale and not hosts["b.example.org"].stale
         assert [f.host for f in result.failures] == ["a.example.org"]
-    assert "memory.ram_mb is negative" in result.failures[0].error
+    assert "collection time nan is not a time" in result.failures[0].error
 
     clock.now = T0 + 301
     agents.next = SourceReport(snapshots=[agent_snapshot("b.example.org", clock.now)])
@@ -228,19 +228,30 @@ def test_a_source_that_raises_or_hangs_does_not_stop_the_others():
     assert took < 2 + 1 + 1.5  # gather_timeout + grace, with room for a slow machine
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda s: setattr(s, "hostname", "wn01; rm -rf /"), "not a host name"),
-    (lambda s: setattr(s.cpu, "logical_cpus", 10**9), "beyond belief"),
-    (lambda s: setattr(s.cpu, "logical_cpus", 0), "logical_cpus is 0"),
-    (lambda s: setattr(s.load, "load1", float("nan")), "load.load1 is nan"),
-    (lambda s: setattr(s.memory, "ram_available_mb", 70000), "ram_available_mb 70000 > ram_mb 64000"),
-    (lambda s: setattr(s.filesystems[0], "available_mb", 10**7), "more available"),
+@pytest.mark.parametrize("change, words, gone", [
+    (lambda s: setattr(s.cpu, "logical_cpus", 10**9), "cpu.logical_cpus = 1e+09 is beyond belief", ("cpu", "logical_cpus")),
+    (lambda s: setattr(s.cpu, "logical_cpus", 0), "cpu.logical_cpus is 0", ("cpu", "logical_cpus")),
+    (lambda s: setattr(s.load, "load1", float("nan")), "load.load1 is nan", ("load", "load1")),
+    (lambda s: setattr(s.memory, "ram_available_mb", 70000), "memory.ram_available_mb 70000 > ram_mb 64000",
+     ("memory", "ram_available_mb")),
+    (lambda s: setattr(s.cpu, "model_name", "Xeon\x00\x1b[2J"), "cpu.model_name holds control characters", ("cpu", "model_name")),
 ])
-def test_unbelievable_snapshots_are_named(change, words):
+def test_an_unbelievable_field_is_dropped_and_named_the_rest_kept(change, words, gone):
     snap = agent_snapshot("wn01.example.org", T0)
-    assert check_snapshot(snap, T0) is None
+    assert validate_snapshot(snap, T0).dropped == []
     change(snap)
-    assert words in check_snapshot(snap, T0)
+    checked = validate_snapshot(snap, T0)
+    assert checked.dropped == [f"host wn01.example.org: {words}: dropped"]
+    assert getattr(getattr(checked.snapshot, gone[0]), gone[1]) is None
+    assert checked.snapshot.memory.ram_mb == 64000 and checked.snapshot.hostname == "wn01.example.org"
+    assert getattr(getattr(snap, gone[0]), gone[1]) is not None  # the caller's snapshot is untouched
+
+
+def test_a_snapshot_with_a_bad_host_name_is_refused():
+    snap = agent_snapshot("wn01.example.org", T0)
+    snap.hostname = "wn01; rm -rf /"
+    checked = validate_snapshot(snap, T0)
+    assert checked.snapshot is None and "is not a DNS name" in checked.refused
 
 
 # -- the command ----------------------------------------------------------------------------
