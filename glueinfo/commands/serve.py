@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, Optional
 
@@ -60,23 +62,26 @@ def run(args: argparse.Namespace, config: Config) -> int:
     assembler.gatherer.probe = probe
     assembler.open_state()
 
-    def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str]]:
+    def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str], Optional[str]]:
+        """(LDIF, why the build failed, why none is built on purpose)."""
         if args.no_ldif:
-            return None, "LDIF is off (--no-ldif)"
+            return None, None, "LDIF is off (--no-ldif)"
         try:
             from glueinfo.glue.build import render_site
         except ImportError as exc:  # a trimmed install without the GLUE renderer
-            return None, f"the GLUE renderer is not installed: {exc}"
+            return None, None, f"the GLUE renderer is not installed: {exc}"
         try:
             build = render_site(site)
             for warning in build.warnings:
                 log.info("%s", warning)
             text, left_out = build.ldif(), build.errors
-        except Exception as exc:  # keep serving the last good LDIF
-            return None, f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        except Exception as exc:  # keep serving the last good LDIF; /health says it failed
+            error = f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            log.warning("%s", error)
+            return None, error, None
         for problem in left_out:
             log.warning("LDIF: left out %s", problem)
-        return text, None
+        return text, None, None
 
     def refresh() -> Refreshed:
         """One refresh: this host probed (it is /node.xml whatever the sources), the site
@@ -87,9 +92,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         assembler.refresh_lrms()
         site = assembler.assemble()
         assembler.save_state()
-        ldif, ldif_error = build_ldif(site)
+        ldif, ldif_error, ldif_off = build_ldif(site)
         return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), ldif=ldif,
-                         ldif_error=ldif_error)
+                         ldif_error=ldif_error, ldif_off=ldif_off)
 
     store = NodeStore(refresh, node_settings, clock=clock)
     started = time.perf_counter()
@@ -113,7 +118,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
           f"first refresh took {time.perf_counter() - started:.2f} s, refreshing every {settings.refresh_interval_s:g} s"
           f"{', signed SSSRMAP requests required' if settings.key else ''}", file=sys.stderr, flush=True)
 
-    def stop(signum: int, frame: Any) -> None:  # serve_forever runs in this thread: leave it by an exception
+    grace = float(config.get("run", "shutdown_grace"))
+
+    def stop(signum: int, frame: Any) -> None:
+        """SIGTERM: leave serve_forever by an exception; whatever then hangs (a refresh holding the
+        state directory, a query) cannot keep the process past [run] shutdown_grace."""
+        watchdog = threading.Timer(grace, _exit_now, (grace,))
+        watchdog.daemon = True
+        watchdog.start()
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
@@ -122,9 +134,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except (SystemExit, KeyboardInterrupt):
         pass
     finally:
-        store.stop()
-        assembler.close()
+        server.stop(min(grace, 2.0))
         if jobs is not None:
             jobs.stop()
-        server.httpd.server_close()
+        assembler.close()
     return 0
+
+
+def _exit_now(grace: float) -> None:
+    log.error("not stopped within [run] shutdown_grace (%g s): exiting now", grace)
+    logging.shutdown()
+    os._exit(1)

@@ -26,22 +26,21 @@ being read; a connection silent for ``timeout`` seconds is closed; at most
 from __future__ import annotations
 
 import dataclasses
-import io
+import inspect
 import json
 import logging
 import os
-import socket
 import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional, cast
+from typing import Any, Optional
 
 from glueinfo import __version__
 from glueinfo.core.model import CollectorResult, HostSnapshot
+from glueinfo.run.http_server import HttpServer, IPNetwork, Limits, Request, Response, is_loopback, parse_allow, text_response
 from glueinfo.sss import vocabulary as sss_node
 from glueinfo.sss.node_xml import NodeMarkupCache, NodeRenderError, NodeSettings, data_element, node_element, node_state, to_bytes
 from glueinfo.sss.sssrmap import (
@@ -59,6 +58,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7170
 XML_TYPE = "application/xml; charset=utf-8"
 SSSRMAP_TYPE = 'text/xml; charset="utf-8"'
+QUERY_PATHS = ("/SSSRMAP3", "/SSSRMAP")
 
 # Query paths whose values are cached right after each refresh (in the refresh
 # thread), so that the first query on a large site does not pay for them.
@@ -107,13 +107,27 @@ def read_key_file(path: str) -> bytes:
 
 @dataclass(frozen=True)
 class ServeSettings:
+    """[serve], checked: a listen address beyond loopback needs ``key`` or an ``allow`` list
+    (``allow_any`` when written ``allow = any``), else ValueError naming the fix."""
+
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     refresh_interval_s: float = 60.0
     max_body: int = 1048576
     timeout_s: float = 10.0
-    max_connections: int = 128
+    max_connections: int = 4096
+    max_per_address: int = 32
+    request_deadline_s: float = 30.0
+    query_budget_s: float = 2.0
+    allow: Optional[tuple[IPNetwork, ...]] = None  # None: every address
+    allow_any: bool = False
     key: Optional[bytes] = None
+
+    def __post_init__(self) -> None:
+        if self.allow is None and not self.allow_any and self.key is None and not is_loopback(self.host):
+            raise ValueError(f"[serve] listen {self.host}:{self.port} is not loopback and anyone could ask: set [serve] allow "
+                             f"to the networks of your clients (e.g. allow = 10.0.0.0/8), or key_file for signed queries, "
+                             f"or write allow = any to serve every address")
 
     @classmethod
     def from_config(cls, config: Any, listen: Optional[str] = None) -> ServeSettings:
@@ -121,9 +135,13 @@ class ServeSettings:
         section = config.section("serve")
         host, port = parse_listen(listen or section["listen"])
         key = read_key_file(section["key_file"]) if section["key_file"] else None
+        allow_words = [str(w) for w in section["allow"]]
+        allow = parse_allow(allow_words)
         return cls(host=host, port=port, refresh_interval_s=float(section["refresh_interval"]),
                    max_body=int(section["max_body"]), timeout_s=float(section["timeout"]),
-                   max_connections=int(section["max_connections"]), key=key)
+                   max_connections=int(section["max_connections"]), max_per_address=int(section["max_per_address"]),
+                   request_deadline_s=float(section["request_deadline"]), query_budget_s=float(section["query_budget"]),
+                   allow=allow, allow_any=allow is None and bool(allow_words), key=key)
 
 
 # -- the store: snapshots refreshed in the background, documents kept as bytes ------------------
@@ -137,7 +155,8 @@ class Refreshed:
     snapshots: list[HostSnapshot]
     problems: list[str] = field(default_factory=list)  # one line each: sources that failed, files unreadable
     ldif: Optional[str] = None  # set when the refresher builds LDIF too
-    ldif_error: Optional[str] = None
+    ldif_error: Optional[str] = None  # the LDIF build failed (why): /health is not ok
+    ldif_off: Optional[str] = None  # no LDIF is built, on purpose (why): /ldif says so, /health does not mind
 
 
 @dataclass(frozen=True)
@@ -219,6 +238,8 @@ class NodeStore:
             self._ldif, self._ldif_error = data.ldif, None
         elif data.ldif_error is not None:
             self._ldif_error = data.ldif_error  # the last good LDIF stays served
+        elif data.ldif_off is not None:
+            self._ldif_error = data.ldif_off
         self.refreshes += 1
         self.last_refresh = {"started_at": started, "duration_s": time.perf_counter() - began, "success": True, "error": None}
         for problem in data.problems:
@@ -281,6 +302,11 @@ class NodeStore:
             self._view = dataclasses.replace(view, node_xml=node_xml)
         return True
 
+    def current_view(self) -> Optional[View]:
+        """The current documents when they need no re-rendering (cheap: for the event loop), else None."""
+        view = self._view
+        return view if view is not None and self.clock() < view.valid_until else None
+
     def view(self) -> Optional[View]:
         """The current documents, re-rendered first if a host's State has changed with the clock."""
         view = self._view
@@ -309,10 +335,19 @@ class NodeStore:
         collectors: list[CollectorResult] = list(local.collectors) if local is not None else []
         age = now - local.collected_at if local is not None and local.collected_at > 0 else None
         state = node_state(local, now, self.settings) if local is not None else None
-        ok = (view is not None and self.last_refresh.get("success", False) and all(c.success for c in collectors)
-              and age is not None and age <= self.settings.stale_after_s)
+        reasons = []
+        if not self.last_refresh.get("success", False):
+            reasons.append(f"the last refresh failed: {self.last_refresh.get('error')}")
+        reasons.extend(f"collector {c.name} failed: {c.error}" for c in collectors if not c.success)
+        if local is None or age is None:
+            reasons.append("this host has no snapshot")
+        elif age > self.settings.stale_after_s:
+            reasons.append(f"this host's snapshot is {age:.0f} s old, over stale_after ({self.settings.stale_after_s:g} s)")
+        if data is not None and data.ldif_error is not None:
+            reasons.append(f"the last LDIF build failed: {data.ldif_error}")
         return {
-            "status": "starting" if view is None else "ok" if ok else "degraded",
+            "status": "starting" if view is None else "degraded" if reasons else "ok",
+            "reasons": reasons if view is not None else [],
             "version": __version__,
             "now": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
             "hostname": local.hostname if local is not None else None,
@@ -332,240 +367,122 @@ class NodeStore:
 # -- HTTP ----------------------------------------------------------------------------------------
 
 
-class _Refused(Exception):
-    """An HTTP-level problem with a request: answered with ``status`` and an SSSRMAP Failure."""
+class Routes:
+    """What each request gets: the documents from the store, SSSRMAP queries from the service.
+    The transport (glueinfo.run.http_server) calls it."""
 
-    def __init__(self, status: int, code: str, message: str, close: bool = True):
-        super().__init__(message)
-        self.status, self.code, self.message, self.close = status, code, message, close
+    def __init__(self, store: NodeStore, service: QueryService, settings: ServeSettings,
+                 transport_stats: Callable[[], dict[str, int]]):
+        self.store, self.service, self.settings = store, service, settings
+        self.transport_stats = transport_stats
 
+    def needs_body(self, request: Request) -> bool:
+        return request.method == "POST" and request.path in QUERY_PATHS
 
-class GlueinfoHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
+    def quick(self, request: Request) -> Optional[Response]:
+        """Documents already rendered and the refusals; None for anything that takes work."""
+        if request.method not in ("GET", "HEAD", "POST"):
+            return text_response(405, f"method {request.method[:20]} not allowed: GET, HEAD, or POST to /SSSRMAP3",
+                                 headers=(("Allow", "GET, HEAD, POST"),))
+        if request.method == "POST":
+            if request.path not in QUERY_PATHS:
+                return text_response(404, "POST goes to /SSSRMAP3", close=True)
+            if "content-length" not in request.headers and not request.chunked:
+                return self._failure(411, WIRE_BAD_FRAMING, "POST needs a Content-Length or chunked Transfer-Encoding")
+            return None
+        if request.path in ("/node.xml", "/nodes.xml"):
+            view = self.store.current_view()
+            return self._document(request.path, view) if view is not None else None
+        if request.path in ("/health", "/ldif"):
+            return None
+        return text_response(404, f"no such document {request.path[:100]!r}: try /node.xml, /nodes.xml, /ldif, /health, "
+                                  "POST /SSSRMAP3")
 
-    def __init__(self, settings: ServeSettings, handler: type[BaseHTTPRequestHandler]):
-        self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        self.settings = settings
-        self._slots = threading.BoundedSemaphore(settings.max_connections)
-        super().__init__((settings.host, settings.port), handler)
+    def answer(self, request: Request) -> Response:
+        if request.method == "POST":
+            answers = self.service.handle(request.body)
+            if request.chunked:  # the answer mirrors the request's framing
+                return Response(200, content_type=SSSRMAP_TYPE, chunks=tuple(answers))
+            return Response(200, b"".join(answers), SSSRMAP_TYPE)
+        if request.path == "/health":
+            report = self.store.health()
+            report["http"] = self.transport_stats()
+            return Response(200, json.dumps(report, indent=1).encode() + b"\n", "application/json")
+        if request.path == "/ldif":
+            text, why = self.store.ldif()
+            if text is None:
+                return text_response(503, f"no GLUE LDIF to serve: {why}")
+            return Response(200, text.encode("utf-8"))
+        return self._document(request.path, self.store.view())
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.settimeout(1.0)
-                body = b"too many connections; try again\n"
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                                b"Retry-After: 1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._slots.release()
-            raise
+    def refuse_body(self, request: Request, status: int, too_large: bool, message: str) -> Response:
+        return self._failure(status, WIRE_BODY_TOO_LARGE if too_large else WIRE_BAD_FRAMING, message)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+    def _failure(self, status: int, code: str, message: str) -> Response:
+        return Response(status, envelope(failure_bytes(code, message), self.settings.key), SSSRMAP_TYPE, close=True)
 
-
-def make_handler(store: NodeStore, service: QueryService, settings: ServeSettings) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to this store and service (no globals)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = f"glueinfo/{__version__}"
-        sys_version = ""
-        timeout = settings.timeout_s
-
-        def version_string(self) -> str:
-            return self.server_version
-
-        def setup(self) -> None:
-            super().setup()
-            try:  # headers and body go out as two writes: without this, Nagle + delayed ACK add 40 ms
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            log.debug("%s %s", self.address_string(), format % args)
-
-        # -- answers -----------------------------------------------------------------------
-        def send(self, status: int, body: bytes, content_type: str, *, close: bool = False, chunks: Optional[list[bytes]] = None,
-                 headers: Optional[dict[str, str]] = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            if chunks is not None:
-                self.send_header("Transfer-Encoding", "chunked")
-            else:
-                self.send_header("Content-Length", str(len(body)))
-            if close:
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            if self.command == "HEAD":
-                return
-            if chunks is not None:
-                self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks if c) + b"0\r\n\r\n")
-            else:
-                self.wfile.write(body)
-
-        def send_text(self, status: int, message: str, **options: Any) -> None:
-            self.send(status, (message.rstrip("\n") + "\n").encode(), "text/plain; charset=utf-8", **options)
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            path = self.path.split("?", 1)[0]
-            if path == "/health":
-                self.send(200, json.dumps(store.health(), indent=1).encode() + b"\n", "application/json")
-                return
-            if path == "/ldif":
-                text, why = store.ldif()
-                if text is None:
-                    self.send_text(503, f"no GLUE LDIF to serve: {why}")
-                else:
-                    self.send(200, text.encode("utf-8"), "text/plain; charset=utf-8")
-                return
-            if path not in ("/node.xml", "/nodes.xml"):
-                self.send_text(404, f"no such document {path[:100]!r}: try /node.xml, /nodes.xml, /ldif, /health, POST /SSSRMAP3")
-                return
-            view = store.view()
-            if view is None:
-                self.send_text(503, "starting: no snapshot collected yet", headers={"Retry-After": "1"})
-                return
-            body = view.node_xml if path == "/node.xml" else view.nodes_xml
-            if body is None:
-                self.send_text(503, "this host has no snapshot (see /health)")
-                return
-            self.send(200, body, XML_TYPE)
-
-        do_HEAD = do_GET  # noqa: N815
-
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.split("?", 1)[0] not in ("/SSSRMAP3", "/SSSRMAP"):
-                self.send_text(404, "POST goes to /SSSRMAP3", close=True)
-                return
-            chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
-            try:
-                body = self.read_chunked() if chunked else self.read_sized()
-            except _Refused as refused:
-                self.send(refused.status, envelope(failure_bytes(refused.code, refused.message), settings.key), SSSRMAP_TYPE,
-                          close=refused.close)
-                return
-            except (TimeoutError, OSError):
-                self.close_connection = True  # the peer went silent or away mid-body: nothing to answer
-                return
-            answers = service.handle(body)
-            if chunked:
-                self.send(200, b"", SSSRMAP_TYPE, chunks=answers)
-            else:
-                self.send(200, b"".join(answers), SSSRMAP_TYPE)
-
-        # -- request bodies -------------------------------------------------------------------
-        def read_sized(self) -> bytes:
-            length = self.headers.get("Content-Length")
-            if length is None:
-                raise _Refused(411, WIRE_BAD_FRAMING, "POST needs a Content-Length or chunked Transfer-Encoding")
-            if not length.strip().isdigit():
-                raise _Refused(400, WIRE_BAD_FRAMING, f"Content-Length {length[:20]!r} is not a number")
-            size = int(length)
-            if size > settings.max_body:
-                raise _Refused(413, WIRE_BODY_TOO_LARGE, f"request body of {size} bytes is over the limit of {settings.max_body} bytes")
-            data = self.rfile.read(size)
-            if len(data) < size:
-                raise _Refused(400, WIRE_BAD_FRAMING, f"truncated request body: {len(data)} of {size} bytes arrived")
-            return data
-
-        def read_chunked(self) -> bytes:
-            """Correct chunked encoding, and the peers' variant without CRLF after the data."""
-            parts: list[bytes] = []
-            total = 0
-            broken = False
-            while True:
-                line = self.rfile.readline(1026)
-                if not line:
-                    raise _Refused(400, WIRE_BAD_FRAMING, "truncated chunked body: the connection ended before the last chunk")
-                if not line.endswith(b"\n"):
-                    raise _Refused(400, WIRE_BAD_FRAMING, "chunk size line too long")
-                size_text = line.split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise _Refused(400, WIRE_BAD_FRAMING, f"bad chunk size {size_text[:20]!r}") from None
-                if size < 0:
-                    raise _Refused(400, WIRE_BAD_FRAMING, "negative chunk size")
-                if size == 0:
-                    break
-                total += size
-                if total > settings.max_body:
-                    raise _Refused(413, WIRE_BODY_TOO_LARGE, f"chunked request body over the limit of {settings.max_body} bytes")
-                data = self.rfile.read(size)
-                if len(data) < size:
-                    raise _Refused(400, WIRE_BAD_FRAMING, f"truncated chunk: {len(data)} of {size} bytes arrived")
-                parts.append(data)
-                after = cast(io.BufferedReader, self.rfile).peek(2)[:2]  # the server's rfile is buffered
-                if after.startswith(b"\r"):
-                    self.rfile.read(1)
-                    if self.rfile.read(1) != b"\n":
-                        raise _Refused(400, WIRE_BAD_FRAMING, "chunk data not followed by CRLF")
-                elif after.startswith(b"\n"):
-                    self.rfile.read(1)
-                elif not after:
-                    raise _Refused(400, WIRE_BAD_FRAMING, "truncated chunked body: the connection ended after a chunk")
-                else:
-                    broken = True  # the next size line follows the data directly: the peers' framing
-            if broken:
-                self.close_connection = True  # such peers send nothing after "0\r\n": do not wait for trailers
-                return b"".join(parts)
-            for _ in range(100):  # trailers, up to the empty line that ends the body
-                line = self.rfile.readline(8192)
-                if line in (b"\r\n", b"\n", b""):
-                    break
-            return b"".join(parts)
-
-    return Handler
+    @staticmethod
+    def _document(path: str, view: Optional[View]) -> Response:
+        if view is None:
+            return text_response(503, "starting: no snapshot collected yet", headers=(("Retry-After", "1"),))
+        body = view.node_xml if path == "/node.xml" else view.nodes_xml
+        if body is None:
+            return text_response(503, "this host has no snapshot (see /health)")
+        return Response(200, body, XML_TYPE)
 
 
 class Server:
-    """The store, the query service and the HTTP server together; ``start`` / ``stop`` for tests and the command."""
+    """The store, the query service and the HTTP server together.
+
+    Listens at construction (OSError if it cannot); ``start`` serves in the
+    background and returns, ``serve_forever`` blocks until ``stop`` (or a
+    signal handler's exception), ``stop`` returns within about two seconds
+    whatever the clients or a running query do."""
 
     def __init__(self, settings: ServeSettings, store: NodeStore, service: Optional[QueryService] = None):
         self.settings = settings
         self.store = store
-        self.service = service or QueryService(key=settings.key, max_bytes=settings.max_body,
-                                               log=lambda message: log.error("%s", message))
+        self.service = service or make_query_service(settings)
         self.service.register("Node", self._objects)
-        self.httpd = GlueinfoHTTPServer(settings, make_handler(store, self.service, settings))
-        self._thread: Optional[threading.Thread] = None
+        limits = Limits(max_body=settings.max_body, timeout_s=settings.timeout_s, request_deadline_s=settings.request_deadline_s,
+                        max_connections=settings.max_connections, max_per_address=settings.max_per_address,
+                        allow=settings.allow)
+        self.httpd = HttpServer(settings.host, settings.port, limits, Routes(store, self.service, settings, self._stats),
+                                server_name=f"glueinfo/{__version__}")
 
     def _objects(self) -> ObjectSet:
         view = self.store.view()
         return view.objects if view is not None else ObjectSet("Node", [], sss_node.DEFAULT_UNITS)
 
+    def _stats(self) -> dict[str, int]:
+        return self.httpd.stats()
+
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self.httpd.server_address[:2]
-        return str(host), int(port)
+        return self.httpd.address
 
-    def start(self) -> None:
-        """Serve in a background thread (refreshing too); returns at once."""
-        self.store.start(self.settings.refresh_interval_s)
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="glueinfo-http", daemon=True)
-        self._thread.start()
+    def start(self, refresh: bool = True) -> None:
+        """Serve in a background thread and return; ``refresh``: the store refreshes itself
+        every ``refresh_interval`` too (the daemon's store is fed by its publishes instead)."""
+        if refresh:
+            self.store.start(self.settings.refresh_interval_s)
+        self.httpd.start()
 
     def serve_forever(self) -> None:
-        self.store.start(self.settings.refresh_interval_s)
-        self.httpd.serve_forever(poll_interval=0.5)
+        """:meth:`start`, then wait until the server stops; a signal handler may raise out of it."""
+        self.start()
+        while not self.httpd.wait(0.5):
+            pass
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
         self.store.stop()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.stop(timeout)
+
+
+def make_query_service(settings: ServeSettings) -> QueryService:
+    """The SSSRMAP service with this server's key, body limit and query budget.  The budget is
+    passed only to an engine that takes one (``budget_s``); an older one runs without it."""
+    options: dict[str, Any] = {}
+    if "budget_s" in inspect.signature(QueryService.__init__).parameters:
+        options["budget_s"] = settings.query_budget_s
+    return QueryService(key=settings.key, max_bytes=settings.max_body, log=lambda message: log.error("%s", message), **options)

@@ -127,6 +127,10 @@ class Provider:
             def health(self) -> dict[str, Any]:
                 report = super().health()
                 report["run"] = provider.metrics()
+                failed = provider.job_stats["publish"].last_error
+                if failed is not None:  # what is served (if anything) is not what should be
+                    report["status"] = "degraded"
+                    report["reasons"].append(f"the last publication failed: {failed}")
                 return report
 
         self._latest = Refreshed(local=None, snapshots=[])
@@ -209,9 +213,7 @@ class Provider:
             self.server = Server(serve_settings, self.store)
         except OSError as exc:
             raise ServiceError(f"cannot listen on {serve_settings.host}:{serve_settings.port}: {exc.strerror or exc}") from None
-        # Only the HTTP loop: the store is refreshed by publishes, not by serve's own timer.
-        threading.Thread(target=self.server.httpd.serve_forever, kwargs={"poll_interval": 0.5},
-                         name="glueinfo-http", daemon=True).start()
+        self.server.start(refresh=False)  # the store is refreshed by publishes, not by serve's own timer
         host, port = self.server.address
         log.info("serving http://%s:%d/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3)", host, port)
 

@@ -40,7 +40,8 @@ MAX_BODY = 65536
 def start_server(tmp: Path, name: str, extra: str = "") -> Served:
     config = tmp / f"{name}.conf"
     config.write_text(f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\nmax_body = {MAX_BODY}\ntimeout = 2\n{extra}\n"
-                      f"[node]\nsite_snapshots = {FIXTURE}\n")
+                      f"[node]\nsite_snapshots = {FIXTURE}\n"
+                      f"[run]\nstate_dir = {tmp / name}-state\n")  # not the shared default: other runs' hosts would show
     return start_glueinfo(config, tmp / f"{name}.log")
 
 
@@ -65,9 +66,9 @@ def keyed(tmp_path_factory):
     stop_server(served)
 
 
-def exchange(served: Served, raw: bytes, shut: bool = False) -> http.client.HTTPResponse:
-    """Send hand-built request bytes on a new connection and read one response."""
-    sock = served.connect()
+def exchange(served: Served, raw: bytes, shut: bool = False, source: str | None = None) -> http.client.HTTPResponse:
+    """Send hand-built request bytes on a new connection (from ``source``, a loopback address) and read one response."""
+    sock = served.connect(source=source)
     sock.sendall(raw)
     if shut:
         sock.shutdown(socket.SHUT_WR)
@@ -78,8 +79,9 @@ def exchange(served: Served, raw: bytes, shut: bool = False) -> http.client.HTTP
     return response
 
 
-def get(served: Served, path: str, method: str = "GET") -> http.client.HTTPResponse:
-    return exchange(served, f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+def get(served: Served, path: str, method: str = "GET", source: str | None = None) -> http.client.HTTPResponse:
+    return exchange(served, f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode(),
+                    source=source)
 
 
 def post(body: bytes, framing: str = "length") -> bytes:
@@ -344,17 +346,18 @@ def test_a_silent_connection_is_closed_after_the_timeout(server):
 
 
 def test_many_clients_at_once(server):
+    # 40 clients, each from its own address: one address alone is capped at [serve] max_per_address (32).
     errors: list[str] = []
 
-    def client() -> None:
+    def client(source: str) -> None:
         try:
             for _ in range(3):
-                assert get(server, "/node.xml").status == 200
-                check_big_answer(exchange(server, post(BIG, "peer")).body)
+                assert get(server, "/node.xml", source=source).status == 200
+                check_big_answer(exchange(server, post(BIG, "peer"), source=source).body)
         except Exception as exc:  # collected and reported below
             errors.append(repr(exc))
 
-    threads = [threading.Thread(target=client) for _ in range(40)]
+    threads = [threading.Thread(target=client, args=(f"127.0.2.{i + 1}",)) for i in range(40)]
     for thread in threads:
         thread.start()
     for thread in threads:
