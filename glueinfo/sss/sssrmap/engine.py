@@ -14,35 +14,84 @@ Semantics:
   "no value equals", so it matches objects without the field.  A Where
   without a value is a truth test: the field exists and is not empty, 0 or
   false.
-- Numbers compare as numbers in a common unit: the Where's ``units``
-  attribute or a suffix on its value (``4GB``), else the field's default
-  unit; the object's side uses its ``units`` attribute, else the default.
-  Byte units are binary (SSS Appendix A).  A number against text compares
-  as text.
+- Names must be fields of the object class (fields.py): a Get or Where on
+  a name outside its vocabulary is a Failure naming it; an optional field no
+  object has selects nothing.
+- How a Where compares depends on the field's kind (fields.py).  A number
+  field compares numbers in a common unit: the Where's ``units`` attribute
+  or a suffix on its value (``4GB``), else the field's default unit; the
+  object's side uses its ``units`` attribute, else the default.  Byte units
+  are binary (SSS Appendix A).  The value must be a finite decimal number
+  (``1e400``, ``0x10``, ``nan``, ``inf``, ``lots`` are refused) with a
+  known unit of the field's family (``64XB`` and ``4Gbps`` on Memory are
+  refused); a unit no converter knows is accepted only on fields whose data
+  names its units (Resource) when some value on the path carries exactly
+  that unit, as a Get's conversion does.  A text field compares text, with
+  no units.  A field of either kind (Extension of no known name, a Job's
+  Id) compares a number with numeric values and text with text values.
+- Match searches the text of each value with RE2 (request.py): a match
+  anywhere in the value, as Python's ``re.search`` did; never backtracks.
 - Get ops Sort/Tros order the results (objects without the field last);
   Count/Sum/Average/Min/Max aggregate, per GroupBy group.  No Get returns
   whole objects; records keep the nesting of the Get names.
 
-Failures: :class:`SSSRMAPError` BAD_GET/BAD_WHERE for what can only be
-seen against the data (Sum of text, units that do not convert).
+Budget: :func:`run_query` takes a :class:`Budget` (a deadline on a clock
+the caller passes in) and checks it every CHECK_EVERY objects in each loop
+over objects (Where evaluation, cache fills, sorting keys, projection,
+grouping); past it the query stops with SSSRMAPError(QUERY_BUDGET, 740)
+naming the budget and the step it was in.
+
+Failures: :class:`SSSRMAPError` BAD_GET/BAD_WHERE for names and values the
+object class refuses and for what can only be seen against the data (Sum
+of text, units that do not convert); QUERY_BUDGET when the budget runs out.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-import re
-from collections.abc import Mapping, Sequence
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from lxml import etree
 
 from glueinfo.core.units import UnitError, canonical, convert, format_number, parse_quantity
 from glueinfo.core.xmlsafe import escape_attribute, escape_text
-from glueinfo.sss.sssrmap.request import AGGREGATES, GetField, Path, QueryRequest, WhereCondition, split_step
-from glueinfo.sss.sssrmap.status import BAD_GET, BAD_WHERE, SSSRMAPError
+from glueinfo.sss.sssrmap.fields import ANY, GROUP, NUMBER, OPEN, TEXT, Field, missing_step, resolve, vocabulary_of
+from glueinfo.sss.sssrmap.request import AGGREGATES, GetField, Path, QueryRequest, WhereCondition, matcher, split_step
+from glueinfo.sss.sssrmap.status import BAD_GET, BAD_WHERE, QUERY_BUDGET, SSSRMAPError
 
 _FALSE_WORDS = {"", "0", "false", "no", "off"}
+CHECK_EVERY = 256  # objects between two looks at the clock: ~1 ms of work at most on the slowest loops
+MAX_MEMBERSHIPS = 1_000_000  # (object, group) pairs GroupBy may make: memory stays bounded whatever the request
+
+
+class Budget:
+    """A deadline on one query's work, on a clock the caller passes in (tests control it).
+
+    ``seconds`` None: no deadline.  :meth:`check` raises SSSRMAPError(QUERY_BUDGET)
+    naming the budget and what the query was doing once the clock is past the
+    deadline.  The engine calls it between slices of CHECK_EVERY objects, so
+    a query stops at most one slice after its deadline.
+    """
+
+    def __init__(self, seconds: Optional[float] = None, clock: Callable[[], float] = time.monotonic):
+        self.seconds = seconds
+        self._clock = clock
+        self._deadline = None if seconds is None else clock() + seconds
+
+    def check(self, doing: str) -> None:
+        if self._deadline is not None and self._clock() > self._deadline:
+            raise SSSRMAPError(QUERY_BUDGET, f"the query ran past its budget of {self.seconds:g} s of work while {doing}; "
+                                             "narrow it with Where conditions or fewer Gets, or ask again later")
+
+    def slices(self, count: int, doing: str) -> Iterator[range]:
+        """range(count) in slices of CHECK_EVERY, the budget checked before each."""
+        for start in range(0, count, CHECK_EVERY):
+            self.check(doing)
+            yield range(start, min(count, start + CHECK_EVERY))
 
 
 # -- the object set and its per-path cache ------------------------------------------------------
@@ -71,13 +120,17 @@ class ObjectSet:
 
     Build a new ObjectSet when the objects change; never mutate the elements
     afterwards (the caches assume they are frozen).  Caches are filled on
-    first use and only ever grow, so concurrent queries may share one set.
+    first use and only ever grow, so concurrent queries may share one set; a
+    fill a query's budget interrupts stores nothing.  ``fields`` is the
+    class's vocabulary (fields.py), by default the built-in one of ``name``.
     """
 
-    def __init__(self, name: str, elements: Sequence[etree._Element], default_units: Optional[Mapping[str, str]] = None):
+    def __init__(self, name: str, elements: Sequence[etree._Element], default_units: Optional[Mapping[str, str]] = None,
+                 fields: Optional[Field] = None):
         self.name = name
         self.elements = list(elements)
         self.default_units = dict(default_units or {})
+        self.fields = fields if fields is not None else vocabulary_of(name)
         self._matches: dict[str, list[tuple[etree._Element, ...]]] = {}
         self._measures: dict[str, list[tuple[tuple[Optional[str], float], ...]]] = {}
         self._sorted: dict[tuple[str, Optional[str]], tuple[list[float], list[int]]] = {}
@@ -90,19 +143,37 @@ class ObjectSet:
     def __len__(self) -> int:
         return len(self.elements)
 
-    def matches(self, path: Path) -> list[tuple[etree._Element, ...]]:
+    def field(self, path: Path, code: str, what: str) -> Field:
+        """The field ``path`` names; SSSRMAPError(code) naming it when the object class has no such field."""
+        found = resolve(self.fields, path.compiled)
+        if found is None:
+            assert self.fields is not None  # resolve() finds every name when there is no vocabulary
+            missing, allowed = missing_step(self.fields, path.compiled)
+            where = f"in {missing.rsplit('/', 1)[0]}" if "/" in missing else "at the top level"
+            raise SSSRMAPError(code, f"{what} {path.text[:80]!r}: {self.name} objects have no field {missing[:80]!r} "
+                                     f"({'fields ' + where + ': ' + ', '.join(allowed) if allowed else 'it holds no fields'})")
+        return found
+
+    def matches(self, path: Path, budget: Optional[Budget] = None) -> list[tuple[etree._Element, ...]]:
         """Per object, the elements the path selects (iterchildren filters in C: faster than iterfind)."""
         cached = self._matches.get(path.text)
         if cached is None:
+            budget = budget or Budget()
+            doing = f"finding {path.text[:80]}"
             steps = path.compiled
+            cached = []
             if len(steps) > 1:  # the parent path's matches are shared by its siblings (Configured/*)
-                parents = self.matches(Path("/".join(path.steps[:-1]), path.steps[:-1]))
-                cached = [_select_children(found, steps[-1]) if found else () for found in parents]
+                parents = self.matches(Path("/".join(path.steps[:-1]), path.steps[:-1]), budget)
+                for part in budget.slices(len(parents), doing):
+                    cached.extend([_select_children(parents[i], steps[-1]) if parents[i] else () for i in part])
             elif not steps[0][1]:
-                tag = steps[0][0]
-                cached = [tuple(element.iterchildren(tag)) for element in self.elements]
+                tag, elements = steps[0][0], self.elements
+                for part in budget.slices(len(elements), doing):
+                    cached.extend([tuple(elements[i].iterchildren(tag)) for i in part])
             else:
-                cached = [_select_children((element,), steps[0]) for element in self.elements]
+                elements = self.elements
+                for part in budget.slices(len(elements), doing):
+                    cached.extend([_select_children((elements[i],), steps[0]) for i in part])
             self._matches[path.text] = cached
         return cached
 
@@ -122,13 +193,16 @@ class ObjectSet:
             found = self._families[unit] = _measure(1.0, unit)
         return found
 
-    def measures(self, path: Path) -> list[tuple[tuple[Optional[str], float], ...]]:
+    def measures(self, path: Path, budget: Optional[Budget] = None) -> list[tuple[tuple[Optional[str], float], ...]]:
         """Per object, the numeric values of the path as (family, base value); non-numbers left out."""
         cached = self._measures.get(path.text)
         if cached is None:
+            budget = budget or Budget()
             cached = []
             default_units = self.default_units
-            for found in self.matches(path):
+            for index, found in enumerate(self.matches(path, budget)):
+                if not index % CHECK_EVERY:
+                    budget.check(f"reading the numbers of {path.text[:80]}")
                 values = []
                 for element in found:
                     number = _number_of(element.text)
@@ -139,46 +213,59 @@ class ObjectSet:
             self._measures[path.text] = cached
         return cached
 
-    def sorted_values(self, path: Path, family: Optional[str]) -> tuple[list[float], list[int]]:
+    def sorted_values(self, path: Path, family: Optional[str], budget: Optional[Budget] = None) -> tuple[list[float], list[int]]:
         """The path's numeric values of one unit family, ascending, with the object each belongs to."""
         key = (path.text, family)
         cached = self._sorted.get(key)
         if cached is None:
-            pairs = sorted((value, i) for i, values in enumerate(self.measures(path)) for f, value in values if f == family)
+            measures = self.measures(path, budget)
+            (budget or Budget()).check(f"sorting the numbers of {path.text[:80]}")
+            pairs = sorted((value, i) for i, values in enumerate(measures) for f, value in values if f == family)
             cached = self._sorted[key] = ([v for v, _ in pairs], [i for _, i in pairs])
         return cached
 
-    def values(self, path: Path) -> list[tuple[tuple[str, Optional[float], Optional[str]], ...]]:
+    def values(self, path: Path, budget: Optional[Budget] = None) -> list[tuple[tuple[str, Optional[float], Optional[str]], ...]]:
         """Per object, each selected element as (stripped text, number or None, units or None)."""
         cached = self._values.get(path.text)
         if cached is None:
-            cached = self._values[path.text] = [tuple(((e.text or "").strip(), _number_of(e.text), self.unit_of(e)) for e in found)
-                                                for found in self.matches(path)]
+            budget = budget or Budget()
+            matches = self.matches(path, budget)
+            cached = []
+            for part in budget.slices(len(matches), f"reading the values of {path.text[:80]}"):
+                cached.extend([tuple(((e.text or "").strip(), _number_of(e.text), self.unit_of(e)) for e in matches[i]) for i in part])
+            self._values[path.text] = cached
         return cached
 
-    def text_only(self, path: Path) -> list[int]:
+    def text_only(self, path: Path, budget: Optional[Budget] = None) -> list[int]:
         """Objects that have the path but no numeric value in it."""
         cached = self._text_only.get(path.text)
         if cached is None:
             cached = self._text_only[path.text] = [
-                i for i, (values, found) in enumerate(zip(self.measures(path), self.matches(path), strict=True)) if found and not values]
+                i for i, (values, found) in enumerate(zip(self.measures(path, budget), self.matches(path, budget), strict=True))
+                if found and not values]
         return cached
 
-    def fragments(self, path: Path, chosen: Sequence[int]) -> list[bytes]:
+    def fragments(self, path: Path, chosen: Sequence[int], budget: Optional[Budget] = None) -> list[bytes]:
         """For the chosen objects, the serialized elements the path selects (concatenated)."""
         cached = self._fragments.get(path.text)
         if cached is None:
             cached = self._fragments[path.text] = [None] * len(self.elements)
         missing = [i for i in chosen if cached[i] is None]
         if missing:
-            matches = self.matches(path)
-            for i in missing:
-                cached[i] = b"".join([etree.tostring(e, encoding="UTF-8", with_tail=False) for e in matches[i]])
+            budget = budget or Budget()
+            matches = self.matches(path, budget)
+            for part in budget.slices(len(missing), f"writing {path.text[:80]}"):
+                for i in (missing[n] for n in part):  # each entry filled whole: an interrupted fill is still a valid cache
+                    cached[i] = b"".join([etree.tostring(e, encoding="UTF-8", with_tail=False) for e in matches[i]])
         return [cached[i] or b"" for i in chosen]  # all filled above; `or` tells the type checker
 
-    def whole(self) -> list[bytes]:
+    def whole(self, budget: Optional[Budget] = None) -> list[bytes]:
         if self._whole is None:
-            self._whole = [etree.tostring(e, encoding="UTF-8", with_tail=False) for e in self.elements]
+            budget = budget or Budget()
+            elements, whole = self.elements, []
+            for part in budget.slices(len(elements), f"writing whole {self.name} objects"):
+                whole.extend([etree.tostring(elements[i], encoding="UTF-8", with_tail=False) for i in part])
+            self._whole = whole
         return self._whole
 
 
@@ -193,59 +280,113 @@ def _select_children(parents: Sequence[etree._Element], step: tuple[str, tuple[t
 
 
 class _Condition:
-    def __init__(self, objects: ObjectSet, where: WhereCondition):
+    """One Where, checked against the object class's fields when built (before any Where is evaluated)."""
+
+    def __init__(self, objects: ObjectSet, where: WhereCondition, budget: Budget):
         self.objects = objects
         self.where = where
+        self.budget = budget
+        self.field = objects.field(where.path, BAD_WHERE, "Where")
+        self.measure = self._query_measure()
 
-    def query_measure(self) -> Optional[tuple[Optional[str], float]]:
-        where = self.where
-        if where.value is None:
+    def _refuse(self, problem: str) -> SSSRMAPError:
+        return SSSRMAPError(BAD_WHERE, f"Where {self.where.path.text[:80]} op {self.where.op}: {problem}")
+
+    def _query_measure(self) -> Optional[tuple[Optional[str], float]]:
+        """The Where's value as (unit family, base value) when it compares as a number; None when as text.
+
+        Raises SSSRMAPError(316) naming the value for what the field's kind refuses (module docstring).
+        """
+        where, field = self.where, self.field
+        if where.value is None or where.op == "Match":
+            if field.kind == GROUP and where.op == "Match":
+                raise self._refuse(f"{where.path.text[:80]} holds other fields ({', '.join(field.children)}): match one of them")
+            return None
+        value = where.value[:60]
+        if field.kind == GROUP:
+            raise self._refuse(f"{where.path.text[:80]} holds other fields ({', '.join(field.children)}): compare one of them")
+        if field.kind == TEXT:
+            if where.units:
+                raise self._refuse(f"units={where.units[:20]!r} given, but {where.path.text[:80]} is text (units apply to numbers)")
             return None
         parsed = parse_quantity(where.value)
         if parsed is None:
-            return None
+            if field.kind == NUMBER:
+                raise self._refuse(f"value {value!r} is not a number: {where.path.text[:80]} holds numbers, so the value must be a "
+                                   "finite decimal number with an optional unit (e.g. 64, 1.5, 64GB; no hex, nan or inf)")
+            if where.units:
+                raise self._refuse(f"units={where.units[:20]!r} given, but value {value!r} is not a number")
+            return None  # a field of either kind: text compares with text values
         number, suffix = parsed
-        unit = where.units or suffix or self.objects.default_units.get(where.path.leaf_tag)
         if suffix and where.units and suffix != where.units:
-            raise SSSRMAPError(BAD_WHERE, f"Where {where.path.text}: value {where.value!r} and units={where.units!r} disagree")
-        if unit:
+            raise SSSRMAPError(BAD_WHERE, f"Where {where.path.text[:80]}: value {value!r} and units={where.units[:20]!r} disagree")
+        given = where.units or suffix
+        if given:
+            what = f"units={given[:20]!r}" if where.units else f"value {value!r}"
             try:
-                canonical(unit)
+                family = canonical(given)[0]
             except UnitError:
-                if suffix:
-                    return None  # '4cores' and the like: compare as text
-        return _measure(number, unit)
+                if field.kind == ANY and not where.units:
+                    return None  # '4cores' on a field of either kind: compared as text
+                if field.kind == ANY or field.family == OPEN:  # units the data names: accepted where some value has them
+                    custom = "unit:" + given
+                    if any(f == custom for values in self.objects.measures(where.path, self.budget) for f, _ in values):
+                        return _measure(number, given)
+                raise self._refuse(f"{what}: unknown unit {given[:20]!r} (byte units B KB MB GB TB PB, rates bps Kbps Mbps Gbps)"
+                                   ) from None
+            if field.kind == NUMBER and field.family != OPEN and family != field.family:
+                default = self.objects.default_units.get(where.path.leaf_tag)
+                measured = f"in {field.family} ({default})" if field.family and default else field.describe()
+                raise self._refuse(f"{what}: {given[:20]} is a unit of {family}, but {where.path.text[:80]} is {measured}")
+        return _measure(number, given or self.objects.default_units.get(where.path.leaf_tag))
 
     def evaluate(self) -> set[int]:
-        where, objects = self.where, self.objects
-        matches = objects.matches(where.path)
+        where, objects, budget = self.where, self.objects, self.budget
+        matches = objects.matches(where.path, budget)
         op = where.op
+        doing = f"evaluating Where {where.path.text[:80]} {op}"
         if where.value is None:  # truth test
-            truthy = {i for i, found in enumerate(matches)
-                      if any((e.text or "").strip().lower() not in _FALSE_WORDS or len(e) for e in found)}
+            truthy: set[int] = set()
+            for part in budget.slices(len(matches), doing):
+                truthy.update(i for i in part if any((e.text or "").strip().lower() not in _FALSE_WORDS or len(e) for e in matches[i]))
             return truthy if op == "EQ" else set(range(len(matches))) - truthy
         if op == "Match":
-            pattern = re.compile(where.value)
-            return {i for i, found in enumerate(matches) if any(pattern.search(e.text or "") for e in found)}
-        measure = self.query_measure()
-        text = where.value
+            return self._match(matches, doing)
+        measure, text = self.measure, where.value
+        compare_op = op if op != "NE" else "EQ"
         result: set[int] = set()
         if measure is not None:
             family, target = measure
-            compare_op = op if op != "NE" else "EQ"
-            values, owners = objects.sorted_values(where.path, family)
+            values, owners = objects.sorted_values(where.path, family, budget)
             low, high = _bounds(values, compare_op, target)
             result.update(owners[low:high])
-            for i in objects.text_only(where.path):  # the object's value is text although the query's is a number
-                if any(_text_compare(compare_op, e.text, text) for e in matches[i]):
-                    result.add(i)
+            if self.field.kind != NUMBER:  # a field of either kind: its text values compare with the value as text
+                text_only = objects.text_only(where.path, budget)
+                for part in budget.slices(len(text_only), doing):
+                    result.update(i for i in (text_only[n] for n in part)
+                                  if any(_text_compare(compare_op, e.text, text) for e in matches[i]))
         else:
-            compare_op = op if op != "NE" else "EQ"
-            for i, found in enumerate(matches):
-                if any(_text_compare(compare_op, e.text, text) for e in found):
-                    result.add(i)
+            for part in budget.slices(len(matches), doing):
+                result.update(i for i in part if any(_text_compare(compare_op, e.text, text) for e in matches[i]))
         if op == "NE":
             return set(range(len(matches))) - result
+        return result
+
+    def _match(self, matches: list[tuple[etree._Element, ...]], doing: str) -> set[int]:
+        """Objects with a value the RE2 pattern finds a match in; each distinct text is searched once."""
+        program = matcher(self.where.value or "", self.where.path)
+        seen: dict[str, bool] = {}  # many hosts share a CPU model or an OS: search each text once
+        result: set[int] = set()
+        for part in self.budget.slices(len(matches), doing):
+            for i in part:
+                for element in matches[i]:
+                    text = element.text or ""
+                    found = seen.get(text)
+                    if found is None:
+                        found = seen[text] = program.search(text) is not None
+                    if found:
+                        result.add(i)
+                        break
         return result
 
 
@@ -277,8 +418,13 @@ def _bounds(values: list[float], op: str, target: float) -> tuple[int, int]:
     return 0, bisect.bisect_right(values, target)  # LE
 
 
-def select(objects: ObjectSet, wheres: Sequence[WhereCondition]) -> list[int]:
-    """Indices of the objects the Where conditions select, in object order."""
+def select(objects: ObjectSet, wheres: Sequence[WhereCondition], budget: Optional[Budget] = None) -> list[int]:
+    """Indices of the objects the Where conditions select, in object order.
+
+    Every Where is checked against the object class's fields before any is
+    evaluated (SSSRMAPError 316 naming the field or value).
+    """
+    budget = budget or Budget()
     if not wheres:
         return list(range(len(objects)))
     # Tokens: a condition, or one of "and", "or", "not", "(", ")"
@@ -289,7 +435,7 @@ def select(objects: ObjectSet, wheres: Sequence[WhereCondition]) -> list[int]:
         if where.conj in ("AndNot", "OrNot"):
             tokens.append("not")
         tokens.extend(["("] * max(0, where.group))
-        tokens.append(_Condition(objects, where))
+        tokens.append(_Condition(objects, where, budget))
         tokens.extend([")"] * max(0, -where.group))
     universe = set(range(len(objects)))
     position = 0
@@ -300,6 +446,7 @@ def select(objects: ObjectSet, wheres: Sequence[WhereCondition]) -> list[int]:
         while position < len(tokens) and tokens[position] == "or":
             position += 1
             result = result | term()
+            budget.check("combining Where conditions")
         return result
 
     def term() -> set[int]:
@@ -308,6 +455,7 @@ def select(objects: ObjectSet, wheres: Sequence[WhereCondition]) -> list[int]:
         while position < len(tokens) and tokens[position] == "and":
             position += 1
             result = result & factor()
+            budget.check("combining Where conditions")
         return result
 
     def factor() -> set[int]:
@@ -316,6 +464,7 @@ def select(objects: ObjectSet, wheres: Sequence[WhereCondition]) -> list[int]:
         if isinstance(kind, _Condition):
             position += 1
             return kind.evaluate()
+        budget.check("combining Where conditions")
         if kind == "not":
             position += 1
             return universe - factor()
@@ -337,23 +486,26 @@ def select(objects: ObjectSet, wheres: Sequence[WhereCondition]) -> list[int]:
 # -- Get: ordering, projection, aggregation -----------------------------------------------------------
 
 
-def _sort_key(objects: ObjectSet, path: Path, index: int) -> Optional[tuple[int, Any]]:
-    measures = objects.measures(path)[index]
+def _sort_key(measures: tuple[tuple[Optional[str], float], ...], found: tuple[etree._Element, ...]) -> Optional[tuple[int, Any]]:
     if measures:
         return (0, measures[0][1])
-    found = objects.matches(path)[index]
     if found:
         return (1, (found[0].text or "").strip())
     return None
 
 
-def order(objects: ObjectSet, chosen: list[int], gets: Sequence[GetField]) -> list[int]:
+def order(objects: ObjectSet, chosen: list[int], gets: Sequence[GetField], budget: Optional[Budget] = None) -> list[int]:
     """Apply Sort/Tros Gets, first Get the primary key; objects without the field go last."""
+    budget = budget or Budget()
     result = list(chosen)
     for get in reversed([g for g in gets if g.op in ("Sort", "Tros")]):
-        keyed = [(i, _sort_key(objects, get.path, i)) for i in result]
+        measures, matches = objects.measures(get.path, budget), objects.matches(get.path, budget)
+        keyed: list[tuple[int, Optional[tuple[int, Any]]]] = []
+        for part in budget.slices(len(result), f"sorting by {get.path.text[:80]}"):
+            keyed.extend([(i, _sort_key(measures[i], matches[i])) for i in (result[n] for n in part)])
         present = [(i, k) for i, k in keyed if k is not None]
-        present.sort(key=lambda pair: pair[1], reverse=get.op == "Tros")
+        present.sort(key=lambda pair: pair[1], reverse=get.op == "Tros")  # one C sort: O(n log n), checked before and after
+        budget.check(f"sorting by {get.path.text[:80]}")
         result = [i for i, _ in present] + [i for i, k in keyed if k is None]
     return result
 
@@ -382,10 +534,10 @@ def _open_tag(step: str) -> tuple[bytes, bytes]:
     return f"<{tag}{attributes}>".encode(), f"</{tag}>".encode()
 
 
-def _converted(objects: ObjectSet, get: GetField, units: str, index: int) -> bytes:
+def _converted(objects: ObjectSet, get: GetField, units: str, index: int, budget: Budget) -> bytes:
     """The path's elements with their numeric text converted to ``units`` (the Get's)."""
     parts = []
-    for element in objects.matches(get.path)[index]:
+    for element in objects.matches(get.path, budget)[index]:
         number = _number_of(element.text)
         unit = objects.unit_of(element)
         if number is None or not unit or len(element):
@@ -401,14 +553,15 @@ def _converted(objects: ObjectSet, get: GetField, units: str, index: int) -> byt
     return b"".join(parts)
 
 
-def project(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField]) -> list[bytes]:
+def project(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField], budget: Optional[Budget] = None) -> list[bytes]:
     """One serialized record per chosen object: the whole object, or the Get paths, nested.
 
     Built column by column (one list per Get path, joined level by level) rather
     than object by object: list comprehensions over cached fragments.
     """
+    budget = budget or Budget()
     if not gets:
-        whole = objects.whole()
+        whole = objects.whole(budget)
         return [whole[i] for i in chosen]
     trie = _Trie()
     for get in gets:
@@ -420,11 +573,18 @@ def project(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField])
         for step, child in node.children.items():
             get = child.leaf
             if get is not None:
-                parts.append([_converted(objects, get, get.units, i) for i in chosen] if get.units else objects.fragments(get.path, chosen))
+                if get.units:
+                    converted: list[bytes] = []
+                    for part in budget.slices(len(chosen), f"converting {get.path.text[:80]} to {get.units[:20]}"):
+                        converted.extend([_converted(objects, get, get.units, chosen[n], budget) for n in part])
+                    parts.append(converted)
+                else:
+                    parts.append(objects.fragments(get.path, chosen, budget))
                 continue
             inner = column(child)
             opening, closing = _open_tag(step)
             parts.append([opening + text + closing if text else b"" for text in inner])
+        budget.check("putting the records together")
         if len(parts) == 1:
             return parts[0]
         return [b"".join(row) for row in zip(*parts, strict=True)]
@@ -433,9 +593,9 @@ def project(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField])
     return [root_open + text + root_close for text in column(trie)]
 
 
-def _aggregate_values(objects: ObjectSet, get: GetField, members: Sequence[int]) -> tuple[Optional[str], Optional[str]]:
+def _aggregate_values(objects: ObjectSet, get: GetField, members: Sequence[int], budget: Budget) -> tuple[Optional[str], Optional[str]]:
     """(text, units) of one aggregate over the members' values; text None when there is nothing to show."""
-    column = objects.values(get.path)
+    column = objects.values(get.path, budget)
     if get.op == "Count":
         return str(sum(len(column[i]) for i in members)), None
     found = [value for i in members for value in column[i]]
@@ -470,13 +630,21 @@ def _aggregate_values(objects: ObjectSet, get: GetField, members: Sequence[int])
     return format_number(result), unit
 
 
-def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField]) -> list[bytes]:
+def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField], budget: Optional[Budget] = None) -> list[bytes]:
     """Records of aggregates, one per group of the GroupBy fields (one record without GroupBy)."""
+    budget = budget or Budget()
     group_gets = [g for g in gets if g.op == "GroupBy"]
     groups: dict[tuple[Optional[str], ...], list[int]] = {}
-    columns = [objects.values(get.path) for get in group_gets]
-    for i in chosen:
+    columns = [objects.values(get.path, budget) for get in group_gets]
+    memberships = 0
+    for index, i in enumerate(chosen):
+        if not index % CHECK_EVERY:
+            budget.check("grouping")
         keys: list[list[Optional[str]]] = [list(dict.fromkeys(text for text, _, _ in column[i])) or [None] for column in columns]
+        memberships += math.prod(len(k) for k in keys)  # multi-valued GroupBy fields multiply: counted before they are made
+        if memberships > MAX_MEMBERSHIPS:
+            raise SSSRMAPError(BAD_GET, f"GroupBy {', '.join(g.path.text[:40] for g in group_gets[:4])}: the objects fall in over "
+                                        f"{MAX_MEMBERSHIPS} groups in all (each value of a multi-valued field is a group of its own)")
         for combination in itertools.product(*keys):
             groups.setdefault(combination, []).append(i)
     if not group_gets:
@@ -495,14 +663,17 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
         trie.add(get)
     index_of = {id(get): position for position, get in enumerate(gets)}
     records = []
-    for key in sorted(groups, key=group_order):
+    budget.check("ordering the groups")
+    for number, key in enumerate(sorted(groups, key=group_order)):
+        if not number % CHECK_EVERY:
+            budget.check("aggregating")
         members = groups[key]
         values: dict[int, tuple[Optional[str], Optional[str]]] = {}
         for position, get in enumerate(gets):
             if get.op == "GroupBy":
                 values[position] = (key[group_gets.index(get)], None)
             else:
-                values[position] = _aggregate_values(objects, get, members)
+                values[position] = _aggregate_values(objects, get, members, budget)
 
         def render(node: _Trie, values: dict[int, tuple[Optional[str], Optional[str]]]) -> bytes:
             parts = []
@@ -527,12 +698,44 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
     return records
 
 
-def run_query(objects: ObjectSet, request: QueryRequest) -> list[bytes]:
-    """The records (serialized objects) a Query returns, in order."""
-    chosen = select(objects, request.wheres)
+def check_get(objects: ObjectSet, get: GetField) -> None:
+    """A Get's name must be a field of the object class, and its units ones the field's values convert to.
+
+    SSSRMAPError(315) naming the field or the unit otherwise; decided by the
+    vocabulary, so the answer does not depend on which objects exist.
+    """
+    field = objects.field(get.path, BAD_GET, "Get")
+    if not get.units:
+        return
+    what = f"Get {get.path.text[:80]} units={get.units[:20]!r}"
+    if field.kind in (TEXT, GROUP):
+        raise SSSRMAPError(BAD_GET, f"{what}: {get.path.text[:80]} is {field.describe()}; units apply to numbers")
+    if field.kind != NUMBER or field.family == OPEN:
+        return  # the data names its units: converted where they convert, 315 from the conversion where not
+    default = objects.default_units.get(get.path.leaf_tag)
+    try:
+        family = canonical(get.units)[0]
+    except UnitError:
+        raise SSSRMAPError(BAD_GET, f"{what}: unknown unit {get.units[:20]!r}, cannot convert "
+                                    f"{get.path.text[:80]} ({default or field.describe()}) to it") from None
+    if family != field.family:
+        raise SSSRMAPError(BAD_GET, f"{what}: cannot convert {get.path.text[:80]} ({default or field.describe()}) "
+                                    f"to {get.units[:20]}, a unit of {family}")
+
+
+def run_query(objects: ObjectSet, request: QueryRequest, budget: Optional[Budget] = None) -> list[bytes]:
+    """The records (serialized objects) a Query returns, in order.
+
+    SSSRMAPError: 315/316 for names and values the object class refuses
+    (checked before any work), QUERY_BUDGET (740) once ``budget`` runs out.
+    """
+    budget = budget or Budget()
+    for get in request.gets:
+        check_get(objects, get)
+    chosen = select(objects, request.wheres, budget)
     if any(g.op in AGGREGATES for g in request.gets):
-        return aggregate(objects, chosen, request.gets)
-    chosen = order(objects, chosen, request.gets)
-    return project(objects, chosen, request.gets)
+        return aggregate(objects, chosen, request.gets, budget)
+    chosen = order(objects, chosen, request.gets, budget)
+    return project(objects, chosen, request.gets, budget)
 
 

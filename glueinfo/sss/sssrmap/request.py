@@ -16,13 +16,22 @@ The shape accepted (message format 3.0.3 + NOTES.md)::
 - Get ops Sort/Tros order; Count/Sum/Average/Min/Max aggregate, per group
   when some Get has op GroupBy (every other Get must then be aggregated or
   grouped).
-- ``chunking="True"`` with ``chunkSize`` (objects per chunk, default 1000).
+- ``chunking="True"`` with ``chunkSize`` (objects per chunk, default 1000,
+  from 1 to MAX_CHUNK_SIZE).
+- Match patterns are RE2 syntax, run by RE2 (google-re2), which never
+  backtracks: time linear in the text for a given pattern.  What RE2 does
+  not support (backreferences, lookaround, possessive quantifiers, ``\\Z``)
+  is refused with the pattern and RE2's reason, never handed to Python's
+  ``re``; so is a pattern over MAX_PATTERN characters or whose compiled
+  program is over MAX_PROGRAM instructions (or RE2's MATCHER_MEMORY).
 
-Everything is checked here, before the engine sees it: op and conj names,
-balanced groups, Match patterns (length, nested quantifiers, compiling),
-aggregation rules and limits.  :func:`parse_request` raises
-:class:`SSSRMAPError` with a 3xx code for anything malformed or unsupported;
-it never looks at objects.
+Everything the request alone decides is checked here, before the engine
+sees it: op and conj names, balanced groups no deeper than MAX_GROUP_DEPTH,
+Where values up to MAX_VALUE characters, Match patterns, aggregation rules
+and limits.  :func:`parse_request` raises :class:`SSSRMAPError` with a 3xx
+code for anything malformed or unsupported, its message naming the
+attribute, the value and what is allowed; it never looks at objects (the
+engine checks names and values against the object class's fields).
 """
 
 from __future__ import annotations
@@ -30,8 +39,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
+import re2
 from lxml import etree
 
 from glueinfo.sss.sssrmap.status import (
@@ -49,12 +59,15 @@ from glueinfo.sss.sssrmap.status import (
 DEFAULT_CHUNK_SIZE = 1000
 MAX_CONDITIONS = 256  # Get + Where elements in one request
 MAX_PATTERN = 256  # characters in a Match regular expression
+MAX_PROGRAM = 10_000  # RE2 instructions in a compiled Match pattern ('.{1000}' is 8,004)
+MATCHER_MEMORY = 1 << 20  # bytes RE2 may use for one pattern's program and matching caches
+MAX_VALUE = 1024  # characters in a Where value
+MAX_GROUP_DEPTH = 32  # nested Where parentheses
+MAX_CHUNK_SIZE = 1_000_000_000  # objects per chunk (any size over the answer's is one chunk)
 
 _STEP = r"[A-Z][A-Za-z0-9]*(?:\[@[a-z][A-Za-z0-9]*=(?:'[^'\[\]]*'|\"[^\"\[\]]*\")\])*"
 _PATH = re.compile(rf"^{_STEP}(?:/{_STEP})*$")
 _STEP_PARTS = re.compile(r"\[@([a-z][A-Za-z0-9]*)=(?:'([^']*)'|\"([^\"]*)\")\]")
-# Quantified groups that themselves contain a quantifier: the classic catastrophic-backtracking shape.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
 
 WHERE_OPS = {"eq": "EQ", "ne": "NE", "gt": "GT", "ge": "GE", "lt": "LT", "le": "LE", "match": "Match"}
 CONJUNCTIONS = {"and": "And", "or": "Or", "andnot": "AndNot", "ornot": "OrNot"}
@@ -172,12 +185,33 @@ def _truthy(raw: Optional[str], what: str) -> bool:
     raise SSSRMAPError(BAD_ATTRIBUTE, f"{what}={raw[:20]!r} must be True or False")
 
 
-def _group(raw: Optional[str]) -> int:
+def _group(raw: Optional[str], path: Path) -> int:
+    """The group attribute as a signed number of parentheses; SSSRMAPError(316) naming the value otherwise."""
     if raw is None or raw.strip() == "":
         return 0
-    if not re.match(r"^[+-]?\d{1,3}$", raw.strip()):
-        raise SSSRMAPError(BAD_WHERE, f"Where group={raw[:20]!r} must be +N or -N")
-    return int(raw.strip())
+    text = raw.strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} group={text[:20]!r} is not +N or -N: group is a whole number of "
+                                      f"parentheses to open (+N) or close (-N), N from 0 to {MAX_GROUP_DEPTH}")
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > len(str(MAX_GROUP_DEPTH)) or int(digits) > MAX_GROUP_DEPTH:
+        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} group={text[:20]!r} is out of range: N in +N/-N must be from 0 to "
+                                      f"{MAX_GROUP_DEPTH} (parentheses nest at most {MAX_GROUP_DEPTH} deep)")
+    return int(text)
+
+
+def _chunk_size(raw: Optional[str]) -> int:
+    """The chunkSize attribute: a whole number of objects per chunk, 1..MAX_CHUNK_SIZE; SSSRMAPError(317) naming it otherwise."""
+    if raw is None:
+        return DEFAULT_CHUNK_SIZE
+    text = raw.strip()
+    allowed = f"chunkSize must be a whole number of objects per chunk from 1 to {MAX_CHUNK_SIZE}"
+    if not re.fullmatch(r"\+?\d+", text):
+        raise SSSRMAPError(BAD_ATTRIBUTE, f"chunkSize={text[:20]!r} is not written as a whole number in decimal digits: {allowed}")
+    digits = text.lstrip("+").lstrip("0") or "0"
+    if len(digits) > len(str(MAX_CHUNK_SIZE)) or not 1 <= int(digits) <= MAX_CHUNK_SIZE:
+        raise SSSRMAPError(BAD_ATTRIBUTE, f"chunkSize={text[:20]!r} is out of range: {allowed}")
+    return int(digits)
 
 
 def parse_request(request: etree._Element) -> QueryRequest:
@@ -219,35 +253,63 @@ def parse_request(request: etree._Element) -> QueryRequest:
                 if where_op not in ("EQ", "NE"):
                     raise SSSRMAPError(BAD_WHERE, f"Where {path.text} op {where_op} needs a value")
             elif where_op == "Match":
-                _check_pattern(path, value)
+                matcher(value.strip(), path)
+            elif len(value.strip()) > MAX_VALUE:
+                raise SSSRMAPError(BAD_WHERE, f"Where {path.text} value {value.strip()[:40]!r}... is {len(value.strip())} characters, "
+                                              f"over the {MAX_VALUE} accepted")
             wheres.append(WhereCondition(path, where_op, value.strip() if value is not None else None, conj,
-                                         _group(child.get("group")), (child.get("units") or "").strip() or None))
+                                         _group(child.get("group"), path), (child.get("units") or "").strip() or None))
         elif child.tag == "Set":
             raise SSSRMAPError(UNSUPPORTED_FEATURE, "Set belongs in Create or Modify requests, not in a Query")
         elif child.tag not in ("Object", "Option", "Count", "Data"):
             raise SSSRMAPError(NO_REQUEST, f"unexpected element {child.tag!r} in Request")
     chunking = _truthy(request.get("chunking"), "chunking")
-    chunk_size = DEFAULT_CHUNK_SIZE
-    raw_size = request.get("chunkSize")
-    if raw_size is not None:
-        if not re.match(r"^\s*\d{1,9}\s*$", raw_size) or int(raw_size) < 1:
-            raise SSSRMAPError(BAD_ATTRIBUTE, f"chunkSize={raw_size[:20]!r} must be a positive whole number")
-        chunk_size = int(raw_size)
+    chunk_size = _chunk_size(request.get("chunkSize"))
     _check_groups(wheres)
     _check_aggregation(gets)
     return QueryRequest(action="Query", actor=actor, object_name=object_name, gets=tuple(gets), wheres=tuple(wheres),
                         request_id=request.get("id"), chunking=chunking, chunk_size=chunk_size)
 
 
-def _check_pattern(path: Path, pattern: str) -> None:
+def _matcher_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # refusals are answered to the client, not printed on the server's stderr
+    options.never_capture = True  # only "does it match" is asked
+    options.max_mem = MATCHER_MEMORY
+    return options
+
+
+def matcher(pattern: str, path: Path) -> Any:
+    """The compiled RE2 program of a Match pattern (searched, unanchored; RE2 syntax).
+
+    Raises SSSRMAPError(316) naming the pattern and the reason when it is over
+    MAX_PATTERN characters, is not RE2 syntax (RE2's own message, e.g.
+    "invalid perl operator: (?=" for a lookahead, "invalid escape sequence:
+    \\1" for a backreference), or compiles to over MAX_PROGRAM instructions
+    or MATCHER_MEMORY bytes.  Never falls back to Python's ``re``.  google-re2
+    caches the compiled program by pattern, so the engine's second call is a
+    look-up.
+    """
+    where = f"Where {path.text} Match pattern"
     if len(pattern) > MAX_PATTERN:
-        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} Match pattern is over {MAX_PATTERN} characters")
-    if _NESTED_QUANTIFIER.search(pattern):
-        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} Match pattern {pattern[:60]!r} nests quantifiers (too slow to run)")
+        raise SSSRMAPError(BAD_WHERE, f"{where} {pattern[:40]!r}... is {len(pattern)} characters, over the {MAX_PATTERN} accepted")
     try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise SSSRMAPError(BAD_WHERE, f"Where {path.text} Match pattern {pattern[:60]!r} is not a regular expression: {exc}") from None
+        program = re2.compile(pattern, _matcher_options())
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        reason = reason[:120]
+        if "pattern too large" in reason:
+            reason = f"its compiled form is over the matcher's {MATCHER_MEMORY // 1024} KiB (simplify the repetitions)"
+        elif "\\Z" in reason:
+            reason += " (RE2 writes the end of the text \\z or $)"
+        elif "perl operator" in reason or "escape sequence" in reason:
+            reason += " (RE2 has no backreferences or lookaround)"
+        raise SSSRMAPError(BAD_WHERE, f"{where} {pattern[:60]!r} is refused by the RE2 matcher: {reason}") from None
+    if program.programsize > MAX_PROGRAM:
+        raise SSSRMAPError(BAD_WHERE, f"{where} {pattern[:60]!r} compiles to {program.programsize} RE2 instructions, over the "
+                                      f"{MAX_PROGRAM} accepted (simplify the repetitions)")
+    return program
 
 
 def _check_groups(wheres: Sequence[WhereCondition]) -> None:
@@ -255,7 +317,10 @@ def _check_groups(wheres: Sequence[WhereCondition]) -> None:
     for where in wheres:
         depth += where.group
         if depth < 0:
-            raise SSSRMAPError(BAD_WHERE, f"Where {where.path.text} group={where.group} closes a parenthesis never opened")
+            raise SSSRMAPError(BAD_WHERE, f"Where {where.path.text} group={where.group:+d} closes a parenthesis never opened")
+        if depth > MAX_GROUP_DEPTH:
+            raise SSSRMAPError(BAD_WHERE, f"Where {where.path.text} group={where.group:+d} nests parentheses {depth} deep, "
+                                          f"over the {MAX_GROUP_DEPTH} accepted")
     if depth:
         raise SSSRMAPError(BAD_WHERE, f"Where groups leave {depth} parenthesis(es) open")
 

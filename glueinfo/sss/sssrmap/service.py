@@ -5,16 +5,17 @@
 Request (request.py), run it against the ObjectSet registered for its
 Object (engine.py), chunk the records into Responses and wrap each in a
 (signed) Envelope.  ``handle`` never raises: refusals become Failure
-responses with their status code, bugs a 720.
+responses with their status code, bugs a 720, a query past its budget a 740.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Optional
 
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml, strip_namespaces
-from glueinfo.sss.sssrmap.engine import ObjectSet, run_query
+from glueinfo.sss.sssrmap.engine import Budget, ObjectSet, run_query
 from glueinfo.sss.sssrmap.envelope import envelope, failure_bytes, response_bytes, verify_signature
 from glueinfo.sss.sssrmap.request import QueryRequest, parse_request
 from glueinfo.sss.sssrmap.status import (
@@ -34,11 +35,21 @@ class QueryService:
     ``register("Node", lambda: current_node_set)``; the callable is asked for
     the current ObjectSet on every request, so the owner can swap in a new
     set whenever its data changes.
+
+    ``budget_s``: seconds of work one request may take, counted on ``clock``
+    from the moment ``handle`` gets its bytes; a query still running then is
+    answered with a Failure 740 naming the budget (the engine checks between
+    slices of objects, so it stops within one slice).  None: no budget.
     """
 
-    def __init__(self, key: Optional[bytes] = None, max_bytes: int = 1048576, log: Optional[Callable[[str], None]] = None):
+    def __init__(self, key: Optional[bytes] = None, max_bytes: int = 1048576, log: Optional[Callable[[str], None]] = None,
+                 budget_s: Optional[float] = None, clock: Callable[[], float] = time.monotonic):
+        if budget_s is not None and not budget_s > 0:  # also refuses NaN
+            raise ValueError(f"query budget must be a positive number of seconds, not {budget_s!r}")
         self.key = key
         self.max_bytes = max_bytes
+        self.budget_s = budget_s
+        self._clock = clock
         self._sources: dict[str, Callable[[], ObjectSet]] = {}
         self._log = log or (lambda message: None)
 
@@ -49,13 +60,16 @@ class QueryService:
     def object_names(self) -> list[str]:
         return sorted(self._sources)
 
-    def answer(self, request: QueryRequest) -> list[bytes]:
-        """Serialized Response(s) for a parsed request: one, or one per chunk."""
+    def answer(self, request: QueryRequest, budget: Optional[Budget] = None) -> list[bytes]:
+        """Serialized Response(s) for a parsed request: one, or one per chunk.
+
+        ``budget`` defaults to a new one of ``budget_s`` starting now.
+        """
         source = self._sources.get(request.object_name)
         if source is None:
             known = ", ".join(self.object_names) or "none"
             raise SSSRMAPError(UNKNOWN_OBJECT, f"object {request.object_name[:40]!r} is not served here (served: {known})")
-        records = run_query(source(), request)
+        records = run_query(source(), request, budget or Budget(self.budget_s, self._clock))
         noun = request.object_name
         if not request.chunking or len(records) <= request.chunk_size:
             message = f"{len(records)} {noun} object(s)"
@@ -71,6 +85,7 @@ class QueryService:
         """Raw request bytes -> the Envelope(s) to send back (several when chunked). Never raises."""
         request_id: Optional[str] = None
         actor = "glueinfo"
+        budget = Budget(self.budget_s, self._clock)  # parsing counts too: the request's whole work
         try:
             try:
                 root = parse_xml(raw, max_bytes=self.max_bytes, what="SSSRMAP request")
@@ -93,7 +108,7 @@ class QueryService:
             if request_el is None:
                 raise SSSRMAPError(NO_REQUEST, "the Envelope has no Body/Request")
             request = parse_request(request_el)
-            responses = self.answer(request)
+            responses = self.answer(request, budget)
         except SSSRMAPError as exc:
             responses = [failure_bytes(exc.code, exc.message, request_id)]
         except Exception as exc:  # a bug must not take the server down; the peer gets a 7xx

@@ -2,7 +2,8 @@
 
 Every refusal anywhere in the SSSRMAP code is an :class:`SSSRMAPError` with
 the status code the peer gets back in a Failure response: 000 success; 2xx
-wire protocol; 3xx message format; 4xx security; 7xx server.
+wire protocol; 3xx message format; 4xx security; 7xx server (720 a bug,
+740 the query's time budget ran out).
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ UNSUPPORTED_FEATURE = "318"  # multi-object joins, Set in a query, ...
 SIGNATURE_REQUIRED = "421"
 BAD_SIGNATURE = "422"
 UNSUPPORTED_TOKEN = "423"
-SERVER_ERROR = "720"
+SERVER_ERROR = "720"  # a bug: the server failed (logged)
+# The query is well-formed but the server stopped working on it at its per-request budget ([serve]
+# query_budget): a server-side (7xx) refusal, not a fault in the message (3xx), and not a bug (720);
+# its own code lets a client tell "narrow the query or retry later" from an internal error.
+QUERY_BUDGET = "740"
 UNKNOWN_ERROR = "999"
 
 
