@@ -27,6 +27,7 @@ from typing import Any, Optional
 from glueinfo.core import plugins
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import CollectorResult, HostSnapshot
+from glueinfo.core.validate import validate_snapshot
 
 ENTRY_POINT_GROUP = "glueinfo.collectors"
 
@@ -220,7 +221,9 @@ def probe(config: Any, host_root: Optional[str] = None, enable: Iterable[str] = 
     """Probe this host (or the recorded tree ``host_root``) as the config says.
 
     Command-line ``enable``/``disable`` lists override the config file's for
-    the collectors they name.
+    the collectors they name.  The snapshot has passed glueinfo.core.validate
+    like any worker's: a bad field is dropped and named through ``on_error``;
+    a host name that cannot be published raises CollectorError.
     """
     from glueinfo.core.config import static_facts
 
@@ -238,4 +241,11 @@ def probe(config: Any, host_root: Optional[str] = None, enable: Iterable[str] = 
         raise CollectorError(f"host root {root}: no such directory")
     ctx = CollectContext(host_root=root, config=facts, utilisation_interval_s=interval, clock=clock)
     timeout = section["timeout"] + (interval or 0.0)
-    return collect_host(chosen, ctx, timeout_s=timeout)
+    # This host's facts pass the same model boundary as any worker's (a recorded tree can say
+    # anything, and a kernel can report garbage): bad fields dropped and named, a bad name refused.
+    checked = validate_snapshot(collect_host(chosen, ctx, timeout_s=timeout), clock())
+    if checked.snapshot is None:
+        raise CollectorError(f"this host cannot be published: {checked.refused}")
+    for line in checked.dropped:
+        on_error(line)
+    return checked.snapshot

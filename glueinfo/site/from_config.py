@@ -22,6 +22,7 @@ from glueinfo.site.model import (
     SiteModel,
     SubClusterPin,
     ce_unique_id,
+    derived_id,
     rdn_too_long,
 )
 
@@ -79,7 +80,8 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
         clusters.append(spec)
         by_section[name] = spec
     if not clusters:
-        clusters.append(ClusterSpec(section="", unique_id=local_fqdn, name=local_fqdn))
+        default_id = derived_id("GlueClusterUniqueID", local_fqdn)
+        clusters.append(ClusterSpec(section="", unique_id=default_id, name=local_fqdn))
     catch_all = [c for c in clusters if not c.host_patterns]
     if len(catch_all) > 1:
         names = ", ".join(f"[cluster:{c.section}]" for c in catch_all)
@@ -120,8 +122,11 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
         cluster = cluster_ref(section, raw["cluster"]) if name else clusters[0]
         host = raw["host"] or local_fqdn
         queue = raw["queue"] or name or DEFAULT_QUEUE
-        unique_id = raw["unique_id"] or ce_unique_id(host, raw["port"], raw["jobmanager"], raw["lrms"], queue)
-        _check_id(config, section, "unique_id", "GlueCEUniqueID", unique_id)
+        if raw["unique_id"]:
+            unique_id = raw["unique_id"]
+            _check_id(config, section, "unique_id", "GlueCEUniqueID", unique_id)
+        else:  # derived from a host name, which may be long: never a config error the admin did not write
+            unique_id = derived_id("GlueCEUniqueID", ce_unique_id(host, raw["port"], raw["jobmanager"], raw["lrms"], queue))
         if any(c.unique_id.lower() == unique_id.lower() for c in ces):
             raise ConfigError(f"{_where(config, section)}: [{section}]: CE id {unique_id!r} is used twice")
         options = dict(raw)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -187,6 +188,20 @@ class HostMatcher:
 def rdn_too_long(attr: str, value: str) -> bool:
     """Would ``attr=value`` be too long a DN component for slapd (MAX_RDN_BYTES)?"""
     return len(f"{attr}={dn_escape(value)}".encode()) > MAX_RDN_BYTES
+
+
+def derived_id(attr: str, value: str) -> str:
+    """An id glueinfo derives from a host name (a CE's ``host:port/...``, the default cluster's
+    name): ``value`` itself, or, when slapd would refuse ``attr=value`` as an RDN, its ASCII
+    start and ``~`` with a CRC-32 of the whole, the prefix-plus-hash rule of long host names.
+    Ids an admin writes are never shortened: they are refused with the key named."""
+    if not rdn_too_long(attr, value):
+        return value
+    digest = f"~{zlib.crc32(value.encode('utf-8')):08x}"
+    keep = value.encode("ascii", "replace").decode("ascii")[:MAX_RDN_BYTES]
+    while keep and rdn_too_long(attr, keep + digest):
+        keep = keep[:-8]
+    return keep + digest
 
 
 def assign_clusters(site: SiteModel, hostnames: Sequence[str]) -> dict[str, str]:
