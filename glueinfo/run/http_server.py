@@ -270,28 +270,63 @@ class _Connection:
         self.deadline: Optional[float] = None  # of the request being read; None between requests
         self.parser: Optional[h11.Connection] = None  # the request being read or answered
         self.method = "GET"
+        self.keep_alive = False  # the request being answered allows another after it
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._expires = 0.0
+        self._task: Optional[asyncio.Task[Any]] = None  # reading, while it reads
+        self._timed_out = False
 
     # -- reading with the idle timeout and the request deadline ------------------------------------------------
     async def _fill(self) -> bool:
-        """Read more into the buffer; False at end of input.  Raises _Expired."""
+        """Read more into the buffer; False at end of input.  Raises _Expired when the idle
+        timeout or the request deadline passes first."""
         if self.eof:
             return False
-        loop_now = time.monotonic()
-        until = loop_now + self.limits.timeout_s
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        until = now + self.limits.timeout_s
         if self.deadline is not None:
             until = min(until, self.deadline)
-        if until <= loop_now:
+        if until <= now:
             raise _Expired(self.deadline is not None)
+        # One timer per connection, moved lazily (a float per read, not a timer per read).
+        self._expires = until
+        if self._timer is None or self._timer.when() > until:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(until, self._on_timer)
+        self._task = asyncio.current_task()
         try:
-            async with asyncio.timeout(until - loop_now):
-                data = await self.reader.read(65536)
-        except TimeoutError:
+            data = await self.reader.read(65536)
+        except asyncio.CancelledError:
+            if not self._timed_out or self._task is None:
+                raise
+            self._task.uncancel()
+            self._timed_out = False
             raise _Expired(self.deadline is not None) from None
+        finally:
+            self._task = None
         if not data:
             self.eof = True
             return False
         self.buffer += data
         return True
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._task is None:  # not reading: the next read sets its own timer
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._expires:
+            self._timed_out = True
+            self._task.cancel()
+        else:
+            self._timer = loop.call_at(self._expires, self._on_timer)
+
+    def close_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _take(self, size: int) -> bytes:
         data = bytes(self.buffer[:size])
@@ -410,29 +445,36 @@ class _Connection:
 
     # -- answering -------------------------------------------------------------------------------------------
     async def _send(self, response: Response) -> bool:
-        """Write ``response`` to the current request; True when the connection may carry another."""
-        parser = self.parser or h11.Connection(h11.SERVER)  # no head parsed: h11 still frames the answer
-        headers = [("Content-Type", response.content_type), ("Server", self.server.server_name), *response.headers]
-        if response.chunks is not None:
-            headers.append(("Transfer-Encoding", "chunked"))
+        """Write ``response`` to the current request; True when the connection may carry another.
+
+        Written here rather than by h11: the answers are glueinfo's own (no untrusted header),
+        and this is the hot path.  HTTP/1.0 clients get the connection closed after the answer
+        and a chunked answer as one body."""
+        close = response.close or not self.keep_alive
+        chunks = response.chunks if self.keep_alive or self.parser is None or self.parser.their_http_version != b"1.0" else None
+        body = response.body if response.chunks is None or chunks is not None else b"".join(response.chunks)
+        head = [b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nServer: %s\r\n" % (
+            response.status, _reason(response.status), response.content_type.encode("latin-1"), self.server.server_name_bytes)]
+        head.extend(b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers)
+        if chunks is not None:
+            head.append(b"Transfer-Encoding: chunked\r\n")
+            payload = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks if c) + b"0\r\n\r\n"
         else:
-            headers.append(("Content-Length", str(len(response.body))))
-        if response.close:
-            headers.append(("Connection", "close"))
-        out = [parser.send(h11.Response(status_code=response.status, headers=headers, reason=_reason(response.status)))]
+            head.append(b"Content-Length: %d\r\n" % len(body))
+            payload = body
+        if close:
+            head.append(b"Connection: close\r\n")
+        head.append(b"\r\n")
         if self.method != "HEAD":
-            if response.chunks is not None:
-                out.extend(parser.send(h11.Data(data=c)) for c in response.chunks if c)
-            elif response.body:
-                out.append(parser.send(h11.Data(data=response.body)))
-        out.append(parser.send(h11.EndOfMessage()))
-        self.writer.write(b"".join(b for b in out if b))
-        try:
-            async with asyncio.timeout(WRITE_TIMEOUT_S):
-                await self.writer.drain()
-        except (TimeoutError, ConnectionError):
-            return False
-        return not response.close and parser.our_state is h11.DONE
+            head.append(payload)
+        self.writer.write(b"".join(head))
+        if self.writer.transport.get_write_buffer_size():
+            try:
+                async with asyncio.timeout(WRITE_TIMEOUT_S):
+                    await self.writer.drain()
+            except (TimeoutError, ConnectionError):
+                return False
+        return not close
 
     async def _refuse(self, response: Response) -> None:
         """Answer and end the connection, draining what the client still sends for a moment:
@@ -478,6 +520,7 @@ class _Connection:
             text = value.decode("latin-1")
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
         target = event.target.decode("ascii", "replace")
+        self.keep_alive = event.http_version == b"1.1" and "close" not in headers.get("connection", "").lower()
         request = Request(method=self.method, path=target.split("?", 1)[0], headers=headers, peer=self.peer)
         chunked = "transfer-encoding" in headers  # h11 let only "chunked" through
         length = int(headers["content-length"]) if "content-length" in headers else None  # h11 checked it
@@ -528,7 +571,7 @@ def _reason(status: int) -> bytes:
     try:
         return HTTPStatus(status).phrase.encode()
     except ValueError:
-        return b""
+        return b"Status"
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
@@ -540,6 +583,7 @@ class HttpServer:
 
     def __init__(self, host: str, port: int, limits: Limits, handler: Handler, server_name: str = "glueinfo"):
         self.limits, self.handler, self.server_name = limits, handler, server_name
+        self.server_name_bytes = server_name.encode("ascii", "replace")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         if family == socket.AF_INET and not _is_ip(host):
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -610,10 +654,11 @@ class HttpServer:
             self.wait(timeout)
         self._queries.stop()
         self._documents.stop()
-        try:
-            self.socket.close()
-        except OSError:
-            pass
+        if not self.running():  # else the loop still owns the socket and closes it on its way out
+            try:
+                self.socket.close()
+            except OSError:
+                pass
 
     # -- connections -----------------------------------------------------------------------------------------
     def count(self, name: str) -> None:
@@ -659,13 +704,15 @@ class HttpServer:
         counters.open += 1
         self._per_address[peer] = self._per_address.get(peer, 0) + 1
         self._connections.add(writer)
+        connection = _Connection(self, reader, writer, peer)
         try:
-            await _Connection(self, reader, writer, peer).serve()
+            await connection.serve()
         except asyncio.CancelledError:
             pass
         except Exception as exc:  # a bug: this connection ends, the server goes on
             log.error("connection from %s failed: %s: %s", peer, type(exc).__name__, exc)
         finally:
+            connection.close_timer()
             self._connections.discard(writer)
             counters.open -= 1
             left = self._per_address.get(peer, 1) - 1
