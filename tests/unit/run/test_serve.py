@@ -460,6 +460,50 @@ def test_serve_command_refuses_a_bad_listen_address_in_one_line():
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "port '99999'" in result.stderr
 
 
+def test_expect_100_continue_with_a_fitting_body_gets_100_then_the_answer(server):
+    # The other side of the hostile suite's oversized case: 100 comes for a body that will be read.
+    with server.connect() as sock:
+        sock.sendall(b"POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n"
+                     b"Expect: 100-continue\r\n\r\n" % len(BIG))
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            interim += sock.recv(1)
+        assert interim.startswith(b"HTTP/1.1 100 ")
+        sock.sendall(BIG)
+        response = http.client.HTTPResponse(sock, method="POST")
+        response.begin()
+        check_big_answer(response.read())
+
+
+def test_a_peer_request_without_host_header_is_answered(server):
+    # Gold/Maui peers send no Host header: HTTP/1.1 requires one, glueinfo lets it pass.
+    raw = post(BIG, "peer").replace(b"Host: localhost\r\n", b"")
+    assert b"Host" not in raw.split(b"\r\n\r\n")[0]
+    check_big_answer(exchange(server, raw).body)
+
+
+def test_serving_beyond_loopback_with_an_allow_list(tmp_path):
+    config = tmp_path / "allowed.conf"
+    config.write_text(f"[serve]\nlisten = 0.0.0.0:0\nallow = 127.0.0.0/8\n[run]\nstate_dir = {tmp_path / 'state'}\n")
+    served = start_glueinfo(config, tmp_path / "allowed.log")
+    try:
+        assert get(Served(served.process, served.port, served.log, "127.0.0.1"), "/node.xml").status == 200
+    finally:
+        stop_server(served)
+
+
+@pytest.mark.parametrize("allow, error", [
+    (["10.0.0.0/33"], "'10.0.0.0/33' is not an address or network"),
+    (["any", "10.0.0.0/8"], "'any' opens the server to every address; write it alone"),
+])
+def test_bad_allow_lists(allow, error):
+    from glueinfo.core.config import Config
+
+    config = Config(values={"serve": {"allow": allow}})
+    with pytest.raises(ValueError, match=error):
+        ServeSettings.from_config(config)
+
+
 def test_job_objects_are_served_too(server):
     # The default site is fork-only: Job is served, with no jobs in it (Slurm jobs: tests/test_slurm_live.py).
     body = b'<Envelope><Body><Request action="Query" actor="t"><Object>Job</Object><Get name="Id"/></Request></Body></Envelope>'
