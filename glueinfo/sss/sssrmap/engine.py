@@ -637,16 +637,20 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
     groups: dict[tuple[Optional[str], ...], list[int]] = {}
     columns = [objects.values(get.path, budget) for get in group_gets]
     memberships = 0
-    for index, i in enumerate(chosen):
-        if not index % CHECK_EVERY:
-            budget.check("grouping")
-        keys: list[list[Optional[str]]] = [list(dict.fromkeys(text for text, _, _ in column[i])) or [None] for column in columns]
-        memberships += math.prod(len(k) for k in keys)  # multi-valued GroupBy fields multiply: counted before they are made
-        if memberships > MAX_MEMBERSHIPS:
-            raise SSSRMAPError(BAD_GET, f"GroupBy {', '.join(g.path.text[:40] for g in group_gets[:4])}: the objects fall in over "
-                                        f"{MAX_MEMBERSHIPS} groups in all (each value of a multi-valued field is a group of its own)")
-        for combination in itertools.product(*keys):
-            groups.setdefault(combination, []).append(i)
+    for part in budget.slices(len(chosen), "grouping"):
+        for i in chosen[part.start:part.stop]:
+            keys: list[list[Optional[str]]] = [list(dict.fromkeys(text for text, _, _ in column[i])) or [None] for column in columns]
+            if len(keys) == 1:  # the usual single GroupBy: one group per distinct value
+                memberships += len(keys[0])
+                for key in keys[0]:
+                    groups.setdefault((key,), []).append(i)
+                continue
+            memberships += math.prod(map(len, keys))  # multi-valued GroupBy fields multiply: counted before they are made
+            if memberships > MAX_MEMBERSHIPS:
+                raise SSSRMAPError(BAD_GET, f"GroupBy {', '.join(g.path.text[:40] for g in group_gets[:4])}: the objects fall in "
+                                            f"over {MAX_MEMBERSHIPS} groups in all (each value of a multi-valued field is a group)")
+            for combination in itertools.product(*keys):
+                groups.setdefault(combination, []).append(i)
     if not group_gets:
         groups = {(): list(chosen)}
 
