@@ -642,8 +642,8 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
             keys: list[list[Optional[str]]] = [list(dict.fromkeys(text for text, _, _ in column[i])) or [None] for column in columns]
             if len(keys) == 1:  # the usual single GroupBy: one group per distinct value
                 memberships += len(keys[0])
-                for key in keys[0]:
-                    groups.setdefault((key,), []).append(i)
+                for value in keys[0]:
+                    groups.setdefault((value,), []).append(i)
                 continue
             memberships += math.prod(map(len, keys))  # multi-valued GroupBy fields multiply: counted before they are made
             if memberships > MAX_MEMBERSHIPS:
