@@ -50,7 +50,7 @@ def read_snapshots(paths: list[str]) -> list[HostSnapshot]:
             raise UsageError(f"--snapshots {path}: no such file")
         try:
             for name in snapshot_paths(path):
-                snapshots.extend(read_snapshot_file(name))
+                snapshots.extend(read_snapshot_file(name, follow_symlinks=name == path))
         except OSError as exc:
             raise UsageError(f"--snapshots {path}: cannot list: {exc.strerror or exc}") from None
         except ValueError as exc:

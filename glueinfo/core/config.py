@@ -173,8 +173,11 @@ SCHEMA: dict[str, dict[str, Option]] = {
     # -- many hosts: glueinfo/gather.py and the source_* providers -------------------
     "sources": {
         "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia (or a plugin's)"),
-        "agents": Option("str", "", "Worker agents to pull /node.xml from: names or ranges, e.g. wn[001-250].example.org:7170"),
+        "agents": Option("str", "", "Worker agents to pull /node.xml from: names or ranges, e.g. wn[001-250].example.org:7170; "
+                         "an address may carry its host's name: 10.1.0.[1-250]=wn[001-250].example.org"),
         "agents_file": Option("path", "", "File of agents, one name or range a line, # comments"),
+        "aliases": Option("list", [], "Other Node Ids a listed host may report, NAME=ALIAS, e.g. "
+                          "wn017.example.org=wn017-ib.example.org (any other Id is refused as a claim)"),
         "agent_port": Option("int", 7170, "Port of `glueinfo serve` on agents written without one", minimum=1),
         "agent_path": Option("str", "/node.xml", "URL path pulled from each agent"),
         "pool_size": Option("int", 64, "Agent pulls in flight at once", minimum=1),

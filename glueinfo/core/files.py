@@ -1,13 +1,47 @@
 """Reading files that another process or host wrote: never more than a cap,
-and a one-line reason when it cannot be read (writing is atomicwrite.py)."""
+only regular files, and a one-line reason when one cannot be read (writing
+is atomicwrite.py).
+
+A root daemon reads directories other hosts write (the spool, often an NFS
+export) and its own state directory: a FIFO there must not hang it, a
+device must not be read, and a symlink must not make it open a file outside
+(``/etc/shadow`` dropped into the spool as ``wn01.xml``).  So the file is
+opened non-blocking and without following a symlink, and checked to be a
+regular file on the open descriptor (no window between check and read).
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 
-def read_capped(path: str, limit: int) -> bytes:
-    """The file's bytes; ValueError naming why when unreadable or over ``limit`` bytes."""
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symlink"}
+
+
+def open_regular(path: str, follow_symlinks: bool = False) -> int:
+    """A read-only descriptor on ``path``, which must be a regular file; ValueError naming why not.
+    ``follow_symlinks`` only for a path an admin wrote himself (a file named in the config)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: O_NOFOLLOW met a symlink
+            raise ValueError("is a symlink: not followed (only regular files in the directory are read)") from None
+        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ValueError(f"is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file: not read")
+    return fd
+
+
+def read_capped(path: str, limit: int, follow_symlinks: bool = False) -> bytes:
+    """The bytes of the regular file ``path`` (see open_regular); ValueError naming why when
+    it is not one, cannot be read, or is over ``limit`` bytes."""
+    fd = open_regular(path, follow_symlinks)
+    try:
+        with os.fdopen(fd, "rb") as handle:
             data = handle.read(limit + 1)  # one byte past the cap tells "too large" without reading it all
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None

@@ -39,10 +39,12 @@ class HostRangeError(GlueinfoError, ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """Where to reach one host: a name or address and a TCP port."""
+    """Where to reach one host: a name or address and a TCP port, and the host's name when
+    the admin wrote it beside an address (``10.1.0.17:7170=wn017.example.org``)."""
 
     host: str
     port: int
+    name: Optional[str] = None
 
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
@@ -155,27 +157,58 @@ def expand_list(text: str) -> list[str]:
     return list(hosts)
 
 
-def read_host_file(path: str) -> list[str]:
-    """Hosts from a file: one pattern (or list) a line, ``#`` comments, blank lines ignored."""
+def expand_named(pattern: str) -> list[tuple[str, Optional[str]]]:
+    """``TARGET=NAME`` -> [(target, name)], ranges on both sides expanded in step
+    (``10.1.0.[1-3]=wn[01-03].example.org`` is three pairs); a plain pattern -> [(target, None)]."""
+    if "=" not in pattern:
+        return [(host, None) for host in expand(pattern)]
+    left, _, right = pattern.partition("=")
+    targets, names = expand(left), expand(right)
+    if len(names) != len(targets):
+        raise HostRangeError(f"{pattern!r}: {len(targets)} target(s) but {len(names)} name(s); "
+                             "each side of '=' must expand to as many hosts")
+    if any(":" in name for name in names):
+        raise HostRangeError(f"{pattern!r}: the name after '=' is a host name, without a port")
+    return list(zip(targets, names, strict=True))
+
+
+def expand_named_list(text: str) -> list[tuple[str, Optional[str]]]:
+    """expand_list for patterns that may name their targets (see expand_named)."""
+    pairs: dict[str, Optional[str]] = {}
+    for pattern in split_list(text):
+        for target, name in expand_named(pattern):
+            pairs.setdefault(target, name)
+            if len(pairs) > MAX_HOSTS:
+                raise HostRangeError(f"host list has more than {MAX_HOSTS} hosts")
+    return list(pairs.items())
+
+
+def read_named_host_file(path: str) -> list[tuple[str, Optional[str]]]:
+    """read_host_file for patterns that may name their targets (see expand_named)."""
     try:
         with open(path, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise HostRangeError(f"{path}: cannot read host file: {exc}") from None
-    hosts: dict[str, None] = {}
+    pairs: dict[str, Optional[str]] = {}
     for number, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
         try:
-            expanded = expand_list(text)
+            expanded = expand_named_list(text)
         except HostRangeError as exc:
             raise HostRangeError(f"{path}:{number}: {exc}") from None
-        for host in expanded:
-            hosts.setdefault(host, None)
-        if len(hosts) > MAX_HOSTS:
+        for target, name in expanded:
+            pairs.setdefault(target, name)
+        if len(pairs) > MAX_HOSTS:
             raise HostRangeError(f"{path}:{number}: host file has more than {MAX_HOSTS} hosts")
-    return list(hosts)
+    return list(pairs.items())
+
+
+def read_host_file(path: str) -> list[str]:
+    """Hosts from a file: one pattern (or list) a line, ``#`` comments, blank lines ignored."""
+    return [target for target, _ in read_named_host_file(path)]
 
 
 def parse_target(spec: str, default_port: int) -> Target:

@@ -1,14 +1,25 @@
-"""Host identity: when two names denote the same host (the one rule every source and the site use).
+"""Host identity: when two names denote the same host (the one rule every source and the site use),
+and which host a document may speak for.
 
 Host names are compared case-insensitively without a trailing dot; a short
 name (``wn001``, as Ganglia often reports) is the same host as the one FQDN
 whose first label it is (``wn001.example.org``), when exactly one is known.
+
+Claims.  A document from an agent or a spool file describes exactly one
+host, the one its target stands for: a listed name, the name written beside
+an address (``10.1.0.17=wn017.example.org``), else the address's reverse DNS
+name; a spool file's name.  Its Node Id must be that identity, its short or
+full form, or a configured alias (``[sources] aliases``).  An Id naming any
+other listed host or, for an address whose host is not known, any host
+another source knows, in full or short form, is refused and logged with both
+names; the other host's data is untouched.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Optional
 
 
 def host_key(name: str) -> str:
@@ -43,3 +54,70 @@ def fold_short_names(keys: Iterable[str]) -> dict[str, str]:
 
 def looks_like_ip(key: str) -> bool:
     return bool(re.match(r"^[0-9.]+$", key)) or ":" in key
+
+
+# -- claims: a document may speak only for the host it came from ---------------------------------
+
+
+def parse_aliases(entries: Iterable[str]) -> dict[str, frozenset[str]]:
+    """``[sources] aliases`` (``NAME=ALIAS`` each) -> host key -> the other Ids it may report;
+    ValueError naming an entry without '='."""
+    aliases: dict[str, set[str]] = {}
+    for entry in entries:
+        name, sep, alias = entry.partition("=")
+        if not sep or not name.strip() or not alias.strip():
+            raise ValueError(f"[sources] aliases: {entry!r} is not NAME=ALIAS")
+        aliases.setdefault(host_key(name), set()).add(host_key(alias))
+    return {key: frozenset(values) for key, values in aliases.items()}
+
+
+def answers_to(reported: str, identity: str, aliases: Mapping[str, frozenset[str]]) -> bool:
+    """May a document whose Node Id is ``reported`` come from the host ``identity``?  Its own
+    name, the short or full form of it (same_host), or one of its configured aliases."""
+    return same_host(reported, identity) or host_key(reported) in aliases.get(host_key(identity), ())
+
+
+class Claims:
+    """Whose name is a reported Id?  An index of the hosts a source must not let one target
+    speak for: every other target's identity (``owners``: host key -> the target that owns it)
+    and the hosts other sources know (``known``).  A short Id claims every FQDN it abbreviates,
+    and a full Id the short identity it expands, so no form of a name slips through."""
+
+    def __init__(self, owners: Mapping[str, str], known: Iterable[str] = ()) -> None:
+        self.owners = dict(owners)
+        self.known = frozenset(known)
+        self._by_label: dict[str, list[str]] = {}
+        for key in (*self.owners, *self.known):
+            self._index(key)
+
+    def _index(self, key: str) -> None:
+        if "." in key and not looks_like_ip(key):
+            self._by_label.setdefault(key.split(".", 1)[0], []).append(key)
+
+    def claim(self, reported: str, target: str) -> None:
+        """``target`` now owns the host ``reported`` names (a pinned address)."""
+        key = host_key(reported)
+        if key not in self.owners:
+            self._index(key)
+        self.owners[key] = target
+
+    def _forms(self, reported: str) -> list[str]:
+        key = host_key(reported)
+        forms = [key]
+        if "." not in key:
+            forms.extend(self._by_label.get(key, ()))
+        elif not looks_like_ip(key):
+            forms.append(key.split(".", 1)[0])
+        return forms
+
+    def owner(self, reported: str, asking: str) -> Optional[str]:
+        """The other target whose identity ``reported`` names (None: no other target's)."""
+        for form in self._forms(reported):
+            owner = self.owners.get(form)
+            if owner is not None and owner != asking:
+                return owner
+        return None
+
+    def known_host(self, reported: str) -> Optional[str]:
+        """The host other sources know that ``reported`` names, if any."""
+        return next((form for form in self._forms(reported) if form in self.known), None)

@@ -28,10 +28,11 @@ def snapshot_paths(path: str) -> list[str]:
     return [path]
 
 
-def read_snapshot_file(path: str) -> list[HostSnapshot]:
-    """The snapshot(s) in one file; ValueError (one line) when it cannot be read."""
+def read_snapshot_file(path: str, follow_symlinks: bool = False) -> list[HostSnapshot]:
+    """The snapshot(s) in one regular file; ValueError (one line) when it cannot be read.
+    ``follow_symlinks`` for a file the admin named himself, never for one found in a directory."""
     try:
-        data = read_capped(path, MAX_FILE_BYTES)
+        data = read_capped(path, MAX_FILE_BYTES, follow_symlinks=follow_symlinks)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     if data.lstrip()[:1] == b"<":
@@ -89,7 +90,7 @@ class SiteFiles:
                     found = cached[1]
                 else:
                     try:
-                        found = read_snapshot_file(name)
+                        found = read_snapshot_file(name, follow_symlinks=name == path)
                     except ValueError as exc:
                         self._cache.pop(name, None)
                         on_error(str(exc))

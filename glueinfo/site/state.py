@@ -17,10 +17,12 @@ directory means nothing is remembered.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from typing import IO, Optional
@@ -61,7 +63,14 @@ class SiteState:
         try:
             if create:
                 os.makedirs(self.directory, exist_ok=True)
-            handle = open(os.path.join(self.directory, LOCK_FILE), "ab")  # noqa: SIM115 - held until release()
+            # Non-blocking and without following a symlink: a FIFO or a link planted as the lock
+            # file must not hang the daemon at start or make it create a file elsewhere.
+            fd = os.open(os.path.join(self.directory, LOCK_FILE),
+                         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(errno.EINVAL, f"{LOCK_FILE} is not a regular file")
+            handle = os.fdopen(fd, "ab")
         except OSError as exc:
             if create:
                 self.on_warning(f"state directory {self.directory}: cannot be written: {exc.strerror or exc}; "

@@ -29,12 +29,14 @@ import ipaddress
 import os
 import socket
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo import __version__
 from glueinfo.core.errors import GlueinfoError
-from glueinfo.core.hostrange import HostRangeError, Target, expand_list, parse_target, read_host_file
+from glueinfo.core.hostrange import HostRangeError, Target, expand_named_list, parse_target, read_named_host_file
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
 
 SOURCE_NAME = "agents"
@@ -75,20 +77,22 @@ class PullOutcome:
 
 
 def agent_targets(section: dict[str, Any]) -> list[Target]:
-    """Every agent the config lists, expanded, in order, without repeats; HostRangeError if a pattern is bad."""
-    specs: dict[str, None] = {}
+    """Every agent the config lists, expanded, in order, without repeats (the first listing of
+    an address and port wins); HostRangeError if a pattern is bad."""
+    specs: dict[str, Optional[str]] = {}
     try:
-        for spec in expand_list(section["agents"]):
-            specs.setdefault(spec, None)
+        for spec, name in expand_named_list(section["agents"]):
+            specs.setdefault(spec, name)
     except HostRangeError as exc:
         raise HostRangeError(f"[sources] agents: {exc}") from None
     if section["agents_file"]:
-        for spec in read_host_file(section["agents_file"]):
-            specs.setdefault(spec, None)
-    targets: dict[Target, None] = {}
-    for spec in specs:
-        targets.setdefault(parse_target(spec, section["agent_port"]), None)
-    return list(targets)
+        for spec, name in read_named_host_file(section["agents_file"]):
+            specs.setdefault(spec, name)
+    targets: dict[tuple[str, int], Target] = {}
+    for spec, name in specs.items():
+        where = parse_target(spec, section["agent_port"])
+        targets.setdefault((where.host, where.port), Target(where.host, where.port, name))
+    return list(targets.values())
 
 
 # -- HTTP ---------------------------------------------------------------------------
@@ -245,6 +249,12 @@ def pull_all(targets: list[Target], settings: PullSettings, budget_s: float, clo
 
 # -- identity -----------------------------------------------------------------------
 
+# Names a resolver gives loopback and unconfigured addresses: never a worker's identity.
+_NOT_AN_IDENTITY = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "localhost6",
+                    "localhost6.localdomain6"}
+_RDNS_TTL_S = 3600.0
+_RDNS_THREADS = 16
+
 
 def _is_address(host: str) -> bool:
     try:
@@ -254,31 +264,80 @@ def _is_address(host: str) -> bool:
         return False
 
 
+def _reverse_name(address: str) -> Optional[str]:
+    """The address's reverse DNS name, or None (no answer, loopback, or a localhost name)."""
+    if ipaddress.ip_address(address).is_loopback:
+        return None  # this machine: the resolver's answer (localhost) says nothing about which agent
+    try:
+        name = socket.gethostbyaddr(address)[0]
+    except (OSError, UnicodeError):
+        return None
+    return None if name.lower().rstrip(".") in _NOT_AN_IDENTITY else name
+
+
+def reverse_names(addresses: list[str], cache: dict[str, tuple[Optional[str], float]], now: float, budget_s: float,
+                  resolve: Callable[[str], Optional[str]] = _reverse_name) -> dict[str, Optional[str]]:
+    """Reverse DNS names of addresses, cached for an hour, looked up on a few threads within
+    ``budget_s`` (a slow resolver leaves the rest unknown for this gather, never holds it up)."""
+    wanted = [a for a in addresses if a not in cache or now - cache[a][1] > _RDNS_TTL_S]
+    if wanted and budget_s > 0:
+        pool = ThreadPoolExecutor(max_workers=_RDNS_THREADS, thread_name_prefix="rdns")
+        futures = {pool.submit(resolve, address): address for address in wanted}
+        done, _ = wait(futures, timeout=budget_s)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for future in done:
+            if future.exception() is None:
+                cache[futures[future]] = (future.result(), now)
+    return {a: cache[a][0] if a in cache else None for a in addresses}
+
+
+def identities(targets: list[Target], rdns: dict[str, Optional[str]]) -> dict[str, Optional[str]]:
+    """target -> the host it stands for: its name, the name written beside its address, else
+    the address's reverse DNS name; None when nothing says (the first Id it reports is pinned)."""
+    result: dict[str, Optional[str]] = {}
+    for target in targets:
+        if target.name:
+            result[str(target)] = target.name
+        elif not _is_address(target.host):
+            result[str(target)] = target.host
+        else:
+            result[str(target)] = rdns.get(target.host)
+    return result
+
+
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.identity import host_key, same_host
+    from glueinfo.gather.identity import Claims, answers_to, host_key, parse_aliases
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
     section = ctx.config.section("sources")
     report = SourceReport()
     try:
         targets = agent_targets(section)
-    except HostRangeError as exc:
+        aliases = parse_aliases(section["aliases"])
+    except (HostRangeError, ValueError) as exc:
         report.failures.append(SourceFailure(target="[sources] agents", error=str(exc)))
         return report
     settings = PullSettings.from_section(section)
     drop_after = float(section["drop_after"])
-    # target -> (host key, last time that agent answered for it)
+    # target -> (host key, last time that agent answered for it): for targets nothing names
     pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
     now = ctx.clock()
     for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
         del pins[target_name]
 
-    claimed = {key: target_name for target_name, (key, _) in pins.items()}  # host key -> the agent that reports it
+    unnamed = sorted({t.host for t in targets if not t.name and _is_address(t.host)})
+    rdns = reverse_names(unnamed, ctx.memory.setdefault("rdns", {}), now, min(2.0, ctx.remaining() / 4))
+    identity_of = identities(targets, rdns)
+    owners = {host_key(identity): target for target, identity in identity_of.items() if identity}
+    for target_name, (key, _) in pins.items():
+        owners.setdefault(key, target_name)
+    claims = Claims(owners, ctx.known_hosts())
+
     for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
-        target = outcome.target
-        name = str(target)
+        name = str(outcome.target)
+        identity = identity_of[name]
         pinned = pins.get(name)
-        expected = target.host if not _is_address(target.host) else (pinned[0] if pinned else None)
+        expected = identity or (pinned[0] if pinned else None)
         if outcome.error is not None:
             report.failures.append(SourceFailure(target=name, host=expected, error=outcome.error))
             continue
@@ -288,23 +347,24 @@ def gather(ctx: SourceContext) -> SourceReport:
         except NodeXMLError as exc:
             report.failures.append(SourceFailure(target=name, host=expected, error=str(exc)))
             continue
-        key = host_key(snapshot.hostname)
-        claimed_by = claimed.get(key)
-        claimed_by = claimed_by if claimed_by != name else None
-        if expected is not None and not same_host(snapshot.hostname, expected):
-            report.failures.append(SourceFailure(
-                target=name, host=expected,
-                error=f"Node claims to be {snapshot.hostname[:80]!r}, not {expected!r}: refused"))
+        reported = snapshot.hostname
+        shown = repr(reported[:80])
+        owner = claims.owner(reported, name)
+        if owner is not None:
+            error = f"Node claims to be {shown}, which is {owner}'s host ({identity_of.get(owner) or pins[owner][0]!r}): refused"
+        elif expected is not None and not answers_to(reported, expected, aliases):
+            error = f"Node claims to be {shown}, not {expected!r}: refused"
+        elif identity is None and pinned is None and claims.known_host(reported):
+            error = (f"Node claims to be {shown}, a host {claims.known_host(reported)!r} other sources report, and nothing "
+                     f"says {name} is that host (write it as {name}={reported[:80]} in [sources] agents): refused")
+        else:
+            error = None
+        if error is not None:
+            report.failures.append(SourceFailure(target=name, host=expected or reported[:80], error=error))
             continue
-        if claimed_by is not None:
-            report.failures.append(SourceFailure(
-                target=name, host=expected or snapshot.hostname[:80],
-                error=f"Node claims to be {snapshot.hostname[:80]!r}, which agent {claimed_by} reports: refused"))
-            continue
-        if pinned is not None and pinned[0] != key:
-            claimed.pop(pinned[0], None)
-        pins[name] = (key, outcome.received_at)
-        claimed[key] = name
+        if identity is None:  # pin the first Id an unnamed address reports, so no other target can take it
+            pins[name] = (host_key(reported), outcome.received_at)
+            claims.claim(reported, name)
         if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
             snapshot.collected_at = outcome.received_at
         report.snapshots.append(snapshot)

@@ -9,9 +9,12 @@ new one, never half of one::
 
 Read: regular files named ``*.xml`` not starting with a dot (dot-files and
 ``*.tmp``/``*~`` are writes in progress or editor leftovers and are skipped),
-at most ``max_body`` bytes each.  The file name is the host: the Node inside
-must have that Id (or its short form), so a copied or misnamed file cannot
-pose as another host.  A file whose Node carries no CollectedAt counts as
+at most ``max_body`` bytes each.  A symlink, FIFO or device in the spool is
+reported and never opened (glueinfo.core.files), so a worker that can write
+the spool cannot make a root daemon read another file or hang on a FIFO.
+The file name is the host: the Node inside must have that Id (or its short
+form, or an alias of ``[sources] aliases``), so a copied or misnamed file
+cannot pose as another host.  A file whose Node carries no CollectedAt counts as
 collected when it was last written (its mtime).  Files unchanged since the
 last gather (same inode, size and mtime) are not read again.
 """
@@ -40,11 +43,16 @@ def spool_candidates(directory: str) -> list[os.DirEntry[str]]:
 
 
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.identity import same_host
+    from glueinfo.gather.identity import answers_to, parse_aliases
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
     section = ctx.config.section("sources")
     report = SourceReport()
+    try:
+        aliases = parse_aliases(section["aliases"])
+    except ValueError as exc:
+        report.failures.append(SourceFailure(target="[sources] aliases", error=str(exc)))
+        return report
     directory = section["spool_dir"]
     if not directory:
         report.failures.append(SourceFailure(target="[sources] spool_dir", error="not set, so the spool source has nothing to read"))
@@ -67,11 +75,14 @@ def gather(ctx: SourceContext) -> SourceReport:
         path = os.path.join(directory, name)
         present.add(name)
         try:
-            info = entry.stat(follow_symlinks=True)
+            info = entry.stat(follow_symlinks=False)
         except OSError as exc:
             report.failures.append(SourceFailure(target=path, host=host, error=f"cannot stat: {exc.strerror or exc}"))
             continue
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode):  # a symlink (perhaps to /etc/shadow), a FIFO, a device: never opened
+            if not stat.S_ISDIR(info.st_mode):  # a directory is an admin's own archive, not an attempt
+                what = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+                report.failures.append(SourceFailure(target=path, host=host, error=f"{what}: not read"))
             continue
         signature = (info.st_ino, info.st_size, info.st_mtime_ns)
         cached = seen.get(name)
@@ -93,7 +104,7 @@ def gather(ctx: SourceContext) -> SourceReport:
             seen.pop(name, None)
             report.failures.append(SourceFailure(target=path, host=host, error=str(exc)))
             continue
-        if not same_host(snapshot.hostname, host):
+        if not answers_to(snapshot.hostname, host, aliases):
             report.failures.append(SourceFailure(
                 target=path, host=host, error=f"Node claims to be {snapshot.hostname[:80]!r}, not {host!r}: refused"))
             continue
