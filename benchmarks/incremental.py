@@ -7,6 +7,7 @@
     python3 benchmarks/incremental.py --cold 100000            # only the cold build (benchmarks/glue.py scale)
     python3 benchmarks/incremental.py --profile                # cProfile of one steady interval's jobs, 1,000 hosts
     python3 benchmarks/incremental.py --profile --clock wall   # the same by wall time (I/O waits counted)
+    python3 benchmarks/incremental.py --quick --hosts 1000     # in-process steady intervals: a quick figure while iterating
 
 Targets (the issue): measured over at least 5 minutes at a 60 s interval on a
 spool site where every host rewrites its snapshot each interval with a new
@@ -654,6 +655,45 @@ def profile(hosts: int, interval: float, top: int, clock: str = "cpu") -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def quick(hosts: int, interval: float, intervals: int) -> None:
+    """In this process, no daemon: ``intervals`` steady intervals' jobs (gather + lrms, each with its
+    publish) of the daemon's Provider after one cold and one warm-up interval; prints each one's
+    CPU-s (this process's, the spool thread included), the median scaled to CPU-s per hour at
+    ``interval``, and RSS.  A figure to iterate with, not the issue's measurement."""
+    import logging
+
+    from glueinfo.core.config import load
+    from glueinfo.run.provider import Provider
+
+    logging.basicConfig(level=logging.WARNING, format="glueinfo: %(levelname)s: %(message)s")
+    workdir = tempfile.mkdtemp(prefix=f"glueinfo-incremental-quick-{hosts}-")
+    try:
+        site, config_path = make_site(workdir, hosts, interval, local=False)
+        provider = Provider(load(config_path))
+        jobs = [name for name in ("gather", "lrms") if hasattr(provider, f"job_{name}")]
+        provider.restore()
+        costs: list[float] = []
+        schedule = change_schedule(changes_due(hosts, intervals * interval / 60), intervals)
+        for index in range(intervals + 2):
+            if index:
+                site.change_hardware(schedule.get(index - 1, 0) if index > 1 else 0)
+                site.write_all()
+            cpu = time.process_time()
+            for name in jobs:
+                provider.run_job(name)
+            if index > 1:  # the cold interval and the warm-up are left out
+                costs.append(time.process_time() - cpu)
+        provider.close()
+        per_interval = statistics.median(costs)
+        rss, peak = status_kb(os.getpid(), "VmRSS") / 1024, status_kb(os.getpid(), "VmHWM") / 1024
+        print(f"quick: {hosts} hosts, {intervals} steady intervals in-process: CPU-s per interval "
+              f"{' '.join(f'{c:.3f}' for c in costs)}; median {per_interval:.3f} -> {per_interval * 3600 / interval:.1f} CPU-s/h "
+              f"at {interval:g} s; RSS {rss:.0f} MB, peak {peak:.0f} MB; "
+              f"writer {site.last_write_cpu_s:.2f} CPU-s per rewrite (not counted)", flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -679,6 +719,8 @@ def main() -> int:
     parser.add_argument("--local", action="store_true", help="also run this head node's collectors ([sources] enabled = local, spool)")
     parser.add_argument("--cold", type=int, metavar="N", help="only the cold build of N hosts (aggregate + render + schema check)")
     parser.add_argument("--profile", action="store_true", help="only profile one steady interval's jobs, in-process (first --hosts size)")
+    parser.add_argument("--quick", type=int, nargs="?", const=5, metavar="INTERVALS",
+                        help="only run INTERVALS (default 5) steady intervals in-process and print their CPU-s (each --hosts size)")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                         help="--profile's clock: each thread's CPU time (default; slow) or wall time (counts I/O waits)")
     parser.add_argument("--top", type=int, default=15, help="functions listed by --profile (default 15)")
@@ -699,6 +741,10 @@ def main() -> int:
             return cold(args.cold)
         if args.profile:
             profile(sizes[0], args.interval, args.top, args.clock)
+            return 0
+        if args.quick:
+            for hosts in sizes:
+                quick(hosts, args.interval, args.quick)
             return 0
         print(f"glueinfo run on a spool site: {args.minutes:g} min window at a {args.interval:g} s interval, every host rewritten "
               f"each interval, {CHANGES_PER_HOUR:.0%} of hosts changing hardware/OS per hour; "

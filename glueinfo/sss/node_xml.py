@@ -34,10 +34,10 @@ import ipaddress
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from lxml import etree
 
@@ -290,7 +290,7 @@ def _consumable(parts: list[str], tag: str, value: Optional[float], **attributes
 def _extension(parts: list[str], name: str, etype: str, text: Optional[str]) -> None:
     if text is not None:
         opening = _EXTENSION_OPENING.get((name, etype)) or f'<Extension name="{_attribute(name)}" type="{_attribute(etype)}">'
-        parts.append(f"{opening}{_text(text)}</Extension>")
+        parts.append(f"{opening}{_text(text)}</Extension>" if text else f"{opening[:-1]}/>")  # lxml's form for no text
 
 
 # Opening tags of glueinfo's own extensions, written once (their names need no escaping).
@@ -315,43 +315,94 @@ def _resource_elements(parts: list[str], key: str, resources: list[dict[str, Any
                         units=record.get("units"), metric=metric)
 
 
-def node_markup(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> str:
-    """The ``<Node>`` of one host as compact XML text (see the module docstring for every figure)."""
-    if not snapshot.hostname:
-        raise NodeRenderError("snapshot has no host name: cannot give the Node an Id")
-    node: list[str] = []
-    _sub(node, "Id", snapshot.hostname)
-    _sub(node, "Name", short_name(snapshot.hostname))
-    _sub(node, "State", node_state(snapshot, now, settings))
-    os, cpu, memory, static = snapshot.os, snapshot.cpu, snapshot.memory, snapshot.static
-    if os and os.name:
-        _sub(node, "Opsys", os.name)
-    if os and os.platform_type:
-        _sub(node, "Arch", os.platform_type)
-    description = settings.description or describe(snapshot)
-    if description:
-        _sub(node, "Description", description)
-    for feature in (static.features if static else ()):
-        if feature:
-            _sub(node, "Feature", feature)
+# -- a Node as its lasting text and its volatile figures ---------------------------------------------
+# A host's facts are of two kinds: lasting ones (processors, memory size, OS, adapters, file systems,
+# the admin's facts) and volatile ones (its State, load, free memory, the consumption figures they
+# give, the collection and gather times).  A Node is rendered from a template: the text of its lasting
+# facts, made once while they stay the same, with slots that the volatile figures fill at each render.
+# A host whose load changed then costs a few formats, not a whole Node; and one code path renders
+# both (node_markup fills a fresh template), so a cached Node cannot differ from an uncached one.
 
-    cpus = cpu.logical_cpus if cpu else None
+
+class _Form(NamedTuple):
+    """How a Node is laid out: compact markup, or its lines as they stand in a pretty-printed ``<Data>``
+    (lxml's layout: two spaces per level, one element per line, leaves on one line)."""
+
+    open: str
+    close: str
+    pre: str  # before each child element of the Node
+    post: str  # after each child element
+    inner: str  # before each element inside Configured/Available/Utilized
+
+
+COMPACT = _Form("<Node>", "</Node>", "", "", "")
+PRETTY = _Form("  <Node>\n", "  </Node>\n", "    ", "\n", "      ")
+
+
+def _lines(form: _Form, elements: list[str]) -> str:
+    if not form.post:
+        return "".join(elements)
+    pre, post = form.pre, form.post
+    return "".join([f"{pre}{element}{post}" for element in elements])
+
+
+def _block(form: _Form, tag: str, elements: list[str]) -> str:
+    if not elements:
+        return ""
+    if not form.post:
+        return f"<{tag}>{''.join(elements)}</{tag}>"
+    inner = form.inner
+    children = "".join([f"{inner}{element}\n" for element in elements])
+    return f"{form.pre}<{tag}>\n{children}{form.pre}</{tag}>\n"
+
+
+# Facts that change from one report to the next: filled in at every render, never part of a template.
+_VOLATILE_SECTIONS = frozenset({"load"})
+_VOLATILE_FIELDS = frozenset({("memory", "ram_available_mb"), ("memory", "swap_free_mb"),
+                              ("memory", "virtual_available_mb"), ("snapshot", "collected_at")})
+VOLATILE_EXTRA = frozenset({"gather"})  # snapshot.extra entries rewritten at every gather (the sources' times)
+
+
+def _is_volatile(field: sss_node.ExtensionField) -> bool:
+    return field.section in _VOLATILE_SECTIONS or (field.section, field.attribute) in _VOLATILE_FIELDS
+
+
+class _Template:
+    """One host's Node: ``pieces`` alternate lasting text and slots (functions of the snapshot, its
+    State, this template and the form, giving the volatile text), with the lasting figures the
+    slots need."""
+
+    __slots__ = ("pieces", "disk_size", "disk_available", "resources")
+
+    def __init__(self, pieces: tuple[Any, ...], disk_size: Optional[int], disk_available: Optional[int],
+                 resources: list[dict[str, Any]]) -> None:
+        self.pieces = pieces
+        self.disk_size = disk_size
+        self.disk_available = disk_available
+        self.resources = resources
+
+    def fill(self, snapshot: HostSnapshot, state: str, form: _Form) -> str:
+        """The Node's text with this snapshot's volatile figures and State."""
+        pieces = self.pieces
+        out = [pieces[0]]
+        for index in range(1, len(pieces), 2):
+            out.append(pieces[index](snapshot, state, self, form))
+            out.append(pieces[index + 1])
+        return "".join(out)
+
+
+Slot = Callable[[HostSnapshot, str, _Template, _Form], str]
+
+
+def _state_slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+    return f"{form.pre}<State>{state}</State>{form.post}"
+
+
+def _consumption_slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+    """The Available and Utilized blocks: what the load and free memory say, and the (lasting) disk figures."""
+    cpus = snapshot.cpu.logical_cpus if snapshot.cpu else None
+    memory = snapshot.memory
     use = processor_use(snapshot)
-    disk_size, disk_available = disk_figures(snapshot, settings)
-    primary = snapshot.primary_adapter()
-    resources = _resources(snapshot)
-
-    configured: list[str] = []
-    if cpus is not None and cpus >= 0:
-        _consumable(configured, "Processors", cpus)
-    if memory:
-        _consumable(configured, "Memory", memory.ram_mb, units="MB")
-        _consumable(configured, "Swap", memory.swap_mb, units="MB")
-    _consumable(configured, "Disk", disk_size, units="MB")
-    if primary and primary.speed_mbps:
-        _consumable(configured, "Network", primary.speed_mbps, units="Mbps")
-    _resource_elements(configured, "configured", resources, None)
-
     available: list[str] = []
     utilized: list[str] = []
     if use is not None and cpus:
@@ -369,17 +420,144 @@ def node_markup(snapshot: HostSnapshot, now: float, settings: NodeSettings = Nod
             _consumable(utilized, "Memory", max(0, memory.ram_mb - memory.ram_available_mb), units="MB", metric="Instantaneous")
         if memory.swap_mb is not None and memory.swap_free_mb is not None:
             _consumable(utilized, "Swap", max(0, memory.swap_mb - memory.swap_free_mb), units="MB", metric="Instantaneous")
+    disk_size, disk_available = template.disk_size, template.disk_available
     _consumable(available, "Disk", disk_available, units="MB", metric="Instantaneous")
     if disk_size is not None and disk_available is not None:
         _consumable(utilized, "Disk", max(0, disk_size - disk_available), units="MB", metric="Instantaneous")
-    _resource_elements(available, "available", resources, "Instantaneous")
-    _resource_elements(utilized, "utilized", resources, "Instantaneous")
-    for tag, parts in (("Configured", configured), ("Available", available), ("Utilized", utilized)):
-        if parts:
-            node.append(f"<{tag}>{''.join(parts)}</{tag}>")
+    if template.resources:
+        _resource_elements(available, "available", template.resources, "Instantaneous")
+        _resource_elements(utilized, "utilized", template.resources, "Instantaneous")
+    return _block(form, "Available", available) + _block(form, "Utilized", utilized)
 
-    _extensions(node, snapshot)
-    return f"<Node>{''.join(node)}</Node>"
+
+def _extension_slot(field: sss_node.ExtensionField) -> Slot:
+    opening = _EXTENSION_OPENING[(field.name, field.type)]
+    section, attribute, kind = field.section, field.attribute, field.kind
+
+    def slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+        text = format_value(kind, _section_value(snapshot, section, attribute))
+        return "" if text is None else f"{form.pre}{opening}{_text(text)}</Extension>{form.post}"
+
+    return slot
+
+
+_EXTENSION_SLOTS = {field: _extension_slot(field) for field in sss_node.EXTENSIONS if _is_volatile(field)}
+
+
+def _extra_slot(name: str) -> Slot:
+    def slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+        if name not in snapshot.extra:
+            return ""
+        parts: list[str] = []
+        _extension(parts, name, sss_node.TYPE_EXTRA, _extra_json(snapshot.extra[name]))
+        return _lines(form, parts)
+
+    return slot
+
+
+def _extra_json(facts: Any) -> str:
+    try:
+        return _json(facts)
+    except (TypeError, ValueError):  # a plugin's non-JSON facts: say so rather than drop silently
+        return _json({"error": "facts not representable as JSON"})
+
+
+def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: _Form = COMPACT) -> _Template:
+    """The template of one host's ``<Node>``: everything but its volatile figures (see above).
+    Raises NodeRenderError for a snapshot without a host name."""
+    if not snapshot.hostname:
+        raise NodeRenderError("snapshot has no host name: cannot give the Node an Id")
+    pieces: list[Any] = []
+    text: list[str] = [form.open]
+
+    def lines(elements: list[str]) -> None:
+        text.append(_lines(form, elements))
+
+    def slot(function: Slot) -> None:
+        pieces.append("".join(text))
+        pieces.append(function)
+        text.clear()
+
+    head: list[str] = []
+    _sub(head, "Id", snapshot.hostname)
+    _sub(head, "Name", short_name(snapshot.hostname))
+    lines(head)
+    slot(_state_slot)
+    os, cpu, memory, static = snapshot.os, snapshot.cpu, snapshot.memory, snapshot.static
+    node: list[str] = []
+    if os and os.name:
+        _sub(node, "Opsys", os.name)
+    if os and os.platform_type:
+        _sub(node, "Arch", os.platform_type)
+    description = settings.description or describe(snapshot)
+    if description:
+        _sub(node, "Description", description)
+    for feature in (static.features if static else ()):
+        if feature:
+            _sub(node, "Feature", feature)
+    lines(node)
+
+    cpus = cpu.logical_cpus if cpu else None
+    disk_size, disk_available = disk_figures(snapshot, settings)
+    primary = snapshot.primary_adapter()
+    resources = _resources(snapshot)
+    configured: list[str] = []
+    if cpus is not None and cpus >= 0:
+        _consumable(configured, "Processors", cpus)
+    if memory:
+        _consumable(configured, "Memory", memory.ram_mb, units="MB")
+        _consumable(configured, "Swap", memory.swap_mb, units="MB")
+    _consumable(configured, "Disk", disk_size, units="MB")
+    if primary and primary.speed_mbps:
+        _consumable(configured, "Network", primary.speed_mbps, units="Mbps")
+    _resource_elements(configured, "configured", resources, None)
+    text.append(_block(form, "Configured", configured))
+    slot(_consumption_slot)
+
+    for field in sss_node.EXTENSIONS:
+        volatile = _EXTENSION_SLOTS.get(field)
+        if volatile is not None:
+            slot(volatile)
+            continue
+        parts: list[str] = []
+        _extension(parts, field.name, field.type, format_value(field.kind, _section_value(snapshot, field.section, field.attribute)))
+        lines(parts)
+    parts = []
+    if static:
+        for tag in static.runtime_environment:
+            _extension(parts, *sss_node.RUNTIME_ENVIRONMENT, tag or None)
+        for key, value in static.extensions.items():
+            _extension(parts, key, sss_node.TYPE_SITE, str(value))
+    for adapter in snapshot.network or ():
+        record = dict(vars(adapter))  # flat dataclass: a shallow copy is its dict form (asdict is 10x slower)
+        _extension(parts, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
+    for fs in snapshot.filesystems or ():
+        record = dict(vars(fs))
+        _extension(parts, record.pop("mount_point") or "", sss_node.TYPE_FILESYSTEM, _json(record))
+    for name, facts in snapshot.extra.items():
+        if name == sss_node.RESOURCES_EXTRA:
+            continue
+        if name in VOLATILE_EXTRA:
+            lines(parts)
+            parts = []
+            slot(_extra_slot(name))
+            continue
+        _extension(parts, name, sss_node.TYPE_EXTRA, _extra_json(facts))
+    for result in snapshot.collectors:
+        line = f"{'ok' if result.success else 'failed'} {float(result.duration_s)!r} {result.source or 'builtin'}"
+        error = " ".join((result.error or "").split())
+        if error:
+            line += f": {error}"
+        _extension(parts, result.name, sss_node.TYPE_COLLECTOR, line)
+    lines(parts)
+    text.append(form.close)
+    pieces.append("".join(text))
+    return _Template(tuple(pieces), disk_size, disk_available, resources)
+
+
+def node_markup(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> str:
+    """The ``<Node>`` of one host as compact XML text (see the module docstring for every figure)."""
+    return node_template(snapshot, settings).fill(snapshot, node_state(snapshot, now, settings), COMPACT)
 
 
 def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> etree._Element:
@@ -387,52 +565,48 @@ def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = No
     return parse_xml(node_markup(snapshot, now, settings), what=f"Node XML of {snapshot.hostname}")
 
 
-def _extensions(node: list[str], snapshot: HostSnapshot) -> None:
-    for field in sss_node.EXTENSIONS:
-        value = _section_value(snapshot, field.section, field.attribute)
-        _extension(node, field.name, field.type, format_value(field.kind, value))
-    static = snapshot.static
-    if static:
-        for tag in static.runtime_environment:
-            _extension(node, *sss_node.RUNTIME_ENVIRONMENT, tag or None)
-        for key, value in static.extensions.items():
-            _extension(node, key, sss_node.TYPE_SITE, str(value))
-    for adapter in snapshot.network or ():
-        record = dict(vars(adapter))  # flat dataclass: a shallow copy is its dict form (asdict is 10x slower)
-        _extension(node, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
-    for fs in snapshot.filesystems or ():
-        record = dict(vars(fs))
-        _extension(node, record.pop("mount_point") or "", sss_node.TYPE_FILESYSTEM, _json(record))
-    for name, facts in snapshot.extra.items():
-        if name == sss_node.RESOURCES_EXTRA:
-            continue
-        try:
-            text = _json(facts)
-        except (TypeError, ValueError):  # a plugin's non-JSON facts: say so rather than drop silently
-            text = _json({"error": "facts not representable as JSON"})
-        _extension(node, name, sss_node.TYPE_EXTRA, text)
-    for result in snapshot.collectors:
-        text = f"{'ok' if result.success else 'failed'} {float(result.duration_s)!r} {result.source or 'builtin'}"
-        error = " ".join((result.error or "").split())
-        if error:
-            text += f": {error}"
-        _extension(node, result.name, sss_node.TYPE_COLLECTOR, text)
+def _lasting_key(snapshot: HostSnapshot, settings: NodeSettings) -> tuple[Any, ...]:
+    """What a Node's template reads.  The fact objects themselves, so the key compares by identity
+    first (the gatherer hands a host's unchanged facts over as the same objects) and by value
+    otherwise, and keeps them alive."""
+    memory = snapshot.memory
+    extra = tuple((name, None if name in VOLATILE_EXTRA else value) for name, value in snapshot.extra.items())
+    return (snapshot.hostname, snapshot.source, snapshot.host_root, settings, snapshot.cpu,
+            None if memory is None else (memory.ram_mb, memory.swap_mb, memory.virtual_mb),
+            snapshot.network, snapshot.filesystems, snapshot.os, snapshot.static, extra, tuple(snapshot.collectors))
+
+
+def _volatile_key(snapshot: HostSnapshot, state: str) -> tuple[Any, ...]:
+    """What a Node's slots read, besides its lasting facts."""
+    memory = snapshot.memory
+    return (state, snapshot.collected_at, snapshot.load,
+            None if memory is None else (memory.ram_available_mb, memory.swap_free_mb, memory.virtual_available_mb),
+            tuple(snapshot.extra.get(name) for name in VOLATILE_EXTRA))
+
+
+class _Cached:
+    __slots__ = ("lasting", "template", "form", "volatile", "text")
+
+    def __init__(self, lasting: tuple[Any, ...], template: _Template, form: _Form, volatile: tuple[Any, ...], text: str) -> None:
+        self.lasting, self.template, self.form, self.volatile, self.text = lasting, template, form, volatile, text
 
 
 class NodeMarkupCache:
-    """Each host's ``<Node>`` markup as last rendered, reused while nothing it reads has changed.
+    """Each host's ``<Node>`` as last rendered, in the form last asked for (compact markup or pretty
+    lines), and its template (see above).
 
-    A Node reads the snapshot's facts and its State (which the clock moves:
-    stale after ``stale_after``).  Snapshots are never changed once gathered,
-    so the same fact objects (compared by identity, and kept alive here so an
-    identity is never reused) with the same State give the same markup: a
-    host whose snapshot did not change costs no rendering.  Only the last
-    render is kept (glueinfo.core.lastrun).
+    A Node whose facts, volatile figures and State (which the clock moves: stale after
+    ``stale_after``) are as last time is reused as it is (``reused``); one whose lasting facts
+    are as last time is filled in again from its template (``rendered``, as is a Node made
+    anew).  Facts are compared by identity first, then by value; snapshots are never changed
+    once gathered.  Only the last render is kept (glueinfo.core.lastrun).  One publisher at a
+    time uses a cache.
     """
 
     def __init__(self) -> None:
-        # hostname -> (identity, snapshot, compact markup, the Node's lines in a pretty-printed <Data>)
-        self._nodes: LastRun[str, list[Any]] = LastRun()
+        self._nodes: LastRun[str, _Cached] = LastRun()
+        self.filled = 0  # Nodes of this render made from a template kept from the last one
+
 
     @property
     def reused(self) -> int:
@@ -444,38 +618,32 @@ class NodeMarkupCache:
 
     def start(self) -> None:
         self._nodes.start()
+        self.filled = 0
 
-    @staticmethod
-    def _identity(snapshot: HostSnapshot, state: str, settings: NodeSettings) -> tuple[Any, ...]:
-        extra = tuple((name, id(value)) for name, value in snapshot.extra.items() if name != "gather")
-        gathered = snapshot.extra.get("gather")
-        sources = tuple(sorted(gathered.get("sources", {}).items())) if isinstance(gathered, dict) else None
-        return (snapshot.hostname, snapshot.collected_at, snapshot.source, state, id(settings), id(snapshot.cpu),
-                id(snapshot.memory), id(snapshot.load), id(snapshot.network), id(snapshot.filesystems), id(snapshot.os),
-                id(snapshot.static), id(snapshot.collectors), extra, sources)
-
-    def _entry(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> list[Any]:
-        identity = self._identity(snapshot, node_state(snapshot, now, settings), settings)
+    def _text(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> str:
+        state = node_state(snapshot, now, settings)
+        lasting = _lasting_key(snapshot, settings)
+        volatile = _volatile_key(snapshot, state)
         hit = self._nodes.previous(snapshot.hostname)
-        if hit is not None and hit[0] == identity:
-            return self._nodes.reuse(snapshot.hostname, hit)
-        return self._nodes.keep(snapshot.hostname, [identity, snapshot, node_markup(snapshot, now, settings), None])
+        if hit is not None and hit.form is form and hit.lasting == lasting:
+            if hit.volatile == volatile:
+                return self._nodes.reuse(snapshot.hostname, hit).text
+            template = hit.template
+            lasting = hit.lasting  # the objects the template was made from (equal to these)
+            self.filled += 1
+        else:
+            template = node_template(snapshot, settings, form)
+        text = template.fill(snapshot, state, form)
+        return self._nodes.keep(snapshot.hostname, _Cached(lasting, template, form, volatile, text)).text
 
     def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
-        """The host's ``<Node>`` as compact markup."""
-        entry = self._entry(snapshot, now, settings)
-        if entry[2] is None:  # only its pretty lines were kept
-            entry[2] = node_markup(snapshot, now, settings)
-        return str(entry[2])
+        """The host's ``<Node>`` as compact markup.  Raises NodeRenderError (no host name)."""
+        return self._text(snapshot, now, settings, COMPACT)
 
-    def pretty(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> bytes:
-        """The host's ``<Node>`` as it stands in a pretty-printed ``<Data>`` document (the compact
-        markup is then dropped: a publisher asks for one form or the other)."""
-        entry = self._entry(snapshot, now, settings)
-        if entry[3] is None:
-            entry[3] = pretty_node(self.markup(snapshot, now, settings), snapshot.hostname)
-            entry[2] = None
-        return bytes(entry[3])
+    def pretty(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
+        """The host's ``<Node>`` lines exactly as they stand in a pretty-printed ``<Data>`` document
+        (one level of indentation, a newline after each).  Raises NodeRenderError (no host name)."""
+        return self._text(snapshot, now, settings, PRETTY)
 
 
 _DATA_OPEN, _DATA_CLOSE = b"<Data>\n", b"</Data>\n"
@@ -483,7 +651,8 @@ _DATA_OPEN, _DATA_CLOSE = b"<Data>\n", b"</Data>\n"
 
 def pretty_node(markup: str, hostname: str) -> bytes:
     """One Node's lines exactly as lxml pretty-prints them inside a ``<Data>`` (one level of
-    indentation, its newline after): serialised inside a one-child ``<Data>`` and cut out."""
+    indentation, its newline after): serialised inside a one-child ``<Data>`` and cut out.
+    The reference NodeMarkupCache.pretty is held to (tests)."""
     wrapped = f"<Data>{markup}</Data>".encode()
     document = etree.tostring(parse_xml(wrapped, max_bytes=len(wrapped), what=f"Node XML of {hostname}"),
                               encoding="UTF-8", pretty_print=True)
@@ -498,8 +667,8 @@ def render_data_streamed(snapshots: Sequence[HostSnapshot], now: float, settings
     cache.start()
     if not snapshots:
         return to_bytes(etree.Element("Data"))
-    parts = [cache.pretty(snapshot, now, settings) for snapshot in snapshots]
-    return XML_DECLARATION + _DATA_OPEN + b"".join(parts) + _DATA_CLOSE
+    body = "".join([cache.pretty(snapshot, now, settings) for snapshot in snapshots])
+    return XML_DECLARATION + _DATA_OPEN + body.encode() + _DATA_CLOSE
 
 
 def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSettings = NodeSettings(),

@@ -89,3 +89,40 @@ def test_the_streamed_node_document_is_lxmls_pretty_document_byte_for_byte():
     assert render_data_streamed(site_hosts, NOW, cache=cache, settings=NodeSettings()) == render_data(site_hosts, NOW)
     assert render_data_streamed(site_hosts, NOW, cache=cache, settings=NodeSettings()) == render_data(site_hosts, NOW)
     assert render_data_streamed([], NOW, cache=cache, settings=NodeSettings()) == render_data([], NOW)
+
+
+def test_node_templates_filled_again_give_the_uncached_bytes_cycle_after_cycle():
+    """A Node whose lasting facts are as before is filled in again from its template (only its
+    volatile figures are formatted): every cycle, pretty and compact, byte for byte what an
+    uncached render gives, hostile text, missing sections and a gather's times included."""
+    from glueinfo.core.model import CollectorResult
+    from glueinfo.sss.node_xml import render_data, render_data_streamed
+
+    hosts = hosts_of_two_classes()
+    odd = hosts[0]
+    odd = dataclasses.replace(
+        odd, cpu=dataclasses.replace(odd.cpu, model_name='Xeon <&> "quoted" \'single\' ™ é\ttab\r'),
+        static=dataclasses.replace(odd.static, extensions={"note": "a\nnew line & <tag>", "empty": "", "]]>": "x\u0001y"}),
+        extra={"node_resources": {"resources": [{"name": "GPU", "type": "A100", "configured": 4.0, "available": 1.0,
+                                                 "utilized": 3.0, "units": None}]}, "plugin": {"k": "<v>"},
+               "gather": {"sources": {"spool": 1.5}}},
+        collectors=[CollectorResult(name="cpu", success=False, duration_s=0.25, error="boom\n<x>")])
+    bare = dataclasses.replace(hosts[1], load=None, memory=None, filesystems=None, network=None)
+    site_hosts = [odd, bare] + hosts[2:]
+    pretty, compact = NodeMarkupCache(), NodeMarkupCache()
+    settings = NodeSettings()
+    for cycle in range(4):
+        now = NOW + 60 * cycle
+        if cycle:  # new loads, free memory and collection times; the same lasting fact objects
+            site_hosts = [dataclasses.replace(
+                h, collected_at=h.collected_at + 60 * cycle,
+                load=None if h.load is None else dataclasses.replace(h.load, load1=h.load.load1 + 1.25 * cycle, runnable_tasks=cycle),
+                memory=None if h.memory is None else dataclasses.replace(h.memory, ram_available_mb=1000 + cycle),
+                extra={**h.extra, "gather": {"sources": {"spool": now}}} if "gather" in h.extra else h.extra)
+                for h in site_hosts]
+        assert render_data_streamed(site_hosts, now, settings, pretty) == render_data(site_hosts, now)
+        assert to_bytes(data_element(site_hosts, now, settings, compact)) == to_bytes(data_element(site_hosts, now, settings))
+        assert pretty.rendered == len(site_hosts) and pretty.filled == (len(site_hosts) if cycle else 0)
+    # Nothing new: every Node reused as it was.
+    assert render_data_streamed(site_hosts, now, settings, pretty) == render_data(site_hosts, now)
+    assert (pretty.rendered, pretty.reused) == (0, len(site_hosts))
