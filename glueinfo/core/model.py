@@ -283,6 +283,13 @@ def _from_value(tp: Any, value: Any, where: str = "snapshot") -> Any:
         raise ModelError(f"{where}{path}: {exc.message}") from None
 
 
+def from_value(tp: Any, value: Any, where: str) -> Any:
+    """A value of type ``tp`` (a model dataclass, or a list or dict of them) rebuilt from its JSON
+    form and checked as ``HostSnapshot.from_dict`` checks a snapshot's; raises ModelError naming
+    ``where`` and the path below it (``where[0].mtu: expected an integer, got 'big'``)."""
+    return _from_value(tp, value, where)
+
+
 def _hint(field: dataclasses.Field[Any]) -> Any:
     """A dataclass field's type hint, as the converters take it (any object: a type, a union, a generic alias)."""
     return field.type

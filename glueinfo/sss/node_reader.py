@@ -21,9 +21,12 @@ with one line naming the node, the element and the problem.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+import types as types_module
+import typing
 from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
@@ -33,7 +36,19 @@ from typing import Any, NoReturn, Optional, Union
 from lxml import etree
 
 from glueinfo.core.errors import GlueinfoError
-from glueinfo.core.model import HostSnapshot, ModelError
+from glueinfo.core.model import (
+    CollectorResult,
+    CpuInfo,
+    FileSystem,
+    HostSnapshot,
+    LoadInfo,
+    MemoryInfo,
+    ModelError,
+    NetworkAdapter,
+    OsInfo,
+    StaticFacts,
+    from_value,
+)
 from glueinfo.core.units import UnitError, convert
 from glueinfo.core.xmlsafe import DEFAULT_MAX_BYTES, XMLInputError, parse_xml
 from glueinfo.sss import vocabulary as sss_node
@@ -57,6 +72,8 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "boot_time": (1, LATEST_TIME), "collected_at": (1, LATEST_TIME),
     "si00": (0, 10**9), "sf00": (0, 10**9),
 }
+_INT_LOW = {name: low for name, (low, _) in _LIMITS.items()}
+_INT_HIGH = {name: high for name, (_, high) in _LIMITS.items()}
 _JSON_LIMITS = {"size_mb": MAX_MB, "available_mb": MAX_MB, "mtu": 2**20, "speed_mbps": MAX_NETWORK_MBPS}
 
 _PLAIN_NUMBER = re.compile(r"^\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*$")
@@ -128,6 +145,7 @@ class _Reader:
         return self.number(where, repr(moment.timestamp()), 1, LATEST_TIME)
 
     def typed(self, where: str, kind: str, text: str, attribute: str) -> Any:
+        """An Extension's text as its fact's type, checked; raises (fail) naming ``where``."""
         low, high = _LIMITS.get(attribute, (0, 2**53))
         if kind == "int":
             return self.integer(where, text, low, high)
@@ -143,6 +161,36 @@ class _Reader:
         if kind == "words":
             return text.split()
         return text
+
+    def quick_typed(self, field: sss_node.ExtensionField, text: str) -> Any:
+        """:meth:`typed` for a known Extension: the values glueinfo writes (plain digits, plain
+        numbers, ISO times within their limits) are taken at once; anything else goes the whole
+        way, which gives the same value or the same error."""
+        kind = field.kind
+        if kind == "str":
+            return text
+        low, high = _LIMITS.get(field.attribute, (0, 2**53))
+        if kind == "int":
+            # Digits only: float() then int(), as integer() does, gives the same for these (limits < 2**53).
+            if text.isdigit() and text.isascii():
+                value = int(text)
+                if low <= value <= high:
+                    return value
+        elif kind == "float":
+            if _PLAIN_NUMBER.match(text):
+                number = float(text)
+                if low <= number <= high:  # also false for NaN
+                    return number
+        elif kind == "time" and text[:1].isdigit() and "T" in text:
+            try:
+                moment = datetime.fromisoformat(text)
+            except ValueError:
+                moment = None
+            if moment is not None and moment.tzinfo is not None:
+                stamp = moment.timestamp()
+                if 1 <= stamp <= LATEST_TIME:
+                    return stamp
+        return self.typed(f"Extension[@name={field.name!r}]", kind, text, field.attribute)
 
     def amount_mb(self, where: str, element: etree._Element, tag: str) -> float:
         """A Memory/Swap/Disk amount in MB, converted from the element's units."""
@@ -164,22 +212,28 @@ class _Reader:
             raise NodeXMLError(f"{self.what}: a Node needs exactly one Id, found {len(ids)}")
         hostname = (ids[0].text or "").strip()
         self.node_id = hostname[:80]
-        if not hostname or len(hostname) > 255 or any(ch.isspace() for ch in hostname):
+        if not hostname or len(hostname) > 255 or hostname.split() != [hostname]:  # split() cuts at what isspace() calls space
             self.fail("Id", "must be a host name (1-255 characters, no spaces)")
 
         snap: dict[str, Any] = {"hostname": hostname, "collected_at": 0.0, "source": source or "node-xml"}
         sections: dict[str, dict[str, Any]] = {"cpu": {}, "memory": {}, "load": {}, "os": {}, "static": {}}
-        seen: set[str] = set()
+        seen: set[Any] = set()
 
-        def once(key: str) -> None:
+        def once(key: Any, where: str) -> None:
             if key in seen:
-                self.fail(key, "given twice")
+                self.fail(where, "given twice")
             seen.add(key)
 
+        # One pass sorts the children; the checks then run in the order they always have
+        # (single elements, Configured/Available/Utilized, figures, Extensions).
+        categories: list[etree._Element] = []
+        extensions: list[etree._Element] = []
         for child in children:
             tag = child.tag
-            if tag in ("Name", "Description", "State", "Opsys", "Arch"):
-                once(tag)  # State is derived again on rendering; other software's own states are fine
+            if tag == "Extension":
+                extensions.append(child)
+            elif tag in _SINGLE:
+                once(tag, tag)  # State is derived again on rendering; other software's own states are fine
                 if tag == "Opsys" and child.text:
                     sections["os"]["name"] = child.text
                 if tag == "Arch" and child.text:
@@ -188,28 +242,44 @@ class _Reader:
                 if child.text and child.text.strip():
                     sections["static"].setdefault("features", []).append(child.text.strip())
             elif tag in sss_node.CATEGORIES:
-                once(tag)
-        figures = self.categories(children, sections, snap)
+                once(tag, tag)
+                categories.append(child)
+        figures = self.categories(categories, sections, snap)
         self.check_figures(figures)
-        self.extensions(children, sections, snap, once)
-
-        for name, values in sections.items():
-            if values:
-                snap[name] = values
-        try:
-            snapshot = HostSnapshot.from_dict(snap)
-        except (ModelError, TypeError) as exc:
-            self.fail("Extension", f"{' '.join(str(exc).split())}")
+        self.extensions(extensions, sections, snap, once)
+        snapshot = self.snapshot(snap, sections)
         if source:
             snapshot.source = source
         return snapshot
 
-    def categories(self, children: list[etree._Element], sections: dict[str, dict[str, Any]],
+    def snapshot(self, snap: dict[str, Any], sections: dict[str, dict[str, Any]]) -> HostSnapshot:
+        """The HostSnapshot of what was read.  Facts read from elements and typed Extensions have
+        their model types already; JSON records (adapters, file systems) are checked as
+        HostSnapshot.from_dict checks them.  A record of the wrong shape fails on "Extension"."""
+        try:
+            network = snap.get("network")
+            filesystems = snap.get("filesystems")
+            return HostSnapshot(
+                hostname=snap["hostname"], collected_at=float(snap["collected_at"]), source=snap["source"],
+                host_root=snap.get("host_root"),
+                cpu=CpuInfo(**sections["cpu"]) if sections["cpu"] else None,
+                memory=MemoryInfo(**sections["memory"]) if sections["memory"] else None,
+                load=LoadInfo(**sections["load"]) if sections["load"] else None,
+                network=None if network is None else _records(NetworkAdapter, network, "snapshot.network"),
+                filesystems=None if filesystems is None else _records(FileSystem, filesystems, "snapshot.filesystems"),
+                os=OsInfo(**sections["os"]) if sections["os"] else None,
+                static=StaticFacts(**sections["static"]) if sections["static"] else None,
+                extra=snap.get("extra", {}),
+                collectors=[CollectorResult(**record) for record in snap.get("collectors", ())])
+        except (ModelError, TypeError) as exc:
+            self.fail("Extension", f"{' '.join(str(exc).split())}")
+
+    def categories(self, categories: list[etree._Element], sections: dict[str, dict[str, Any]],
                    snap: dict[str, Any]) -> dict[tuple[str, str], float]:
         """Read Configured/Available/Utilized; returns every consumable figure (category, tag) -> value."""
         figures: dict[tuple[str, str], float] = {}
         resources: dict[tuple[str, Optional[str]], dict[str, Any]] = {}
-        for category in (c for c in children if c.tag in sss_node.CATEGORIES):
+        for category in categories:
             for element in category:
                 if not isinstance(element.tag, str):
                     continue
@@ -283,25 +353,34 @@ class _Reader:
                 if part is not None and part > total * 1.0001 + 1:
                     self.fail(f"{category}/{tag}", f"{format(part, 'g')} is more than Configured/{tag} ({format(total, 'g')})")
 
-    def extensions(self, children: list[etree._Element], sections: dict[str, dict[str, Any]], snap: dict[str, Any],
-                   once: Callable[[str], None]) -> None:
+    def extensions(self, extensions: list[etree._Element], sections: dict[str, dict[str, Any]], snap: dict[str, Any],
+                   once: Callable[[Any, str], None]) -> None:
         static_ext: dict[str, str] = {}
-        for element in (c for c in children if c.tag == "Extension"):
+        by_key = sss_node.EXTENSIONS_BY_KEY
+        for element in extensions:
             name = element.get("name")
             etype = element.get("type")
             text = element.text or ""
             if name is None:
                 self.fail("Extension", "an Extension needs a name attribute")
-            where = f"Extension[@name={name!r}]"
-            field = sss_node.EXTENSIONS_BY_KEY.get((name, etype))
+            field = by_key.get((name, etype))
             if field is not None:
-                once(where)
-                value = self.typed(where, field.kind, text, field.attribute)
+                once(("Extension", name), f"Extension[@name={name!r}]")
+                kind = field.kind
+                if kind == "str":  # most of them, and the cheapest: inline
+                    value: Any = text
+                elif kind == "int" and text.isdigit() and text.isascii() and int(text) <= _INT_HIGH.get(field.attribute, 2**53) \
+                        and int(text) >= _INT_LOW.get(field.attribute, 0):
+                    value = int(text)
+                else:
+                    value = self.quick_typed(field, text)
                 if field.section == "snapshot":
                     snap[field.attribute] = value
                 else:
                     sections[field.section][field.attribute] = value
-            elif (name, etype) == sss_node.RUNTIME_ENVIRONMENT:
+                continue
+            where = f"Extension[@name={name!r}]"
+            if (name, etype) == sss_node.RUNTIME_ENVIRONMENT:
                 sections["static"].setdefault("runtime_environment", []).append(text)
             elif etype == sss_node.TYPE_NETWORK_ADAPTER:
                 record = self.json_record(where, text)
@@ -333,10 +412,12 @@ class _Reader:
 
     def json_value(self, where: str, text: str) -> Any:
         try:
-            return json.loads(text, parse_constant=lambda word: self.fail(where, f"{word} is not a number"))
+            if text.startswith("\ufeff"):  # as json.loads refuses it
+                raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+            return _JSON.decode(text)
+        except _NotANumber as exc:
+            self.fail(where, f"{exc.args[0]} is not a number")
         except (ValueError, RecursionError) as exc:
-            if isinstance(exc, NodeXMLError):
-                raise
             self.fail(where, f"not valid JSON: {' '.join(str(exc).split())[:80]}")
 
     def json_record(self, where: str, text: str) -> dict[str, Any]:
@@ -345,9 +426,55 @@ class _Reader:
             self.fail(where, "expected a JSON object")
         for key, limit in _JSON_LIMITS.items():
             value = record.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.number(f"{where}.{key}", repr(value), 0, limit)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= limit:
+                self.number(f"{where}.{key}", repr(value), 0, limit)  # fails, naming the value
         return record
+
+
+# Per record class: field name -> the exact types its JSON value may have to be taken as it is
+# (what glueinfo writes); None: anything else, which model.from_value converts or refuses.
+_STRINGS = (list,)  # list[str]: a list whose items are all str
+
+
+def _exact_types(cls: type) -> dict[str, Optional[tuple[type, ...]]]:
+    plain: dict[Any, tuple[type, ...]] = {int: (int,), float: (float,), bool: (bool,), str: (str,), list[str]: _STRINGS}
+    types: dict[str, Optional[tuple[type, ...]]] = {}
+    for field in dataclasses.fields(cls):
+        hint = field.type
+        optional = typing.get_origin(hint) in (typing.Union, types_module.UnionType)
+        inner = [a for a in typing.get_args(hint) if a is not type(None)] if optional else [hint]
+        kinds = plain.get(inner[0]) if len(inner) == 1 else None
+        types[field.name] = None if kinds is None else kinds + ((type(None),) if optional else ())
+    return types
+
+
+_RECORD_TYPES: dict[Any, dict[str, Optional[tuple[type, ...]]]] = {cls: _exact_types(cls) for cls in (NetworkAdapter, FileSystem)}
+
+
+def _records(cls: Any, records: list[dict[str, Any]], where: str) -> list[Any]:
+    """JSON records -> model objects: built at once when every value has exactly its field's type
+    (what glueinfo writes), else through model.from_value, which converts or fails naming the field."""
+    types = _RECORD_TYPES[cls]
+    for record in records:
+        for key, value in record.items():
+            kinds = types.get(key)
+            if kinds is None or type(value) not in kinds or (
+                    type(value) is list and not all(type(item) is str for item in value)):
+                return list(from_value(list[cls], records, where))
+    return [cls(**record) for record in records]
+
+
+class _NotANumber(Exception):
+    """NaN or Infinity in a JSON text (the decoder's parse_constant)."""
+
+
+def _refuse_constant(word: str) -> NoReturn:
+    raise _NotANumber(word)
+
+
+# One decoder for every JSON record (json.loads with options would build a new one per call).
+_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+_SINGLE = frozenset({"Name", "Description", "State", "Opsys", "Arch"})
 
 
 def snapshot_from_node(node: etree._Element, what: str = "Node XML", source: Optional[str] = None) -> HostSnapshot:
