@@ -105,7 +105,8 @@ def test_run_and_serve_publish_the_site_despite_a_nan_snapshot(tmp_path):
     site = write_site(tmp_path, lambda hosts: hosts[1]["load"].__setitem__("load1", float("nan")))
     config = tmp_path / "glueinfo.conf"
     config.write_text(f"[sources]\nenabled =\n[node]\nsite_snapshots = {site}\n"
-                      f"[run]\nstate_dir = {tmp_path / 'state'}\nldif_file = {tmp_path / 'glue.ldif'}\nnode_xml_file = {tmp_path / 'nodes.xml'}\n")
+                      f"[run]\nstate_dir = {tmp_path / 'state'}\nldif_file = {tmp_path / 'glue.ldif'}\n"
+                      f"node_xml_file = {tmp_path / 'nodes.xml'}\n")
     proc = run_glueinfo("run", "--once", "--config", str(config))
     assert proc.returncode == 0, proc.stderr
     assert "host wn002.example.org: load.load1 is nan: dropped" in proc.stderr
