@@ -299,15 +299,39 @@ def test_sigterm_stops_within_shutdown_grace_under_attack(tmp_path):
 # -- item 3: /health and a failed publication ----------------------------------------------------------------------
 
 
-def test_health_is_not_ok_when_the_ldif_cannot_be_built(tmp_path):
-    templates = tmp_path / "templates"
+def broken_templates(tmp: Path) -> Path:
+    """The built-in templates with WEB made mandatory: with [site] web empty, every LDIF build fails."""
+    templates = tmp / "templates"
     shutil.copytree(REPO / "glueinfo" / "glue" / "ldif_templates", templates)
-    site = templates / "site.ldif"  # WEB made mandatory while [site] web is empty: every LDIF build fails
+    site = templates / "site.ldif"
     site.write_text(site.read_text().replace("@mandatory SITE_ID SITE_NAME PARENT_DN",
                                              "@mandatory SITE_ID SITE_NAME PARENT_DN WEB")
                     .replace("LONGITUDE WEB ", "LONGITUDE "))
+    return templates
+
+
+def test_health_is_not_ok_when_the_ldif_cannot_be_built(tmp_path):
+    templates = broken_templates(tmp_path)
     with serving(tmp_path, "health", "", f"[site]\nid = hostile-site\n[glue]\ntemplates_dir = {templates}\n") as served:
         assert get(served, "/ldif").status == 503
         health = json.loads(get(served, "/health").body)
     assert health["status"] != "ok"
     assert any("mandatory variable WEB" in reason for reason in health["reasons"]), health
+
+
+def test_run_health_is_not_ok_when_the_last_publication_failed(tmp_path):
+    """`run` with serve = yes: the daemon's publish fails at every cycle; /health says so and why
+    (it said "starting" for ever before, as if nothing were wrong yet)."""
+    templates = broken_templates(tmp_path)
+    extra = (f"serve = yes\nldif_file = {tmp_path / 'site.ldif'}\nnode_xml_file = {tmp_path / 'nodes.xml'}\n"
+             f"[site]\nid = hostile-site\n[glue]\ntemplates_dir = {templates}\n")
+    served = start_glueinfo(write_config(tmp_path, "run", "", extra), tmp_path / "run.log", command=("run",))
+    try:
+        deadline = time.monotonic() + 30
+        while "publish after" not in served.log_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        health = json.loads(get(served, "/health").body)
+    finally:
+        stop_glueinfo(served)
+    assert health["status"] == "degraded", health
+    assert any("publication failed" in r and "mandatory variable WEB" in r for r in health["reasons"]), health
