@@ -30,6 +30,7 @@ Rules (the README "Many hosts" section says the same for admins):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import logging
@@ -88,6 +89,43 @@ class GatherResult:
             "hosts": [{"hostname": h.snapshot.hostname, "stale": h.stale, "age_s": round(h.age_s, 3),
                        "sources": h.sources, "snapshot": h.snapshot.to_dict()} for h in self.hosts],
         }
+
+
+# The facts of a snapshot that are checked part by part (glueinfo.core.validate: every rule reads
+# one part, the contradictions included), so a part equal to one already believed needs no new check.
+_PARTS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "collectors")
+
+
+def _reuse_known(snapshot: HostSnapshot, previous: HostSnapshot) -> dict[str, Any]:
+    """Value-based reuse: each part of ``snapshot`` equal to the same part of ``previous`` (the
+    host's last good snapshot from the same source, already validated) is replaced by
+    ``previous``'s object, so renderers keyed by those objects find the host unchanged, and the
+    copy just read is let go.  Returns the parts so taken, by name.  Extra facts equal to the
+    previous ones are shared the same way (they are still validated)."""
+    known: dict[str, Any] = {}
+    for name in _PARTS:
+        theirs = getattr(previous, name)
+        if theirs is None:
+            continue
+        mine = getattr(snapshot, name)
+        if mine is theirs or mine == theirs:
+            known[name] = theirs
+            setattr(snapshot, name, theirs)
+    if snapshot.extra and previous.extra:
+        before = previous.extra
+        snapshot.extra = {name: before[name] if name in before and before[name] == facts else facts
+                          for name, facts in snapshot.extra.items()}
+    return known
+
+
+def _without(snapshot: HostSnapshot, known: dict[str, Any]) -> HostSnapshot:
+    """The snapshot with the parts already believed left out: what is left to validate."""
+    if not known:
+        return snapshot
+    rest = copy.copy(snapshot)
+    for name in known:
+        setattr(rest, name, None)
+    return rest
 
 
 class Gatherer:
@@ -159,15 +197,20 @@ class Gatherer:
             snapshot.source = source_name
             if snapshot.collected_at > received:  # a worker's clock ahead of ours: heard now, not later
                 snapshot.collected_at = received
-            checked = validate_snapshot(snapshot, received)
+            key = host_key(snapshot.hostname) if isinstance(snapshot.hostname, str) else ""
+            previous = self.last_good.get(key, {}).get(source_name)
+            known = _reuse_known(snapshot, previous) if previous is not None and snapshot is not previous else {}
+            checked = validate_snapshot(_without(snapshot, known), received)
             if checked.snapshot is None:
                 result.failures.append(SourceFailure(target=str(snapshot.hostname)[:80], host=str(snapshot.hostname)[:80],
                                                      error=f"not believed: {checked.refused}", source=source_name))
                 continue
-            self._warn_dropped(host_key(snapshot.hostname), source_name, checked.dropped)
-            snapshot = checked.snapshot
-            per_source = self.last_good.setdefault(host_key(snapshot.hostname), {})
-            previous = per_source.get(source_name)
+            self._warn_dropped(key, source_name, checked.dropped)
+            if checked.dropped or not known:
+                snapshot = checked.snapshot
+            for name, part in known.items():
+                setattr(snapshot, name, part)
+            per_source = self.last_good.setdefault(key, {})
             if previous is None or snapshot.collected_at >= previous.collected_at:
                 per_source[source_name] = snapshot
             good += 1

@@ -108,3 +108,29 @@ def test_a_missing_state_directory_is_an_empty_start_and_is_created_on_save(tmp_
     assert store.load() == {}
     assert store.save({"x.example.org": {"local": snap("x.example.org", 1.0, "local")}}) == []
     assert (tmp_path / "not" / "yet" / "hosts" / "x.example.org.json").exists()
+
+
+def test_a_host_reported_again_keeps_its_unchanged_facts_as_the_same_objects_and_new_bad_values_are_still_dropped():
+    """The gatherer's last good snapshots: a report whose lasting facts equal the last one's shares
+    the last one's objects (what the renderers' caches key on); changed parts are validated as
+    ever, so a bad value is dropped however the rest compares."""
+    from glueinfo.core.config import parse_text
+    from glueinfo.gather.gatherer import Gatherer, GatherResult
+    from glueinfo.gather.registry import SourceReport
+
+    gatherer = Gatherer(parse_text("[sources]\nenabled = spool\n", "/etc/glueinfo/glueinfo.conf"), clock=lambda: 2000.0, sources=[])
+    first = snap("wn01.example.org", 1000.0, "spool")
+    gatherer.take("spool", SourceReport(snapshots=[first]), GatherResult(started_at=2000.0, duration_s=0.0))
+    again = snap("wn01.example.org", 1060.0, "spool")
+    again.load = LoadInfo(load1=-3.0, load5=1.0, load15=0.5)  # a bad new value
+    assert again.cpu is not first.cpu and again.cpu == first.cpu
+    result = GatherResult(started_at=2000.0, duration_s=0.0)
+    gatherer.take("spool", SourceReport(snapshots=[again]), result)
+    kept = gatherer.last_good["wn01.example.org"]["spool"]
+    assert kept.collected_at == 1060.0 and result.failures == []
+    assert kept.cpu is first.cpu and kept.memory is first.memory  # equal: the objects already believed
+    assert kept.load.load1 is None and kept.load.load5 == 1.0  # changed and bad: dropped, the rest kept
+    bigger = snap("wn01.example.org", 1120.0, "spool", ram=32000)
+    gatherer.take("spool", SourceReport(snapshots=[bigger]), GatherResult(started_at=2000.0, duration_s=0.0))
+    kept = gatherer.last_good["wn01.example.org"]["spool"]
+    assert kept.memory.ram_mb == 32000 and kept.memory is not first.memory and kept.cpu is first.cpu
