@@ -10,6 +10,9 @@ merged into that host: its CPU model and RAM won.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 
 import pytest
 from glueinfo_processes import run_glueinfo, start_glueinfo, stop_glueinfo
@@ -87,3 +90,46 @@ def test_an_address_named_in_the_config_must_answer_with_that_name(tmp_path, age
     assert errors[f"127.0.0.4:{impostor.port}"] == \
         "Node claims to be 'hpc-node99.cluster.example.org', not 'hpc-node18.cluster.example.org': refused"
     assert "hpc-node17" in result["stderr"] and "refused" in result["stderr"]  # logged, with both names
+
+
+def gmond_document(hosts: list[tuple[str, str, int]]) -> bytes:
+    """A gmond XML port's answer: HOSTs (NAME, IP, mem_total in KB), reported just now."""
+    now = int(time.time())
+    body = "".join(
+        f'<HOST NAME="{name}" IP="{ip}" REPORTED="{now}" TN="1" TMAX="20" DMAX="0" GMOND_STARTED="{now - 100}">'
+        f'<METRIC NAME="mem_total" VAL="{mem_kb}" TYPE="float" UNITS="KB" TN="1" TMAX="1200" DMAX="0" SLOPE="zero"/>'
+        f'<METRIC NAME="cpu_num" VAL="8" TYPE="uint16" UNITS="CPUs" TN="1" TMAX="1200" DMAX="0" SLOPE="zero"/>'
+        f'</HOST>' for name, ip, mem_kb in hosts)
+    return (f'<?xml version="1.0" encoding="ISO-8859-1" standalone="yes"?>\n<GANGLIA_XML VERSION="3.7.2" SOURCE="gmond">'
+            f'<CLUSTER NAME="c" LOCALTIME="{now}" OWNER="o" LATLONG="l" URL="u">{body}</CLUSTER></GANGLIA_XML>\n').encode()
+
+
+def test_a_ganglia_host_name_is_bound_to_its_address(tmp_path):
+    """Ganglia's identity of a HOST is its NAME and IP: another address using the NAME is refused."""
+    document = gmond_document([("wn01.example.org", "10.0.0.1", 16 * 1024 * 1024),
+                               ("wn01.example.org", "10.0.0.66", 1024 * 1024 * 1024)])
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():  # a gmond XML port: the whole document to every connection, then close
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.sendall(document)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        config = tmp_path / "head.conf"
+        config.write_text(f"[sources]\nenabled = ganglia\nganglia = 127.0.0.1:{listener.getsockname()[1]}\n"
+                          f"[run]\nstate_dir = {tmp_path / 'state'}\n")
+        proc = run_glueinfo("gather", "--config", str(config))
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    [host] = result["hosts"]
+    assert host["snapshot"]["memory"]["ram_mb"] == 16 * 1024
+    [refusal] = [f for f in result["failures"] if "10.0.0.66" in f["target"]]
+    assert "bound to the HOST at 10.0.0.1" in refusal["error"]

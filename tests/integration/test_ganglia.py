@@ -162,14 +162,14 @@ def test_gather_from_a_gmetad_port_marks_stale_and_drops_old_hosts():
         server.close()
     hosts = {h.snapshot.hostname: h for h in result.hosts}
     # wn001 (TN 5) fresh, wn002 (TN 400) stale, gpu01 (TN 4000) beyond drop_after, bad01 unreadable,
-    # neg01 reports a negative load average and is not believed.
-    assert sorted(hosts) == ["wn001.example.org", "wn002"]
+    # neg01 reports a negative load average: that figure is dropped (unknown), the rest of the host kept.
+    assert sorted(hosts) == ["neg01.example.org", "wn001.example.org", "wn002"]
     assert hosts["wn001.example.org"].stale is False and hosts["wn002"].stale is True
     assert hosts["wn002"].age_s == 400
+    assert hosts["neg01.example.org"].snapshot.load.load1 is None
     errors = {f.host: f.error for f in result.failures}
-    assert "non-numeric" in errors["bad01.example.org"]
-    assert "load.load1 is negative" in errors["neg01.example.org"]
-    assert result.counts == {"ganglia": 3}  # wn001, wn002 and gpu01 (believed, then dropped as too old)
+    assert list(errors) == ["bad01.example.org"] and "non-numeric" in errors["bad01.example.org"]
+    assert result.counts == {"ganglia": 4}  # wn001, wn002, neg01 and gpu01 (believed, then dropped as too old)
 
 
 def test_an_unreachable_ganglia_port_is_one_failure():

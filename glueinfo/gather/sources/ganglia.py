@@ -573,7 +573,39 @@ def gather(ctx: SourceContext) -> SourceReport:
             continue
         report.snapshots.extend(found.snapshots)
         report.failures.extend(found.failures)
+    report.snapshots = bind_addresses(report, ctx.memory.setdefault("addresses", {}), ctx.clock(),
+                                      float(section["drop_after"]))
     return report
+
+
+def bind_addresses(report: SourceReport, pins: dict[str, tuple[str, float]], now: float,
+                   drop_after: float) -> list[HostSnapshot]:
+    """A Ganglia HOST's identity is its NAME and its IP: a NAME is bound to the IP it first came
+    with until that IP has not reported it for ``drop_after`` seconds, so another machine's gmond
+    (or a spoofed packet) using the NAME from another address is refused, named with both IPs,
+    and the host's data is untouched.  HOSTs without an IP are kept as they are."""
+    from glueinfo.gather.identity import host_key
+
+    for key in [k for k, (_, seen) in pins.items() if now - seen > drop_after]:
+        del pins[key]
+    kept = []
+    this_round: dict[str, str] = {}
+    for snapshot in report.snapshots:
+        ip = snapshot.extra.get(SOURCE_NAME, {}).get("ip")
+        if not isinstance(ip, str):
+            kept.append(snapshot)
+            continue
+        key = host_key(snapshot.hostname)
+        bound = this_round.get(key) or (pins[key][0] if key in pins else None)
+        if bound is not None and bound != ip:
+            report.failures.append(SourceFailure(
+                target=f"HOST {snapshot.hostname[:80]!r} from {ip}", host=snapshot.hostname[:80],
+                error=f"the name is bound to the HOST at {bound}: refused"))
+            continue
+        this_round[key] = ip
+        pins[key] = (ip, now)
+        kept.append(snapshot)
+    return kept
 
 
 SOURCE = Source(SOURCE_NAME, gather, "hosts from a Ganglia gmond/gmetad XML port ([sources] ganglia)")
