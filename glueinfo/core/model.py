@@ -229,6 +229,30 @@ class JobInfo:
     delivered_wall_s: Optional[int] = None
     nodes: list[str] = field(default_factory=list)
     scheduler_specific: Optional[str] = None  # e.g. the LRMS's pending reason
+    local_group: Optional[str] = None  # the owner's Unix group, when the LRMS says
+    proxy_vo: Optional[str] = None  # the VO of the job's proxy, when the LRMS knows it (HTCondor x509userproxyvoname)
+    vo: Optional[str] = None  # the VO the site's [vos] map gives it (glueinfo.lrms.vo_map); None: a local job
+
+
+@dataclass
+class VoJobCounts:
+    """One VO's jobs in a queue (GLUE 1.3 VOView, GLUE 2 ComputingShare)."""
+
+    running: int = 0
+    waiting: int = 0
+    total: int = 0  # running + waiting + held/suspended, as the queue's TotalJobs counts
+
+
+@dataclass
+class NodeAllocation:
+    """One node as the batch system sees it: the scheduler's view, not the load's."""
+
+    name: str = ""  # as the LRMS names it (often the short host name)
+    state: Optional[str] = None  # SSS Node State: Idle, Busy, Offline, Unknown (see docs/batch-systems.md)
+    lrms_state: Optional[str] = None  # the LRMS's own word(s), e.g. "mixed+drain"
+    total_cpus: Optional[int] = None
+    allocated_cpus: Optional[int] = None
+    reason: Optional[str] = None  # why it is offline, when the LRMS says
 
 
 @dataclass
@@ -255,6 +279,8 @@ class QueueState:
     priority: Optional[int] = None
     hosts: list[str] = field(default_factory=list)  # nodes that serve the queue
     jobs: list[JobInfo] = field(default_factory=list)
+    vo_counts: dict[str, VoJobCounts] = field(default_factory=dict)  # VO -> its jobs; mapped jobs only
+    nodes: list[NodeAllocation] = field(default_factory=list)  # the scheduler's view of the queue's nodes
     collected_at: float = 0.0
     error: Optional[str] = None  # why the state is (partly) unknown
 
