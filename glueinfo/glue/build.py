@@ -40,7 +40,7 @@ from glueinfo.core.ldif import (
     write_ldif,
 )
 from glueinfo.core.model import HostSnapshot, QueueState
-from glueinfo.glue.render13 import HostEntryCache, iter_glue13
+from glueinfo.glue.render13 import HOST_VOLATILE, HostEntryCache, iter_glue13
 from glueinfo.glue.schema import (
     SYNTAX_BOOLEAN,
     SYNTAX_IA5_STRING,
@@ -94,7 +94,9 @@ class RenderCache:
 
     def __init__(self) -> None:
         self.hosts = HostEntryCache()
-        self._entries: LastRun[str, tuple[Entry, Entry, str]] = LastRun()
+        # DN -> (rendered entry, its checked form, its LDIF text, that text's lines and where each
+        # HOST_VOLATILE attribute's line is, once asked for)
+        self._entries: LastRun[str, tuple[Entry, Entry, str, Optional[tuple[list[str], dict[str, int]]]]] = LastRun()
 
     @property
     def reused(self) -> int:
@@ -115,8 +117,57 @@ class RenderCache:
         self._entries.reuse(entry.dn, hit)
         return hit[1], hit[2]
 
+    def patched(self, entry: Entry) -> Optional[tuple[Entry, str]]:
+        """For a host entry the HostEntryCache made from the last render's entry of its DN by
+        changing only integer HOST_VOLATILE values: its checked form and LDIF text, the last ones
+        with those values put in (the schema check cannot judge an integer in these INTEGER
+        attributes differently, and their lines are plain ``name: digits``).  None otherwise."""
+        base = self.hosts.derived_from(entry)
+        if base is None:
+            return None
+        hit = self._entries.previous(entry.dn)
+        if hit is None or hit[0] is not base:
+            return None
+        _, checked, text, layout = hit
+        if layout is None:
+            layout = _volatile_lines(checked, text)
+            if layout is None:
+                return None
+        lines, where = layout
+        attributes = dict(checked.attributes)
+        new_lines = list(lines)
+        for name, index in where.items():
+            values = entry.attributes[name]
+            value = values[0]
+            if type(value) is not int or len(values) != 1:
+                return None
+            attributes[name] = values
+            new_lines[index] = f"{name}: {value}"
+        fixed = Entry.from_lists(checked.dn, attributes, checked._index)
+        text = "\n".join(new_lines)
+        self._entries.keep(entry.dn, (entry, fixed, text, (new_lines, where)))
+        return fixed, text
+
     def keep(self, rendered: Entry, checked: Entry, text: str) -> None:
-        self._entries.keep(rendered.dn, (rendered, checked, text))
+        self._entries.keep(rendered.dn, (rendered, checked, text, None))
+
+
+def _volatile_lines(checked: Entry, text: str) -> Optional[tuple[list[str], dict[str, int]]]:
+    """The lines of an entry's LDIF text and the index of each HOST_VOLATILE attribute's line,
+    or None when one of them is not a single integer on a plain line of its own."""
+    lines = text.split("\n")
+    where: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        name, colon, value = line.partition(": ")
+        if colon and name in HOST_VOLATILE:
+            values = checked.attributes.get(name)
+            if values is None or len(values) != 1 or type(values[0]) is not int or value != str(values[0]) or name in where:
+                return None
+            where[name] = index
+    present = [name for name in HOST_VOLATILE if name in checked.attributes]
+    if len(where) != len(present) or any(len(f"{name}: -{2**63}") > 76 for name in present):
+        return None  # an attribute spelled otherwise, or a line that could be folded
+    return lines, where
 
 
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
@@ -372,6 +423,12 @@ def _checked_entries(prepared: _Prepared, checker: TreeChecker, cache: Optional[
         return
     lines: LineCache = {}
     for entry in itertools.chain(rendered, static):
+        patched = cache.patched(entry)
+        if patched is not None:
+            if checker.admit(patched[0]):
+                texts.append(patched[1])
+                yield patched[0]
+            continue
         known = cache.known(entry)
         if known is not None:
             if checker.admit(known[0]):

@@ -340,35 +340,84 @@ def host_entries(host: HostSnapshot, host_id: str, subcluster_id: str, sc_dn: st
     return entries
 
 
+# A host entry's attributes that change from one report to the next (integers, single-valued):
+# HostEntryCache changes only these in an entry whose lasting facts are as last time.
+HOST_VOLATILE = ("GlueHostMainMemoryRAMAvailable", "GlueHostMainMemoryVirtualAvailable",
+                 "GlueHostProcessorLoadLast1Min", "GlueHostProcessorLoadLast5Min", "GlueHostProcessorLoadLast15Min",
+                 "GlueHostSMPLoadLast1Min", "GlueHostSMPLoadLast5Min", "GlueHostSMPLoadLast15Min")
+
+
+def host_volatile(host: HostSnapshot) -> tuple[Optional[int], ...]:
+    """The values of HOST_VOLATILE for a host, in that order (None: not published)."""
+    memory = host.memory
+    loads = host.glue_load_figures() or (None, None, None)
+    return (None if memory is None else memory.ram_available_mb, None if memory is None else memory.virtual_available_mb,
+            *loads, *loads)
+
+
+def _lasting_key(host: HostSnapshot, host_id: str, sc: SubClusterGroup, sc_dn: str, info_url: str) -> tuple[Any, ...]:
+    """What a host's entries read besides HOST_VOLATILE: the fact objects themselves, so keys compare
+    by identity first (the gatherer hands unchanged facts over as the same objects), by value
+    otherwise, and keep them alive.  The CPU count is read by the load figures too."""
+    memory = host.memory
+    return (host.hostname, host_id, sc.unique_id, sc_dn, info_url, host.cpu,
+            None if memory is None else (memory.ram_mb, memory.virtual_mb), host.network, host.filesystems, host.os, host.static)
+
+
 class HostEntryCache:
     """Each host's entries as last rendered, reused while nothing they read has changed.
 
     A host's entries read its snapshot's facts, its SubCluster and the
-    information service URL.  Snapshots are never changed once gathered, so
-    the same fact objects (compared by identity, kept alive here so an
-    identity is never reused) in the same SubCluster give the same entries:
-    a publish in which only the batch system's figures changed builds no
-    host entry.  Only the last render is kept (glueinfo.core.lastrun).
+    information service URL.  Entries whose lasting facts and volatile
+    figures (HOST_VOLATILE) are as last time are reused as they are: a
+    publish in which only the batch system's figures changed builds no host
+    entry.  When only the volatile figures changed, the file systems'
+    entries are reused and the host's entry is the last one with those
+    values replaced (``derived_from`` tells the RenderCache, which then
+    neither checks nor formats it again).  Facts are compared by identity,
+    then by value; snapshots are never changed once gathered.  Only the last
+    render is kept (glueinfo.core.lastrun).
     """
 
     def __init__(self) -> None:
-        self._hosts: LastRun[str, tuple[tuple[Any, ...], HostSnapshot, list[Entry], list[str]]] = LastRun()
+        self._hosts: LastRun[str, tuple[tuple[Any, ...], tuple[Optional[int], ...], list[Entry], list[str]]] = LastRun()
+        self._derived: dict[str, tuple[Entry, Entry]] = {}  # DN -> (entry of this render, the last render's it was made from)
 
     def start(self) -> None:
         self._hosts.start()
+        self._derived = {}
+
+    def derived_from(self, entry: Entry) -> Optional[Entry]:
+        """The last render's entry that ``entry`` (of this render) was made from by changing
+        only the values of HOST_VOLATILE attributes, or None."""
+        pair = self._derived.get(entry.dn)
+        return pair[1] if pair is not None and pair[0] is entry else None
 
     def entries(self, host: HostSnapshot, host_id: str, sc: SubClusterGroup, sc_dn: str, info_url: str,
                 shapes: Optional[Shapes], warnings: list[str]) -> list[Entry]:
-        identity = (host.hostname, host_id, sc.unique_id, sc_dn, info_url, id(host.cpu), id(host.memory), id(host.load),
-                    id(host.network), id(host.filesystems), id(host.os), id(host.static))
+        lasting = _lasting_key(host, host_id, sc, sc_dn, info_url)
+        volatile = host_volatile(host)
         hit = self._hosts.previous(host.hostname)
-        if hit is not None and hit[0] == identity:
-            warnings.extend(self._hosts.reuse(host.hostname, hit)[3])
-            return hit[2]
+        if hit is not None and hit[0] == lasting:
+            if hit[1] == volatile:
+                warnings.extend(self._hosts.reuse(host.hostname, hit)[3])
+                return hit[2]
+            before = hit[2][0]
+            if [v is None for v in volatile] == [v is None for v in hit[1]]:  # the same attributes published
+                attributes = dict(before.attributes)
+                for name, value in zip(HOST_VOLATILE, volatile):  # noqa: B905 - same length by construction
+                    if value is not None:
+                        attributes[name] = [value]
+                entry = Entry.from_lists(before.dn, attributes, before._index)
+                self._derived[entry.dn] = (entry, before)
+                made = [entry, *hit[2][1:]]
+                warnings.extend(hit[3])
+                self._hosts.keep(host.hostname, (hit[0], volatile, made, hit[3]))
+                return made
         own: list[str] = []
         made = host_entries(host, host_id, sc.unique_id, sc_dn, info_url, shapes, own)
         warnings.extend(own)
-        self._hosts.keep(host.hostname, (identity, host, made, own))
+        self._hosts.keep(host.hostname, (lasting, volatile, made, own))
         return made
 
 

@@ -126,3 +126,27 @@ def test_node_templates_filled_again_give_the_uncached_bytes_cycle_after_cycle()
     # Nothing new: every Node reused as it was.
     assert render_data_streamed(site_hosts, now, settings, pretty) == render_data(site_hosts, now)
     assert (pretty.rendered, pretty.reused) == (0, len(site_hosts))
+
+
+def test_host_entries_with_new_loads_and_free_memory_are_patched_to_the_uncached_bytes_cycle_after_cycle():
+    """A host whose lasting facts are as last time gets its last entry with the new load and free
+    memory put in (no check, no format): byte for byte the uncached LDIF every cycle, with
+    non-ASCII facts the check rewrites, figures that come and go, and negative loads."""
+    hosts = hosts_of_two_classes()
+    odd = hosts[0]
+    hosts[0] = dataclasses.replace(odd, cpu=dataclasses.replace(odd.cpu, model_name="Xeon™ Gold é <&>"),
+                                   os=dataclasses.replace(odd.os, name="Débian"))
+    cache = RenderCache()
+    for cycle in range(5):
+        if cycle:
+            hosts = [dataclasses.replace(
+                h, collected_at=h.collected_at + 60,
+                load=None if cycle == 3 and index == 1 else dataclasses.replace(
+                    h.load or hosts_of_two_classes()[index].load, load1=(h.load.load1 if h.load else 1.0) + 7.5 * cycle),
+                memory=dataclasses.replace(h.memory, ram_available_mb=100 + cycle, virtual_available_mb=200 + cycle))
+                for index, h in enumerate(hosts)]
+        cached = render_site(site(hosts), cache=cache)
+        assert cached.ldif() == render_site(site(hosts)).ldif()
+        assert [e.dn for e in cached.entries] == [e.dn for e in render_site(site(hosts)).entries]
+        assert [e.attributes for e in cached.entries] == [e.attributes for e in render_site(site(hosts)).entries]
+    assert any(h.glue_load_figures()[0] < 0 for h in hosts)
