@@ -118,7 +118,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "host": Option("str", "", "Gatekeeper host name (default: this host's FQDN)"),
         "port": Option("int", 2119, "Gatekeeper port", minimum=1),
         "jobmanager": Option("str", "jobmanager", "Job manager prefix of the CE id: HOST:PORT/JOBMANAGER-LRMS-QUEUE"),
-        "lrms": Option("str", "fork", "LRMS plugin that reports the queue state (fork, slurm, ...)"),
+        "lrms": Option("str", "fork", "LRMS plugin that reports the queue state (fork, slurm, htcondor, pbs, sge, lsf, ...)"),
         "lrms_version": Option("str", "", "GlueCEInfoLRMSVersion when the LRMS plugin does not report it"),
         "lrms_timeout": Option("float", 10.0, "Seconds the LRMS query may take", minimum=0.1),
         "slurm_bin_dir": Option("path", "", "Directory holding sinfo/squeue/scontrol/sacctmgr (default: found on PATH)"),
@@ -126,6 +126,19 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "slurm_json": Option("str", "auto", "Read nodes with sinfo --json: auto (Slurm >= 21.08, text format if it fails), yes, no",
                              choices=("auto", "yes", "no")),
         "lrms_command_prefix": Option("list", [], "Words put before every LRMS command, e.g. ssh slurm-head"),
+        "condor_bin_dir": Option("path", "", "Directory holding condor_status/condor_q (default: found on PATH)"),
+        "condor_config": Option("path", "", "HTCondor config the commands read (sets CONDOR_CONFIG; default: theirs)"),
+        "condor_queue_by": Option("str", "schedd", "What this CE's queue names in HTCondor: schedd (a schedd's Name, "
+                                  "or all schedds when the queue is 'all') or accounting_group (a group's prefix)",
+                                  choices=("schedd", "accounting_group")),
+        "pbs_bin_dir": Option("path", "", "Directory holding qstat/pbsnodes (default: found on PATH)"),
+        "pbs_flavour": Option("str", "auto", "PBS family: auto (asks qstat --version), openpbs (OpenPBS / PBS Pro, "
+                              "JSON output), torque (XML output)", choices=("auto", "openpbs", "torque")),
+        "sge_bin_dir": Option("path", "", "Directory holding qstat/qhost/qconf (default: found on PATH)"),
+        "sge_root": Option("path", "", "SGE_ROOT for the Grid Engine commands (default: theirs)"),
+        "sge_cell": Option("str", "", "SGE_CELL for the Grid Engine commands (default: theirs)"),
+        "lsf_bin_dir": Option("path", "", "Directory holding bqueues/bjobs/bhosts (default: found on PATH)"),
+        "lsf_envdir": Option("path", "", "LSF_ENVDIR for the LSF commands (default: theirs)"),
         "queue": Option("str", "", "Queue / partition name (default: the section name)"),
         "unique_id": Option("str", "", "GlueCEUniqueID (default: HOST:PORT/JOBMANAGER-LRMS-QUEUE)"),
         "status": Option("str", None, "GlueCEStateStatus when the LRMS does not report one",
@@ -150,6 +163,13 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "assigned_job_slots": Option("int", None, "GlueCEPolicyAssignedJobSlots", minimum=0),
         "priority": Option("int", None, "GlueCEPolicyPriority, when the LRMS does not report it"),
         "publish_jobs": Option("bool", False, "Publish one GlueCEJob entry per job under the CE"),
+    },
+    # -- jobs to VOs (glueinfo/lrms/vo_map.py): per-VO counts of every LRMS plugin ------------
+    "vos": {
+        "map": Option("list", [], "Rules KIND:PATTERN=VO, first match wins: KIND user, group or account, PATTERN a "
+                      "shell pattern, e.g. group:atlas*=atlas user:cms???=cms account:dteam=dteam; unmapped jobs are local"),
+        "proxy_vo": Option("bool", True, "Take the VO the LRMS reports from a job's proxy (HTCondor x509userproxyvoname) "
+                           "before the rules"),
     },
     "glue": {
         "base_dn": Option("str", "mds-vo-name=resource,o=grid", "DN the GLUE 1.3 tree is published under"),

@@ -28,14 +28,22 @@ from typing import Any, Optional
 from glueinfo.core import plugins as plugin_registry
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot, QueueState
+from glueinfo.lrms.vo_map import VoMap
 
 log = logging.getLogger("glueinfo.lrms")
 
 ENTRY_POINT_GROUP = "glueinfo.lrms"
 
-# Built-in plugin modules, in glueinfo.lrms.plugins.
+# Built-in plugin modules: every module of glueinfo.lrms.plugins, each named as its plugin.
 BUILTIN_PACKAGE = "glueinfo.lrms.plugins"
-BUILTIN_MODULES = ("fork", "slurm")
+
+
+def builtin_module_names() -> tuple[str, ...]:
+    """The built-in plugins' module names, found in the package (a new plugin is one new file)."""
+    import pkgutil
+
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")))
 
 # Extra time a plugin gets beyond ctx.timeout_s before it is abandoned: the
 # built-ins bound every command by the deadline themselves, this only catches
@@ -62,6 +70,8 @@ class LrmsContext:
     # Runs an external command: (argv, timeout_s, env) -> (returncode, stdout, stderr).
     # None means subprocess; tests and benchmarks pass recorded outputs.
     run: Optional[Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]] = None
+    # Jobs to VOs ([vos]): plugins set each job's vo with it and fill QueueState.vo_counts.
+    vo_map: VoMap = VoMap()
 
 
 @dataclass(frozen=True)
@@ -83,7 +93,7 @@ class LrmsQueryError(GlueinfoError):
 
 
 def builtin_plugins() -> list[LrmsPlugin]:
-    return plugin_registry.builtin(LrmsPlugin, "LRMS", BUILTIN_PACKAGE, BUILTIN_MODULES, LrmsError)
+    return plugin_registry.builtin(LrmsPlugin, "LRMS", BUILTIN_PACKAGE, builtin_module_names(), LrmsError)
 
 
 def entry_point_plugins(on_error: Callable[[str], None] = lambda msg: None) -> list[LrmsPlugin]:
@@ -99,7 +109,7 @@ def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
                 on_error: Callable[[str], None] = lambda msg: None) -> LrmsPlugin:
     """The plugin called ``lrms_type``; built-ins are found without scanning entry points."""
     if plugins is None:
-        for name in BUILTIN_MODULES:
+        for name in builtin_module_names():
             if name == lrms_type:
                 return plugin_registry.unwrap(importlib.import_module(f"{BUILTIN_PACKAGE}.{name}"), LrmsPlugin, "LRMS", name, LrmsError)
         plugins = all_plugins(on_error)

@@ -88,7 +88,7 @@ def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float]
         except KeyError:
             hosts = []
         ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=hosts, clock=clock,
-                          timeout_s=ce.lrms_timeout, with_jobs=ce.publish_jobs)
+                          timeout_s=ce.lrms_timeout, with_jobs=ce.publish_jobs, vo_map=site.vo_map)
         states[ce.unique_id] = ask(ce.lrms, ctx)
     return states
 

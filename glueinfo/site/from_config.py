@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from glueinfo.core.config import Config, ConfigError
+from glueinfo.lrms.vo_map import VoMap, VoMapError
 from glueinfo.site.model import (
     DEFAULT_QUEUE,
     KEY_NAMES,
@@ -141,6 +142,10 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
             capability=_tuple(raw["capability"]), access=_tuple(raw["access"]),
             policies={key: raw[key] for key in POLICY_KEYS}, publish_jobs=raw["publish_jobs"], options=options))
 
-    return SiteModel(site=site, clusters=tuple(clusters), pins=tuple(pins), ces=tuple(ces), glue=glue)
+    try:
+        vo_map = VoMap.from_config(config)
+    except VoMapError as exc:
+        raise ConfigError(f"{_where(config, 'vos', 'map')}: {exc}") from None
+    return SiteModel(site=site, clusters=tuple(clusters), pins=tuple(pins), ces=tuple(ces), glue=glue, vo_map=vo_map)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.ldif import dn_escape
+from glueinfo.lrms.vo_map import VoMap
 
 DEFAULT_QUEUE = "default"
 
@@ -142,6 +143,7 @@ class SiteModel:
     pins: tuple[SubClusterPin, ...]
     ces: tuple[CESpec, ...]
     glue: GlueOptions
+    vo_map: VoMap = VoMap()  # jobs to VOs, applied by every CE's LRMS plugin ([vos])
 
     def cluster(self, unique_id: str) -> ClusterSpec:
         for cluster in self.clusters:

@@ -45,17 +45,17 @@ from __future__ import annotations
 import calendar
 import datetime
 import json
-import os
 import re
 import secrets
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.hostrange import expand_list
 from glueinfo.core.model import JobInfo, QueueState
+from glueinfo.lrms import commands
+from glueinfo.lrms.commands import Tools, environment
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 
 # -- job states ----------------------------------------------------------------------
@@ -661,62 +661,13 @@ def response_times(jobs: Sequence[SlurmJob], free_cpus: Optional[int], usable_cp
 
 # -- running the commands ------------------------------------------------------------
 
-Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]
 
-
-def subprocess_runner(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> tuple[int, str, str]:
-    proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, env=dict(env), stdin=subprocess.DEVNULL)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-
-
-@dataclass
-class SlurmTools:
-    """How to call the Slurm commands for one CE: directory, prefix, environment, deadline."""
-
-    bin_dir: str = ""
-    prefix: Sequence[str] = ()
-    slurm_conf: str = ""
-    deadline: float = 0.0  # time.monotonic() value
-    run: Runner = subprocess_runner
-    env: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(_OUTPUT_ENV_PREFIXES) and k not in _OUTPUT_ENV}
-        env.update({"TZ": "UTC", "SLURM_TIME_FORMAT": "standard", "LC_ALL": "C"})
-        if self.slurm_conf:
-            env["SLURM_CONF"] = self.slurm_conf
-        self.env = env
-
-    def __call__(self, tool: str, *args: str) -> str:
-        program = os.path.join(self.bin_dir, tool) if self.bin_dir else tool
-        argv = [*self.prefix, program, *args]
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise LrmsQueryError(f"{tool}: not run, the query's time was used up")
-        try:
-            code, out, err = self.run(argv, left, self.env)
-        except FileNotFoundError:
-            raise LrmsQueryError(f"{argv[0]}: command not found") from None
-        except PermissionError:
-            raise LrmsQueryError(f"{argv[0]}: permission denied") from None
-        except subprocess.TimeoutExpired:
-            raise LrmsQueryError(f"{tool} timed out after {left:.3g} s") from None
-        except OSError as exc:
-            raise LrmsQueryError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
-        if code != 0:
-            message = next((line for line in err.splitlines() if line.strip()), "") or _clip(out)
-            raise LrmsQueryError(f"{tool} {' '.join(args[:3])} exited {code}: {_clip(message)}")
-        return out
-
-
-def tools_for(ctx: LrmsContext, deadline: float) -> SlurmTools:
-    cfg = ctx.ce_config
-    prefix = cfg.get("lrms_command_prefix") or ()
-    if isinstance(prefix, str):
-        prefix = prefix.split()
-    return SlurmTools(bin_dir=str(cfg.get("slurm_bin_dir") or ""), prefix=tuple(prefix),
-                      slurm_conf=str(cfg.get("slurm_conf") or ""), deadline=deadline, run=ctx.run or subprocess_runner)
+def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
+    """glueinfo.lrms.commands.Tools for Slurm: ``slurm_bin_dir``, ``SLURM_CONF``, times in UTC, and no
+    SQUEUE_*/SINFO_* variable of the caller's that would change the output formats parsed here."""
+    env = environment(_OUTPUT_ENV_PREFIXES, _OUTPUT_ENV, SLURM_TIME_FORMAT="standard",
+                      SLURM_CONF=str(ctx.ce_config.get("slurm_conf") or ""))
+    return commands.tools_for(ctx, "slurm_bin_dir", env, deadline)
 
 
 # -- the query -----------------------------------------------------------------------
@@ -795,7 +746,7 @@ def query(ctx: LrmsContext) -> QueueState:
     return state
 
 
-def read_nodes(tools: SlurmTools, ctx: LrmsContext, version: Optional[str]) -> list[NodeCpus]:
+def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str]) -> list[NodeCpus]:
     """The partition's nodes: ``sinfo --json`` where this Slurm has it, else the fixed text format."""
     mode = str(ctx.ce_config.get("slurm_json") or "auto")
     queue = ctx.queue

@@ -1,0 +1,94 @@
+"""Running a batch system's commands for one CE: the one way every LRMS plugin does it.
+
+:class:`Tools` calls ``[*prefix, bin_dir/TOOL, *args]`` (``[ce:NAME]
+lrms_command_prefix``, e.g. ``ssh slurm-head``; the plugin's ``*_bin_dir``)
+with the plugin's environment, within what is left of the query's deadline,
+and returns stdout.  Every failure is an :class:`LrmsQueryError` whose one
+line names the tool and what went wrong (not found, permission, timed out,
+non-zero exit with the first line of stderr), which the registry publishes
+as the CE's error while the rest of the site goes on.  ``run`` is replaced by
+tests and benchmarks with recorded outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from glueinfo.lrms.registry import LrmsContext, LrmsQueryError
+
+Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> tuple[int, str, str]:
+    proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, env=dict(env), stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+def clip(text: str, limit: int = 120) -> str:
+    """One line of at most ``limit`` characters, for messages quoting a tool's output."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+@dataclass
+class Tools:
+    """How to call one batch system's commands for one CE: directory, prefix, environment, deadline."""
+
+    bin_dir: str = ""
+    prefix: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # the whole environment the commands get
+    deadline: float = 0.0  # time.monotonic() value
+    run: Runner = subprocess_runner
+    ok_codes: Sequence[int] = (0,)
+
+    def __call__(self, tool: str, *args: str) -> str:
+        return self.call(tool, *args)[1]
+
+    def call(self, tool: str, *args: str, ok_codes: Sequence[int] = ()) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of a run whose exit code is one of ``ok_codes`` (default: this
+        Tools' ok_codes); LrmsQueryError otherwise."""
+        program = os.path.join(self.bin_dir, tool) if self.bin_dir else tool
+        argv = [*self.prefix, program, *args]
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LrmsQueryError(f"{tool}: not run, the query's time was used up")
+        try:
+            code, out, err = self.run(argv, left, self.env)
+        except FileNotFoundError:
+            raise LrmsQueryError(f"{argv[0]}: command not found") from None
+        except PermissionError:
+            raise LrmsQueryError(f"{argv[0]}: permission denied") from None
+        except subprocess.TimeoutExpired:
+            raise LrmsQueryError(f"{tool} timed out after {left:.3g} s") from None
+        except OSError as exc:
+            raise LrmsQueryError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
+        if code not in (ok_codes or self.ok_codes):
+            message = next((line for line in err.splitlines() if line.strip()), "") or clip(out)
+            raise LrmsQueryError(f"{tool} {' '.join(args[:3])} exited {code}: {clip(message)}")
+        return code, out, err
+
+
+def command_prefix(ce_config: Mapping[str, Any]) -> tuple[str, ...]:
+    prefix = ce_config.get("lrms_command_prefix") or ()
+    return tuple(prefix.split()) if isinstance(prefix, str) else tuple(prefix)
+
+
+def tools_for(ctx: LrmsContext, bin_dir_key: str, env: Mapping[str, str], deadline: float) -> Tools:
+    """Tools for this CE: ``[ce:NAME] <bin_dir_key>`` and ``lrms_command_prefix``, the plugin's
+    environment, and the context's runner (tests) or subprocess."""
+    return Tools(bin_dir=str(ctx.ce_config.get(bin_dir_key) or ""), prefix=command_prefix(ctx.ce_config), env=dict(env),
+                 deadline=deadline, run=ctx.run or subprocess_runner)
+
+
+def environment(drop_prefixes: Sequence[str] = (), drop: Sequence[str] = (), **values: str) -> dict[str, str]:
+    """This process's environment without variables that change a tool's output format, with ``values``
+    set (empty values are left out): what a plugin hands its commands."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(tuple(drop_prefixes)) and k not in drop}
+    env.update({"TZ": "UTC", "LC_ALL": "C"})
+    env.update({k: v for k, v in values.items() if v})
+    return env

@@ -1,0 +1,106 @@
+"""Jobs to VOs: the one map every LRMS plugin applies (``[vos]``).
+
+A grid site runs each VO's jobs under its own Unix accounts, groups or
+batch accounts (``atlas001``..``atlas099`` in group ``atlas``; a Slurm
+account ``cms``), and some batch systems also know the VO of the job's
+proxy (HTCondor's ``x509userproxyvoname``).  The map says which VO a job
+belongs to, in this order:
+
+1. the proxy's VO, when the LRMS reports one and ``[vos] proxy_vo`` is on;
+2. the ``[vos] map`` rules, in the order written, first match wins:
+   ``user:PATTERN=VO``, ``group:PATTERN=VO``, ``account:PATTERN=VO`` with
+   shell patterns (``*``, ``?``, ``[...]``) matched case-sensitively, as
+   Unix names are;
+3. otherwise the job is local: counted in the queue's totals, in no VO's.
+
+The per-VO counts (running, waiting, total) feed GLUE 1.3 VOViews and GLUE 2
+ComputingShares.  Nothing here asks the batch system.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.model import JobInfo, VoJobCounts
+
+KINDS = ("user", "group", "account")
+# GLUE job states that count as running and as waiting (the rest: held, suspended, done...).
+_RUNNING = {"RUNNING"}
+_WAITING = {"SUBMITTED", "WAITING", "READY", "SCHEDULED"}
+_FINISHED = {"DONE", "CLEARED", "ABORTED"}
+
+
+class VoMapError(GlueinfoError, ValueError):
+    """A ``[vos] map`` rule that cannot be read; the message names it."""
+
+
+@dataclass(frozen=True)
+class VoRule:
+    kind: str  # user, group or account
+    pattern: str
+    vo: str
+    matcher: Any  # compiled pattern: re.Pattern
+
+
+@dataclass(frozen=True)
+class VoMap:
+    """The site's jobs-to-VO map (see the module docstring); the empty map makes every job local."""
+
+    rules: tuple[VoRule, ...] = ()
+    proxy_vo: bool = True
+
+    @classmethod
+    def from_values(cls, rules: Iterable[str], proxy_vo: bool = True) -> VoMap:
+        """Rules as written in ``[vos] map``; VoMapError naming the first bad one."""
+        parsed = []
+        for text in rules:
+            kind, colon, rest = text.partition(":")
+            pattern, equals, vo = rest.rpartition("=")
+            kind, pattern, vo = kind.strip().lower(), pattern.strip(), vo.strip()
+            if not colon or not equals or kind not in KINDS or not pattern or not vo:
+                raise VoMapError(f"[vos] map: {text!r} is not KIND:PATTERN=VO with KIND one of {', '.join(KINDS)}")
+            parsed.append(VoRule(kind, pattern, vo, re.compile(fnmatch.translate(pattern))))
+        return cls(tuple(parsed), proxy_vo)
+
+    @classmethod
+    def from_config(cls, config: Any) -> VoMap:
+        section = config.section("vos")
+        return cls.from_values(section["map"], section["proxy_vo"])
+
+    def vo_of(self, *, user: Optional[str] = None, group: Optional[str] = None, account: Optional[str] = None,
+              proxy_vo: Optional[str] = None) -> Optional[str]:
+        """The VO of a job with these owners (None: a local job)."""
+        if self.proxy_vo and proxy_vo:
+            return proxy_vo
+        values = {"user": user, "group": group, "account": account}
+        for rule in self.rules:
+            value = values[rule.kind]
+            if value is not None and rule.matcher.match(value):
+                return rule.vo
+        return None
+
+    def assign(self, jobs: Iterable[JobInfo]) -> None:
+        """Set each job's ``vo`` from its owner, group, account and proxy VO."""
+        for job in jobs:
+            job.vo = self.vo_of(user=job.local_owner, group=job.local_group, account=job.account, proxy_vo=job.proxy_vo)
+
+
+def count_by_vo(jobs: Iterable[JobInfo]) -> dict[str, VoJobCounts]:
+    """Running, waiting and total (not finished) jobs per VO, from jobs whose ``vo`` is set
+    (VoMap.assign); local jobs are in no VO's counts.  Sorted by VO name."""
+    counts: dict[str, VoJobCounts] = {}
+    for job in jobs:
+        if job.vo is None or job.glue_status in _FINISHED:
+            continue
+        entry = counts.setdefault(job.vo, VoJobCounts())
+        entry.total += 1
+        if job.glue_status in _RUNNING:
+            entry.running += 1
+        elif job.glue_status in _WAITING:
+            entry.waiting += 1
+    return dict(sorted(counts.items()))
