@@ -21,12 +21,9 @@ with one line naming the node, the element and the problem.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
-import types as types_module
-import typing
 from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
@@ -265,8 +262,8 @@ class _Reader:
                 cpu=CpuInfo(**sections["cpu"]) if sections["cpu"] else None,
                 memory=MemoryInfo(**sections["memory"]) if sections["memory"] else None,
                 load=LoadInfo(**sections["load"]) if sections["load"] else None,
-                network=None if network is None else _records(NetworkAdapter, network, "snapshot.network"),
-                filesystems=None if filesystems is None else _records(FileSystem, filesystems, "snapshot.filesystems"),
+                network=None if network is None else from_value(list[NetworkAdapter], network, "snapshot.network"),
+                filesystems=None if filesystems is None else from_value(list[FileSystem], filesystems, "snapshot.filesystems"),
                 os=OsInfo(**sections["os"]) if sections["os"] else None,
                 static=StaticFacts(**sections["static"]) if sections["static"] else None,
                 extra=snap.get("extra", {}),
@@ -429,39 +426,6 @@ class _Reader:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= limit:
                 self.number(f"{where}.{key}", repr(value), 0, limit)  # fails, naming the value
         return record
-
-
-# Per record class: field name -> the exact types its JSON value may have to be taken as it is
-# (what glueinfo writes); None: anything else, which model.from_value converts or refuses.
-_STRINGS = (list,)  # list[str]: a list whose items are all str
-
-
-def _exact_types(cls: type) -> dict[str, Optional[tuple[type, ...]]]:
-    plain: dict[Any, tuple[type, ...]] = {int: (int,), float: (float,), bool: (bool,), str: (str,), list[str]: _STRINGS}
-    types: dict[str, Optional[tuple[type, ...]]] = {}
-    for field in dataclasses.fields(cls):
-        hint = field.type
-        optional = typing.get_origin(hint) in (typing.Union, types_module.UnionType)
-        inner = [a for a in typing.get_args(hint) if a is not type(None)] if optional else [hint]
-        kinds = plain.get(inner[0]) if len(inner) == 1 else None
-        types[field.name] = None if kinds is None else kinds + ((type(None),) if optional else ())
-    return types
-
-
-_RECORD_TYPES: dict[Any, dict[str, Optional[tuple[type, ...]]]] = {cls: _exact_types(cls) for cls in (NetworkAdapter, FileSystem)}
-
-
-def _records(cls: Any, records: list[dict[str, Any]], where: str) -> list[Any]:
-    """JSON records -> model objects: built at once when every value has exactly its field's type
-    (what glueinfo writes), else through model.from_value, which converts or fails naming the field."""
-    types = _RECORD_TYPES[cls]
-    for record in records:
-        for key, value in record.items():
-            kinds = types.get(key)
-            if kinds is None or type(value) not in kinds or (
-                    type(value) is list and not all(type(item) is str for item in value)):
-                return list(from_value(list[cls], records, where))
-    return [cls(**record) for record in records]
 
 
 class _NotANumber(Exception):

@@ -398,6 +398,18 @@ def _state_slot(snapshot: HostSnapshot, state: str, template: _Template, form: _
     return f"{form.pre}<State>{state}</State>{form.post}"
 
 
+def _amount(elements: list[str], tag: str, value: Optional[float], attributes: str) -> None:
+    """_consumable(units="MB", metric="Instantaneous") written at once for a whole number (the
+    volatile figures, formatted at every render; ``attributes`` is that constant text)."""
+    if type(value) is not int:  # None, or a float from elsewhere: the general way
+        _consumable(elements, tag, value, units="MB", metric="Instantaneous")
+    elif value >= 0:
+        elements.append(f"<{tag}{attributes}>{value}</{tag}>")
+
+
+_INSTANT_MB = ' units="MB" metric="Instantaneous"'
+
+
 def _consumption_slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
     """The Available and Utilized blocks: what the load and free memory say, and the (lasting) disk figures."""
     cpus = snapshot.cpu.logical_cpus if snapshot.cpu else None
@@ -409,21 +421,22 @@ def _consumption_slot(snapshot: HostSnapshot, state: str, template: _Template, f
         busy, seconds = use
         busy_capped = min(busy, float(cpus))
         in_use = min(cpus, math.ceil(busy_capped - 1e-9)) if busy_capped > 1e-9 else 0
-        wall = format_duration(seconds)
-        _consumable(available, "Processors", cpus - in_use, metric="Average", wallDuration=wall)
-        rate = format_number(round(busy_capped / in_use, 4)) if in_use else None
-        _consumable(utilized, "Processors", in_use, metric="Average", wallDuration=wall, consumptionRate=rate)
+        wall = format_duration(seconds)  # PTnHnMnS: nothing to escape
+        available.append(f'<Processors metric="Average" wallDuration="{wall}">{cpus - in_use}</Processors>')
+        rate = f' consumptionRate="{format_number(round(busy_capped / in_use, 4))}"' if in_use else ""
+        utilized.append(f'<Processors metric="Average" wallDuration="{wall}"{rate}>{in_use}</Processors>')
     if memory:
-        _consumable(available, "Memory", memory.ram_available_mb, units="MB", metric="Instantaneous")
-        _consumable(available, "Swap", memory.swap_free_mb, units="MB", metric="Instantaneous")
-        if memory.ram_mb is not None and memory.ram_available_mb is not None:
-            _consumable(utilized, "Memory", max(0, memory.ram_mb - memory.ram_available_mb), units="MB", metric="Instantaneous")
-        if memory.swap_mb is not None and memory.swap_free_mb is not None:
-            _consumable(utilized, "Swap", max(0, memory.swap_mb - memory.swap_free_mb), units="MB", metric="Instantaneous")
+        ram, free_ram, swap, free_swap = memory.ram_mb, memory.ram_available_mb, memory.swap_mb, memory.swap_free_mb
+        _amount(available, "Memory", free_ram, _INSTANT_MB)
+        _amount(available, "Swap", free_swap, _INSTANT_MB)
+        if ram is not None and free_ram is not None:
+            _amount(utilized, "Memory", max(0, ram - free_ram), _INSTANT_MB)
+        if swap is not None and free_swap is not None:
+            _amount(utilized, "Swap", max(0, swap - free_swap), _INSTANT_MB)
     disk_size, disk_available = template.disk_size, template.disk_available
-    _consumable(available, "Disk", disk_available, units="MB", metric="Instantaneous")
+    _amount(available, "Disk", disk_available, _INSTANT_MB)
     if disk_size is not None and disk_available is not None:
-        _consumable(utilized, "Disk", max(0, disk_size - disk_available), units="MB", metric="Instantaneous")
+        _amount(utilized, "Disk", max(0, disk_size - disk_available), _INSTANT_MB)
     if template.resources:
         _resource_elements(available, "available", template.resources, "Instantaneous")
         _resource_elements(utilized, "utilized", template.resources, "Instantaneous")
