@@ -61,9 +61,10 @@ def now_of(version: str) -> float:
     return float((SLURM_FIXTURES / version / "now").read_text())
 
 
-def slurm_state(version: str, queue: str, with_jobs: bool = True, overrides=None, calls=None, **cfg):
-    context = LrmsContext(queue=queue, ce_config=cfg, hosts=[], clock=lambda: now_of(version), timeout_s=5.0,
-                          with_jobs=with_jobs, run=replay(version, overrides, calls))
+def slurm_state(version: str, queue: str, with_jobs: bool = True, overrides=None, calls=None, vo_map=None, hosts=(),
+                **cfg):
+    context = LrmsContext(queue=queue, ce_config=cfg, hosts=list(hosts), clock=lambda: now_of(version), timeout_s=5.0,
+                          with_jobs=with_jobs, run=replay(version, overrides, calls), **({"vo_map": vo_map} if vo_map else {}))
     return queue_state("slurm", context)
 
 

@@ -53,10 +53,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.hostrange import expand_list
-from glueinfo.core.model import JobInfo, QueueState
+from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, environment
+from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.vo_map import count_by_vo
 
 # -- job states ----------------------------------------------------------------------
 
@@ -387,6 +389,40 @@ def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
     return list(nodes.values())
 
 
+# Slurm node state words (sinfo %T, lower case; JSON flags joined by '+') -> SSS Node State,
+# checked in this order; anything else is decided by the CPU counts (idle > 0: Idle, else Busy).
+_OFFLINE_WORDS = ("drain", "down", "fail", "maint", "future", "planned", "invalid", "reboot", "power_down", "powered_down",
+                  "powering_down", "inval")
+_UNKNOWN_WORDS = ("unknown", "not_responding", "no_respond", "unk")
+
+
+def sss_node_state(state: str, idle: Optional[int]) -> str:
+    """The SSS Node State of a Slurm node: Offline when drained, draining, down or in
+    maintenance; Unknown when Slurm lost it (``*`` suffix, NOT_RESPONDING, UNKNOWN); else Idle
+    when a CPU is free for a new job, Busy when none is (docs/batch-systems.md has the table)."""
+    word = state.lower()
+    if word.endswith("*") or any(w in word for w in _UNKNOWN_WORDS):
+        return "Unknown"
+    if any(w in word for w in _OFFLINE_WORDS):
+        return "Offline"
+    if idle is not None:
+        return "Idle" if idle > 0 else "Busy"
+    return "Idle" if ("idle" in word or "mix" in word) else "Busy"
+
+
+def node_allocations(nodes: Sequence[NodeCpus], lookup: dict[str, str]) -> list[NodeAllocation]:
+    """The scheduler's view of each node (a grouped ``sinfo --json`` gives one set of counts per
+    group of nodes: those nodes' own CPU counts stay unknown)."""
+    seen_group_rest = {id(n) for n in nodes if n.total == 0 and n.allocated == 0 and n.idle == 0 and n.other == 0}
+    result = []
+    for n in nodes:
+        counted = id(n) not in seen_group_rest
+        result.append(NodeAllocation(name=site_host(n.hostname, lookup), state=sss_node_state(n.state, n.idle if counted else None),
+                                     lrms_state=n.state, total_cpus=n.total if counted else None,
+                                     allocated_cpus=n.allocated if counted else None))
+    return result
+
+
 # -- jobs ----------------------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -490,9 +526,9 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     """``squeue -h -r -t all -O squeue_format(token)`` -> jobs.  Any malformed record fails the whole
     parse: counts from a partly understood queue would be wrong, not just incomplete.
 
-    ``full=False`` reads only what the counts and estimates need (state, reason,
-    start, time limit, time used, CPUs) and leaves the rest None: half the cost
-    when no job list is published.
+    ``full=False`` reads only what the counts, per-VO counts and estimates need
+    (state, reason, user, account, start, time limit, time used, CPUs) and
+    leaves the rest None: half the cost when no job list is published.
     """
     jobs = []
     n_fields = len(SQUEUE_FIELDS)
@@ -524,8 +560,8 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                     nodelist.strip(), opt(qos), name, glue_status, sss_state, finished))
             else:
                 jobs.append(SlurmJob(
-                    job_id, state, reason, None, None, None, None, timestamp(start), None, duration(limit), duration(used),
-                    number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
+                    job_id, state, reason, opt(user), opt(account), None, None, timestamp(start), None, duration(limit),
+                    duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
         except ValueError as exc:
             raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
                                    f"{_clip(record.replace(sep, '|'))!r}") from None
@@ -724,15 +760,22 @@ def query(ctx: LrmsContext) -> QueueState:
         state.free_cpus = sum(n.idle for n in nodes)
         usable = sum(n.total - n.other for n in nodes)
         state.hosts = [n.hostname for n in nodes]
+        state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
     if jobs is not None:
         active = [j for j in jobs if not j.finished]
         state.running_jobs = sum(1 for j in active if j.running)
         state.total_jobs = len(active)
         state.waiting_jobs = state.total_jobs - state.running_jobs
+        if ctx.vo_map.rules:  # Slurm knows no proxy VO: without rules every job is local
+            owners = [JobInfo(local_id=j.job_id, local_owner=j.user, account=j.account, glue_status=j.glue_status)
+                      for j in active]
+            ctx.vo_map.assign(owners)
+            state.vo_counts = count_by_vo(owners)
         if ctx.with_jobs:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
             nodes_of = node_names(hostname_of)
             state.jobs = [job_info(j, hostname_of, nodes_of) for j in jobs]
+            ctx.vo_map.assign(state.jobs)
     if state.free_cpus is not None and state.status is not None:
         slots = state.free_cpus if state.status == "Production" else 0
         if state.max_running_jobs is not None and state.running_jobs is not None:

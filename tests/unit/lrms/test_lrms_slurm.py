@@ -405,3 +405,34 @@ def test_auto_falls_back_to_the_text_format_when_sinfo_json_fails():
     assert state.error is None
     assert (state.total_cpus, state.free_cpus, state.hosts) == (2, 0, ["vm"])
     assert [c for c in calls if c[0] == "sinfo" and "-o" in c]  # the text format was asked for
+
+
+# -- per-VO counts and the scheduler's view of nodes (issue 13) ----------------------------------
+
+def test_2011_jobs_counted_per_vo_by_the_site_map():
+    from glueinfo.lrms.vo_map import VoMap
+
+    vo_map = VoMap.from_values(["account:physics=atlas", "user:bob=cms", "account:bio=lhcb"])
+    for with_jobs in (True, False):  # counted every cycle, whether jobs are published or not
+        state = slurm_state("20.11", "batch", with_jobs=with_jobs, vo_map=vo_map, slurm_json="no")
+        counts = {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()}
+        # squeue_batch.txt, by hand: alice/physics RUNNING + PENDING (+ COMPLETED, finished); bob/chem RUNNING +
+        # PENDING (+ TIMEOUT, finished); carol/bio 104_1 and 104_2 PENDING (+ 111 FAILED); dave: no rule, local.
+        assert counts == {"atlas": (1, 1, 2), "cms": (1, 1, 2), "lhcb": (0, 2, 2)}
+    assert slurm_state("20.11", "batch", slurm_json="no").vo_counts == {}  # no [vos] map: every job local
+
+
+def test_2011_nodes_as_the_scheduler_sees_them():
+    from glueinfo.core.model import HostSnapshot
+
+    state = slurm_state("20.11", "batch", slurm_json="no", hosts=[HostSnapshot(hostname="N02.example.org")])
+    # sinfo_batch.txt: n01 8/0/0/8 allocated; n02 4/4/0/8 mixed; n03 drained; n04 down* (not responding)
+    assert [(n.name, n.state, n.allocated_cpus, n.total_cpus, n.lrms_state) for n in state.nodes] == [
+        ("n01.example.org", "Busy", 8, 8, "allocated"), ("N02.example.org", "Idle", 4, 8, "mixed"),
+        ("n03.example.org", "Offline", 0, 8, "drained"), ("n04.example.org", "Unknown", 0, 8, "down*")]
+
+
+def test_2311_grouped_json_nodes_keep_their_state_but_not_invented_counts():
+    state = slurm_state("23.11", "main")
+    states = {n.name: (n.state, n.allocated_cpus) for n in state.nodes}
+    assert states["c01"] == ("Busy", 64)
