@@ -73,7 +73,8 @@ def glueinfo_command() -> list[str]:
 def start_glueinfo(workdir: str) -> tuple[subprocess.Popen, int]:
     config = os.path.join(workdir, "glueinfo.conf")
     with open(config, "w") as handle:
-        handle.write("[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\n")
+        # its own state directory: never the machine's /var/lib/glueinfo/state
+        handle.write(f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\n[run]\nstate_dir = {workdir}/state\n")
     log_path = os.path.join(workdir, "glueinfo.log")
     log = open(log_path, "wb")
     process = subprocess.Popen([*glueinfo_command(), "serve", "--config", config], stdout=log, stderr=log)

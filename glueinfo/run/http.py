@@ -26,7 +26,6 @@ being read; a connection silent for ``timeout`` seconds is closed; at most
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -480,9 +479,6 @@ class Server:
 
 
 def make_query_service(settings: ServeSettings) -> QueryService:
-    """The SSSRMAP service with this server's key, body limit and query budget.  The budget is
-    passed only to an engine that takes one (``budget_s``); an older one runs without it."""
-    options: dict[str, Any] = {}
-    if "budget_s" in inspect.signature(QueryService.__init__).parameters:
-        options["budget_s"] = settings.query_budget_s
-    return QueryService(key=settings.key, max_bytes=settings.max_body, log=lambda message: log.error("%s", message), **options)
+    """The SSSRMAP service with this server's key, body limit and query budget."""
+    return QueryService(key=settings.key, max_bytes=settings.max_body, log=lambda message: log.error("%s", message),
+                        budget_s=settings.query_budget_s)
