@@ -79,6 +79,12 @@ class SiteBuild:
             return "".join(self.texts)
         return format_ldif(self.entries, sort=False)
 
+    def ldif_bytes(self) -> bytes:
+        """``ldif()`` as UTF-8, made without the whole text first (one copy of the document, not two)."""
+        if self.texts:
+            return b"".join([text.encode() for text in self.texts])
+        return self.ldif().encode()
+
 
 class RenderCache:
     """What the last render of one publisher produced, per DN: the rendered entry, its checked
@@ -94,9 +100,9 @@ class RenderCache:
 
     def __init__(self) -> None:
         self.hosts = HostEntryCache()
-        # DN -> (rendered entry, its checked form, its LDIF text, that text's lines and where each
-        # HOST_VOLATILE attribute's line is, once asked for)
-        self._entries: LastRun[str, tuple[Entry, Entry, str, Optional[tuple[list[str], dict[str, int]]]]] = LastRun()
+        # DN -> (rendered entry, its checked form, its LDIF text, that text cut around its
+        # HOST_VOLATILE lines once asked for: see _volatile_layout)
+        self._entries: LastRun[str, tuple[Entry, Entry, str, Optional[tuple[tuple[str, ...], tuple[str, ...]]]]] = LastRun()
 
     @property
     def reused(self) -> int:
@@ -130,44 +136,55 @@ class RenderCache:
             return None
         _, checked, text, layout = hit
         if layout is None:
-            layout = _volatile_lines(checked, text)
+            layout = _volatile_layout(checked, text)
             if layout is None:
                 return None
-        lines, where = layout
-        attributes = dict(checked.attributes)
-        new_lines = list(lines)
-        for name, index in where.items():
+        segments, names = layout
+        parts = [segments[0]]
+        for name, segment in zip(names, segments[1:]):  # noqa: B905 - one more segment than names by construction
             values = entry.attributes[name]
-            value = values[0]
-            if type(value) is not int or len(values) != 1:
+            if type(values[0]) is not int or len(values) != 1:
                 return None
-            attributes[name] = values
-            new_lines[index] = f"{name}: {value}"
-        fixed = Entry.from_lists(checked.dn, attributes, checked._index)
-        text = "\n".join(new_lines)
-        self._entries.keep(entry.dn, (entry, fixed, text, (new_lines, where)))
+            parts.append(f"{name}: {values[0]}\n")
+            parts.append(segment)
+        if checked is base:  # the check took the last entry as it was: it takes this one as it is too
+            fixed = entry
+        else:
+            attributes = dict(checked.attributes)
+            for name in names:
+                attributes[name] = entry.attributes[name]
+            fixed = Entry.from_lists(checked.dn, attributes, checked._index)
+        text = "".join(parts)
+        self._entries.keep(entry.dn, (entry, fixed, text, layout))
         return fixed, text
 
     def keep(self, rendered: Entry, checked: Entry, text: str) -> None:
         self._entries.keep(rendered.dn, (rendered, checked, text, None))
 
 
-def _volatile_lines(checked: Entry, text: str) -> Optional[tuple[list[str], dict[str, int]]]:
-    """The lines of an entry's LDIF text and the index of each HOST_VOLATILE attribute's line,
-    or None when one of them is not a single integer on a plain line of its own."""
-    lines = text.split("\n")
-    where: dict[str, int] = {}
-    for index, line in enumerate(lines):
+def _volatile_layout(checked: Entry, text: str) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """An entry's LDIF text cut around its HOST_VOLATILE lines: (the text between them, their
+    attribute names), so text = segments[0] + line(names[0]) + segments[1] + ...; None when one
+    of them is not a single integer on a plain line of its own."""
+    segments: list[str] = []
+    names: list[str] = []
+    start = 0
+    position = 0
+    for line in text.split("\n"):
         name, colon, value = line.partition(": ")
         if colon and name in HOST_VOLATILE:
             values = checked.attributes.get(name)
-            if values is None or len(values) != 1 or type(values[0]) is not int or value != str(values[0]) or name in where:
+            if values is None or len(values) != 1 or type(values[0]) is not int or value != str(values[0]) or name in names:
                 return None
-            where[name] = index
+            segments.append(text[start:position])
+            names.append(name)
+            start = position + len(line) + 1
+        position += len(line) + 1
+    segments.append(text[start:])
     present = [name for name in HOST_VOLATILE if name in checked.attributes]
-    if len(where) != len(present) or any(len(f"{name}: -{2**63}") > 76 for name in present):
+    if len(names) != len(present) or any(len(f"{name}: -{2**63}") > 76 for name in present):
         return None  # an attribute spelled otherwise, or a line that could be folded
-    return lines, where
+    return tuple(segments), tuple(names)
 
 
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:

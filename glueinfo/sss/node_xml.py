@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 from lxml import etree
 
@@ -600,7 +600,8 @@ def _volatile_key(snapshot: HostSnapshot, state: str) -> tuple[Any, ...]:
 class _Cached:
     __slots__ = ("lasting", "template", "form", "volatile", "text")
 
-    def __init__(self, lasting: tuple[Any, ...], template: _Template, form: _Form, volatile: tuple[Any, ...], text: str) -> None:
+    def __init__(self, lasting: tuple[Any, ...], template: _Template, form: _Form, volatile: tuple[Any, ...],
+                 text: Union[str, bytes]) -> None:
         self.lasting, self.template, self.form, self.volatile, self.text = lasting, template, form, volatile, text
 
 
@@ -633,7 +634,9 @@ class NodeMarkupCache:
         self._nodes.start()
         self.filled = 0
 
-    def _text(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> str:
+    def _text(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> Union[str, bytes]:
+        """The Node in ``form``: compact markup as text, pretty lines as UTF-8 (kept in the form the
+        document is put together in, so no copy of it is made per render)."""
         state = node_state(snapshot, now, settings)
         lasting = _lasting_key(snapshot, settings)
         volatile = _volatile_key(snapshot, state)
@@ -647,16 +650,18 @@ class NodeMarkupCache:
         else:
             template = node_template(snapshot, settings, form)
         text = template.fill(snapshot, state, form)
-        return self._nodes.keep(snapshot.hostname, _Cached(lasting, template, form, volatile, text)).text
+        kept = text.encode() if form is PRETTY else text
+        return self._nodes.keep(snapshot.hostname, _Cached(lasting, template, form, volatile, kept)).text
 
     def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
         """The host's ``<Node>`` as compact markup.  Raises NodeRenderError (no host name)."""
-        return self._text(snapshot, now, settings, COMPACT)
+        return str(self._text(snapshot, now, settings, COMPACT))
 
-    def pretty(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
+    def pretty(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> bytes:
         """The host's ``<Node>`` lines exactly as they stand in a pretty-printed ``<Data>`` document
-        (one level of indentation, a newline after each).  Raises NodeRenderError (no host name)."""
-        return self._text(snapshot, now, settings, PRETTY)
+        (one level of indentation, a newline after each), UTF-8.  Raises NodeRenderError (no host name)."""
+        text = self._text(snapshot, now, settings, PRETTY)
+        return text.encode() if isinstance(text, str) else text
 
 
 _DATA_OPEN, _DATA_CLOSE = b"<Data>\n", b"</Data>\n"
@@ -680,8 +685,10 @@ def render_data_streamed(snapshots: Sequence[HostSnapshot], now: float, settings
     cache.start()
     if not snapshots:
         return to_bytes(etree.Element("Data"))
-    body = "".join([cache.pretty(snapshot, now, settings) for snapshot in snapshots])
-    return XML_DECLARATION + _DATA_OPEN + body.encode() + _DATA_CLOSE
+    parts = [XML_DECLARATION + _DATA_OPEN]
+    parts.extend([cache.pretty(snapshot, now, settings) for snapshot in snapshots])
+    parts.append(_DATA_CLOSE)
+    return b"".join(parts)  # the document's one copy
 
 
 def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSettings = NodeSettings(),
