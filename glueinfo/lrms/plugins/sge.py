@@ -1,0 +1,704 @@
+"""LRMS plugin ``sge``: a CE queue is a Grid Engine cluster queue (Son of Grid Engine 8.1.9,
+Debian 12's gridengine; the XML of Sun/Oracle Grid Engine 6.2 and Open Grid Scheduler is the same).
+
+Commands (each bounded by what is left of the query's deadline), run with
+``SGE_ROOT``/``SGE_CELL`` from ``[ce:NAME] sge_root``/``sge_cell`` when set,
+``sge_bin_dir`` for the tools, ``TZ=UTC LC_ALL=C`` (qstat prints local times)
+and without ``SGE_SINGLE_LINE``/``SGE_LONG_QNAMES``/``SGE_NOMAIL`` style
+variables that change output (all ``SGE_*`` but the cell's own are dropped):
+
+- ``qstat -help``                          -> LRMSVersion (its first line, ``SGE 8.1.9``)
+- ``qstat -xml -f -r -u '*'``              -> every queue instance (slots used/reserved/total,
+                                              state letters) and every job (state, owner, slots,
+                                              start/submit time, h_rt request, requested queues);
+                                              ``-ext -pri`` added when jobs are published or the
+                                              [vos] map has ``account:`` rules (JB_project and
+                                              JB_department, at about twice the bytes per job)
+- ``qhost -xml``                           -> each host's processors (num_proc) and whether its
+                                              execd reports (``-`` values: it does not)
+- ``qconf -sq QUEUE``                      -> MaxWallClockTime (h_rt/s_rt), MaxCPUTime (h_cpu/s_cpu)
+
+A qmaster that cannot be reached (qstat's ``error: commlib error: ...``) is
+fatal: every figure unknown, one line.  Any other step that fails leaves the
+fields it feeds unknown and adds a one-line reason to ``QueueState.error``.
+
+Rules (the tables are in docs/lrms/sge.md):
+
+- TotalCPUs = sum over the queue's instances of ``min(slots_total, num_proc)``
+  (slots alone when qhost does not know the host); FreeCPUs = sum over the
+  instances that can take a job of ``min(free slots, free processors of the
+  host)``, where free slots = ``slots_total - slots_used - slots_resv`` and the
+  host's free processors = ``num_proc`` minus the slots every queue instance
+  on that host has in use or reserved (scheduler allocation, never load).
+- FreeJobSlots = the free slots of the usable instances (what SGE dispatches
+  now), 0 unless the queue is Production.
+- Pending jobs are not tied to a queue instance: one belongs to this queue
+  when one of its ``-q`` requests (``hard_req_queue``, a wildcard expression,
+  ``queue``, ``queue@host``) matches the cluster queue's name, or when it
+  requested no queue at all (it may start in any queue, so it waits in each).
+- Array jobs: each task is one job (``local_id`` ``JOB.TASK``); a pending
+  range ``2-10:2`` is its five tasks.
+- Times are limits in minutes, rounded down (GLUE 1.3's unit).
+"""
+
+from __future__ import annotations
+
+import calendar
+import fnmatch
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.core.xmlsafe import XMLInputError, parse_xml
+from glueinfo.lrms import commands
+from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.names import host_matcher, site_host
+from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.vo_map import count_by_vo
+
+# qstat -xml of 50,000 jobs with -ext -pri is about 50 MB: well beyond the
+# default limit for documents from the network; this one comes from our own command.
+MAX_XML_BYTES = 512 * 2**20
+
+# Variables of the caller's that change what the tools print; SGE_ROOT/SGE_CELL and the
+# ports are kept (they say which cell to ask) unless the CE's config sets the cell.
+_KEEP_SGE_ENV = ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "SGE_CLUSTER_NAME")
+
+
+class SgeOutputError(LrmsQueryError):
+    """Output that is not in the shape asked for."""
+
+
+# -- job states ------------------------------------------------------------------------
+
+def map_job_state(letters: str) -> tuple[str, str, bool]:
+    """Grid Engine job state letters (qstat's ``state`` column) -> (GLUE status, SSS state, finished?).
+
+    Letters (qstat(1)): d deletion, E error, h hold, r running, R restarted,
+    s/S/T suspended (by user or qmod / by a subordinate queue / by a suspend
+    threshold), t transferring, w waiting, q queued, z zombie.  The first rule
+    that applies wins:
+
+    z -> DONE/Completed; E (Eqw: the job failed to start and waits for
+    ``qmod -cj``) -> WAITING/Hold; d with r or t (deleted, still holding its
+    slots) -> RUNNING/Running; d otherwise -> ABORTED/Completed; s, S or T ->
+    WAITING/Suspended; r -> RUNNING/Running; t -> READY/Running (slots given,
+    starting); h -> WAITING/Hold; q or w -> SCHEDULED/Idle.
+    Raises ValueError for anything else.
+    """
+    if not letters or not _STATE_LETTERS.fullmatch(letters):
+        raise ValueError(f"unknown job state {letters!r}")
+    if "z" in letters:
+        return "DONE", "Completed", True
+    if "E" in letters:
+        return "WAITING", "Hold", False
+    if "d" in letters:
+        return ("RUNNING", "Running", False) if ("r" in letters or "t" in letters) else ("ABORTED", "Completed", True)
+    if "s" in letters or "S" in letters or "T" in letters:
+        return "WAITING", "Suspended", False
+    if "r" in letters:
+        return "RUNNING", "Running", False
+    if "t" in letters:
+        return "READY", "Running", False
+    if "h" in letters:
+        return "WAITING", "Hold", False
+    if "q" in letters or "w" in letters:
+        return "SCHEDULED", "Idle", False
+    raise ValueError(f"unknown job state {letters!r}")
+
+
+_STATE_LETTERS = re.compile(r"[dEhrRsStTwqz]+")
+
+# Queue instance state letters (qstat(1)): a load alarm, A suspend alarm, C suspended by calendar,
+# D disabled by calendar, c configuration ambiguous, d disabled, s suspended, S subordinate,
+# u unknown, E error, o orphaned.
+_QUEUE_LETTERS = re.compile(r"[aACDcdsSuEo]*")
+OFFLINE_LETTERS = frozenset("dDsSCEo")  # drained or down by the admin, a calendar or an error
+BUSY_LETTERS = frozenset("aA")  # over a load threshold: the scheduler gives it nothing for now
+DISABLED_LETTERS = frozenset("dD")
+
+
+def node_state(letters: str, reporting: bool, allocated: int, total: int) -> str:
+    """SSS Node State of one queue instance: Unknown (u, or its execd does not report to qhost),
+    Offline (d D s S C E o), Busy (a A alarms, or every slot used or reserved), else Idle."""
+    if "u" in letters or not reporting:
+        return "Unknown"
+    if OFFLINE_LETTERS.intersection(letters):
+        return "Offline"
+    if BUSY_LETTERS.intersection(letters) or allocated >= total:
+        return "Busy"
+    return "Idle"
+
+
+# -- small parsers ---------------------------------------------------------------------
+
+def parse_version(text: str) -> str:
+    """First line of ``qstat -help``: ``SGE 8.1.9``, ``GE 6.2u5``, ``OGS/GE 2011.11p1``,
+    ``UGE 8.6.7`` -> the version word."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    match = re.fullmatch(r"(?:SGE|GE|OGS/GE|UGE|AGE|Univa Grid Engine|Altair Grid Engine)\s+(\d[\w.\-]*)", first)
+    if not match:
+        raise SgeOutputError(f"qstat -help: unexpected first line {clip(first)!r}")
+    return match.group(1)
+
+
+def parse_time_s(text: str) -> Optional[int]:
+    """A Grid Engine time value (sge_types(1) ``time_specifier``) in seconds; None for INFINITY.
+
+    ``[[hours:]minutes:]seconds`` (hours may pass 24: ``48:00:00``; empty fields
+    are 0: ``::30``) or plain seconds (``172000``); ValueError otherwise.
+    """
+    text = text.strip()
+    if text.upper() == "INFINITY":
+        return None
+    parts = text.split(":")
+    if len(parts) > 3 or not text or not all(p == "" or p.isdigit() for p in parts) or not any(parts):
+        raise ValueError(f"not a Grid Engine time: {text!r}")
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part or 0)
+    return seconds
+
+
+def parse_queue_config(text: str) -> dict[str, str]:
+    """``qconf -sq QUEUE``: ``key value`` lines, values continued on the next line after a backslash."""
+    config: dict[str, str] = {}
+    key = ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if key and raw[:1].isspace():  # continuation of the previous value
+            config[key] += " " + line.strip().rstrip("\\").strip()
+            continue
+        parts = line.split(None, 1)
+        key = parts[0]
+        if not re.fullmatch(r"[a-z_]+", key):
+            raise SgeOutputError(f"qconf -sq: unexpected line {clip(line)!r}")
+        config[key] = (parts[1] if len(parts) > 1 else "").rstrip("\\").strip()
+    if "qname" not in config:
+        raise SgeOutputError(f"qconf -sq: no qname in output {clip(text)!r}")
+    return config
+
+
+def limit_values(value: str) -> list[str]:
+    """A queue attribute with host overrides, ``1:00:00,[node1=2:00:00],[@big=INFINITY]`` -> every value."""
+    values = []
+    for item in re.findall(r"\[[^\]]*\]|[^,\[\]]+", value):
+        item = item.strip()
+        if item.startswith("["):
+            _host, _eq, item = item[1:-1].partition("=")
+        if item.strip():
+            values.append(item.strip())
+    return values
+
+
+def queue_limit_min(config: Mapping[str, str], hard: str, soft: str) -> Optional[int]:
+    """The most time a job of this queue may get, in minutes (rounded down): on each host the
+    tighter of the hard and soft limit, then the largest over the default and host overrides;
+    None when a host has neither (INFINITY) or the queue does not say.  ValueError when malformed."""
+    def per_value(name: str) -> list[Optional[int]]:
+        return [parse_time_s(v) for v in limit_values(config.get(name, "INFINITY"))]
+
+    hards, softs = per_value(hard), per_value(soft)
+    # Host overrides differ per attribute; the default (first) values are paired, overrides taken alone.
+    candidates: list[Optional[int]] = []
+    default = [v for v in (hards[:1] + softs[:1]) if v is not None]
+    candidates.append(min(default) if default else None)
+    candidates += hards[1:] + softs[1:]
+    if not candidates or any(c is None for c in candidates):
+        return None
+    return max(c for c in candidates if c is not None) // 60
+
+
+def _timestamp(text: Optional[str]) -> Optional[float]:
+    """``2026-11-23T23:49:03`` (printed with TZ=UTC) -> Unix time."""
+    if not text:
+        return None
+    text = text.strip()
+    if len(text) < 19 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" or text[16] != ":":
+        raise ValueError(f"not a qstat time: {text!r}")
+    return float(calendar.timegm((int(text[0:4]), int(text[5:7]), int(text[8:10]),
+                                  int(text[11:13]), int(text[14:16]), int(text[17:19]), 0, 0, 0)))
+
+
+def expand_tasks(text: str, limit: int = 1_000_000) -> list[str]:
+    """An array job's ``tasks``: ``7``, ``2-10:2``, ``1,3,5-6:1`` -> task ids (ValueError when malformed)."""
+    tasks: list[str] = []
+    for item in text.strip().split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", item.strip())
+        if not match:
+            raise ValueError(f"not a task range: {text!r}")
+        first = int(match.group(1))
+        last = int(match.group(2) or first)
+        step = int(match.group(3) or 1)
+        if last < first or step < 1 or (last - first) // step + len(tasks) >= limit:
+            raise ValueError(f"not a task range: {text!r}")
+        tasks.extend(str(t) for t in range(first, last + 1, step))
+    return tasks
+
+
+def _undo_lt(text: str) -> str:
+    # SGE 8.1.9 writes '<' in XML text as "%lt;" (its escaping table has a typo); qstat's plain
+    # output shows '<'.  A name really holding "%lt;" is shown with '<' too: the lesser evil.
+    return text.replace("%lt;", "<") if "%lt;" in text else text
+
+
+# -- qstat -xml -f -r -----------------------------------------------------------------
+
+@dataclass
+class QueueInstance:
+    cluster_queue: str
+    host: str
+    used: int
+    reserved: int
+    total: int
+    states: str
+
+
+@dataclass
+class SgeJob:
+    number: str
+    task: Optional[str]
+    state: str
+    glue_status: str
+    sss_state: str
+    finished: bool
+    slots: int
+    owner: Optional[str] = None
+    name: Optional[str] = None
+    project: Optional[str] = None
+    department: Optional[str] = None
+    start_time: Optional[float] = None  # running: when it started
+    submit_time: Optional[float] = None  # pending: when it was submitted
+    h_rt_s: Optional[int] = None  # the job's own hard_request h_rt
+    requested_queues: list[str] = field(default_factory=list)
+    instances: list[str] = field(default_factory=list)  # queue@host it runs in (running jobs)
+    priority: Optional[float] = None
+
+    @property
+    def local_id(self) -> str:
+        return f"{self.number}.{self.task}" if self.task else self.number
+
+    @property
+    def running(self) -> bool:
+        return self.glue_status == "RUNNING"
+
+    @property
+    def eligible_pending(self) -> bool:
+        return self.glue_status == "SCHEDULED"
+
+
+@dataclass
+class QstatReport:
+    instances: list[QueueInstance]
+    jobs: list[SgeJob]
+
+
+def _int(element: Optional[Any], what: str) -> int:
+    if element is None or element.text is None or not element.text.strip().isdigit():
+        raise ValueError(f"{what} is {None if element is None else element.text!r}, not a count")
+    return int(element.text)
+
+
+def _split_instance(name: str) -> tuple[str, str]:
+    queue, at, host = name.partition("@")
+    if not at or not queue or not host:
+        raise ValueError(f"queue instance name {name!r} is not QUEUE@HOST")
+    return queue, host
+
+
+_JOB_FIELDS = frozenset({"JB_job_number", "state", "slots", "JB_owner", "JB_name", "full_job_name", "JB_project",
+                         "JB_department", "JAT_start_time", "JB_submission_time", "tasks", "hard_req_queue",
+                         "hard_request", "JAT_prio"})
+
+
+def _job(element: Any, instance: Optional[str], full: bool) -> list[SgeJob]:
+    """One ``job_list`` element -> its jobs (one per array task)."""
+    values: dict[str, str] = {}
+    queues: list[str] = []
+    h_rt: Optional[int] = None
+    for child in element:
+        tag = child.tag
+        if tag not in _JOB_FIELDS:
+            continue
+        text = child.text or ""
+        if tag == "hard_req_queue":
+            queues.append(text.strip())
+        elif tag == "hard_request":
+            if child.get("name") == "h_rt":
+                h_rt = parse_time_s(text)
+        else:
+            values[tag] = text
+    number = values.get("JB_job_number", "").strip()
+    state = values.get("state", "").strip()
+    if not number.isdigit():
+        raise ValueError(f"job number {number!r}")
+    glue_status, sss_state, finished = _STATE_MAP(state)
+    slots = int(values.get("slots", "1").strip() or "1")
+    tasks_text = values.get("tasks", "").strip()
+    tasks: Sequence[Optional[str]] = expand_tasks(tasks_text) if tasks_text else [None]
+    start = _timestamp(values.get("JAT_start_time"))
+    submit = _timestamp(values.get("JB_submission_time"))
+    if full:
+        name = values.get("full_job_name", values.get("JB_name"))
+        owner = values.get("JB_owner", "").strip() or None
+        project = values.get("JB_project", "").strip() or None
+        department = values.get("JB_department", "").strip() or None
+        prio_text = values.get("JAT_prio", "").strip()
+        prio = float(prio_text) if prio_text else None
+        return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner,
+                       _undo_lt(name) if name is not None else None, project, department, start, submit, h_rt,
+                       queues, [instance] if instance else [], prio) for task in tasks]
+    return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, start_time=start, submit_time=submit,
+                   h_rt_s=h_rt, requested_queues=queues, instances=[instance] if instance else [])
+            for task in tasks]
+
+
+def _memo(function: Callable[[str], Any]) -> Callable[[str], Any]:
+    cache: dict[str, Any] = {}
+
+    def lookup(key: str) -> Any:
+        try:
+            return cache[key]
+        except KeyError:
+            cache[key] = value = function(key)
+            return value
+
+    return lookup
+
+
+_STATE_MAP = _memo(map_job_state)
+
+
+def parse_qstat(text: str, full: bool = True) -> QstatReport:
+    """``qstat -xml -f -r -u '*'`` (with or without ``-ext -pri``) -> queue instances and jobs.
+
+    Any malformed instance or job fails the whole parse, naming it: counts from a
+    partly understood queue would be wrong, not just incomplete.  A parallel job
+    listed under several instances is one job with their slots summed.
+    """
+    try:
+        root = parse_xml(text, max_bytes=MAX_XML_BYTES, what="qstat -xml")
+    except XMLInputError as exc:
+        raise SgeOutputError(str(exc)) from None
+    if root.tag != "job_info":
+        raise SgeOutputError(f"qstat -xml: root element <{clip(str(root.tag), 40)}>, not <job_info>")
+    instances: list[QueueInstance] = []
+    jobs: list[SgeJob] = []
+    running: dict[str, SgeJob] = {}
+    for section in root:
+        if section.tag == "queue_info":
+            for queue in section:
+                if queue.tag != "Queue-List":
+                    continue
+                name = queue.findtext("name") or ""
+                try:
+                    cluster_queue, host = _split_instance(name)
+                    states = (queue.findtext("state") or "").strip()
+                    if not _QUEUE_LETTERS.fullmatch(states):
+                        raise ValueError(f"state {states!r}")
+                    instances.append(QueueInstance(cluster_queue, host, _int(queue.find("slots_used"), "slots_used"),
+                                                   _int(queue.find("slots_resv"), "slots_resv"),
+                                                   _int(queue.find("slots_total"), "slots_total"), states))
+                    for element in queue.iterchildren("job_list"):
+                        for job in _job(element, name, full):
+                            seen = running.get(job.local_id)
+                            if seen is None:
+                                running[job.local_id] = job
+                                jobs.append(job)
+                            else:  # a parallel job's share on another instance
+                                seen.slots += job.slots
+                                seen.instances.append(name)
+                except (ValueError, TypeError) as exc:
+                    raise SgeOutputError(f"qstat -xml: queue instance {clip(name, 60)!r}: {exc}") from None
+        elif section.tag == "job_info":
+            for number, element in enumerate(section.iterchildren("job_list"), 1):
+                try:
+                    jobs.extend(_job(element, None, full))
+                except (ValueError, TypeError) as exc:
+                    raise SgeOutputError(f"qstat -xml: pending job record {number}: {exc}") from None
+    return QstatReport(instances, jobs)
+
+
+# -- qhost -xml -----------------------------------------------------------------------
+
+@dataclass
+class HostInfo:
+    name: str
+    num_proc: Optional[int]  # None: '-', the execd does not report
+    reporting: bool
+
+
+def parse_qhost(text: str) -> dict[str, HostInfo]:
+    """``qhost -xml`` -> host name -> processors; the pseudo host ``global`` is left out."""
+    try:
+        root = parse_xml(text, max_bytes=MAX_XML_BYTES, what="qhost -xml")
+    except XMLInputError as exc:
+        raise SgeOutputError(str(exc)) from None
+    if root.tag != "qhost":
+        raise SgeOutputError(f"qhost -xml: root element <{clip(str(root.tag), 40)}>, not <qhost>")
+    hosts = {}
+    for host in root.iterchildren("host"):
+        name = (host.get("name") or "").strip()
+        if not name:
+            raise SgeOutputError("qhost -xml: a host without a name")
+        if name == "global":
+            continue
+        values = {v.get("name"): (v.text or "").strip() for v in host.iterchildren("hostvalue")}
+        num_proc = values.get("num_proc", "-")
+        if num_proc != "-" and not num_proc.isdigit():
+            raise SgeOutputError(f"qhost -xml: host {clip(name, 60)!r}: num_proc {clip(num_proc, 30)!r}")
+        reporting = values.get("load_avg", "-") != "-"
+        hosts[name] = HostInfo(name, int(num_proc) if num_proc.isdigit() else None, reporting)
+    return hosts
+
+
+# -- the queue's view -----------------------------------------------------------------
+
+def requests_queue(job: SgeJob, queue: str) -> bool:
+    """A pending job waits for ``queue`` when one of its ``-q`` requests matches the cluster queue
+    (``short``, ``sh*``, ``short@host``, ``*@@group``), or when it requested none."""
+    if not job.requested_queues:
+        return True
+    return any(fnmatch.fnmatchcase(queue, request.split("@", 1)[0] or "*") for request in job.requested_queues)
+
+
+def in_queue(job: SgeJob, queue: str) -> bool:
+    if job.instances:
+        return any(name.split("@", 1)[0] == queue for name in job.instances)
+    return requests_queue(job, queue)
+
+
+def response_times(jobs: Sequence[SgeJob], free_slots: int, usable_slots: int, queue_wall_s: Optional[int],
+                   now: float) -> tuple[Optional[int], Optional[int]]:
+    """(EstimatedResponseTime, WorstResponseTime) in seconds for a job submitted to the queue now.
+
+    Grid Engine forecasts no start times (without advance reservation), so a drain
+    model on time limits (the job's ``-l h_rt``, else the queue's wall limit):
+
+    - a free usable slot and no job waiting (qw, not held): 0 and 0;
+    - else ``W`` = sum over the waiting jobs of slots x limit, spread over the usable
+      slots; Estimated = first + W / slots and Worst = last + W / slots, where
+      first/last are the shortest/longest time a running job of the queue still
+      has to its limit (0 with a free slot).
+    Unknown (None) when a limit needed is unknown or there is no usable slot.
+    """
+    waiting = [j for j in jobs if j.eligible_pending]
+    if free_slots > 0 and not waiting:
+        return 0, 0
+    if usable_slots <= 0:
+        return None, None
+
+    def limit(job: SgeJob) -> Optional[int]:
+        return job.h_rt_s if job.h_rt_s is not None else queue_wall_s
+
+    if free_slots > 0:
+        first = last = 0.0
+    else:
+        remaining = []
+        for job in jobs:
+            if job.running:
+                job_limit = limit(job)
+                if job_limit is None or job.start_time is None:
+                    return None, None
+                remaining.append(max(0.0, job.start_time + job_limit - now))
+        if not remaining:  # slots held by other queues' jobs: nothing here to go by
+            return None, None
+        first, last = min(remaining), max(remaining)
+    work = 0.0
+    for job in waiting:
+        job_limit = limit(job)
+        if job_limit is None:
+            return None, None
+        work += job.slots * job_limit
+    spread = work / usable_slots
+    return int(round(first + spread)), int(round(last + spread))
+
+
+def job_info(job: SgeJob, queue: str, lookup: Mapping[str, str]) -> JobInfo:
+    """The model's view of one Grid Engine job (GLUE CE Job / SSS Job)."""
+    started = bool(job.instances)
+    hosts = [site_host(name.split("@", 1)[1], dict(lookup)) for name in job.instances] if started else []
+    account = job.project or (job.department if job.department and job.department != "defaultdepartment" else None)
+    return JobInfo(
+        local_id=job.local_id, name=job.name, local_owner=job.owner, account=account, queue=queue,
+        lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
+        submit_time=job.submit_time, start_time=job.start_time if started else None,
+        requested_processors=job.slots, requested_duration_s=job.h_rt_s,
+        delivered_processors=job.slots if started else None,
+        nodes=list(dict.fromkeys(hosts)),
+        scheduler_specific=None,
+    )
+
+
+# -- running the commands ------------------------------------------------------------
+
+def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
+    """Tools for Grid Engine: ``sge_bin_dir``; ``SGE_ROOT``/``SGE_CELL`` from the CE's config (else
+    the caller's); times in UTC; none of the caller's other ``SGE_*`` output settings."""
+    drop = sorted(k for k in os.environ if k.startswith("SGE_") and k not in _KEEP_SGE_ENV)
+    env = environment((), drop, SGE_ROOT=str(ctx.ce_config.get("sge_root") or ""),
+                      SGE_CELL=str(ctx.ce_config.get("sge_cell") or ""))
+    return commands.tools_for(ctx, "sge_bin_dir", env, deadline)
+
+
+def _needs_accounts(ctx: LrmsContext) -> bool:
+    return ctx.with_jobs or any(rule.kind == "account" for rule in ctx.vo_map.rules)
+
+
+def query(ctx: LrmsContext) -> QueueState:
+    """The state of cluster queue ``ctx.queue``; see the module docstring.  LrmsQueryError (all
+    unknown) when no queue is named or the qmaster cannot be reached; other failures partial."""
+    deadline = time.monotonic() + ctx.timeout_s
+    tools = tools_for(ctx, deadline)
+    now = ctx.clock()
+    state = QueueState(lrms_type="sge", queue=ctx.queue, collected_at=now)
+    errors: list[str] = []
+
+    def step(what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except LrmsQueryError as exc:
+            errors.append(str(exc))
+            return None
+
+    if not ctx.queue:
+        raise LrmsQueryError("sge: no cluster queue named for this CE (set its queue)")
+    queue = ctx.queue
+    state.lrms_version = step(lambda: parse_version(tools("qstat", "-help")))
+    full = _needs_accounts(ctx)
+    args = ["-xml", "-f", "-r", *(("-ext", "-pri") if full else ()), "-u", "*"]
+    try:
+        report = parse_qstat(tools("qstat", *args), full=full)
+    except SgeOutputError as exc:
+        errors.append(str(exc))
+        report = None
+    except LrmsQueryError as exc:
+        if "commlib error" in str(exc) or "unable to contact qmaster" in str(exc):
+            raise LrmsQueryError(f"sge: qmaster unreachable: {exc}") from None
+        errors.append(str(exc))
+        report = None
+    hosts: Optional[dict[str, HostInfo]] = step(lambda: parse_qhost(tools("qhost", "-xml")))
+    config: Optional[dict[str, str]] = step(lambda: parse_queue_config(tools("qconf", "-sq", queue)))
+
+    if config is not None:
+        try:
+            state.max_wall_clock_time_min = queue_limit_min(config, "h_rt", "s_rt")
+            state.max_cpu_time_min = queue_limit_min(config, "h_cpu", "s_cpu")
+        except ValueError as exc:
+            errors.append(f"qconf -sq {queue}: {exc}")
+
+    if report is not None:
+        mine = [i for i in report.instances if i.cluster_queue == queue]
+        if not mine and config is None:
+            errors.append(f"no cluster queue {queue!r} in qstat's output")
+        _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
+        jobs = [j for j in report.jobs if not j.finished and in_queue(j, queue)]
+        state.running_jobs = sum(1 for j in jobs if j.running)
+        state.total_jobs = len(jobs)
+        state.waiting_jobs = state.total_jobs - state.running_jobs
+        lookup = host_matcher([h.hostname for h in ctx.hosts])
+        infos = [job_info(j, queue, lookup) for j in jobs]
+        ctx.vo_map.assign(infos)
+        state.vo_counts = count_by_vo(infos)
+        if ctx.with_jobs:
+            state.jobs = infos
+        if state.status == "Production" and state.free_job_slots is not None:
+            usable = sum(i.total for i in mine if _usable(i, hosts))
+            state.estimated_response_time_s, state.worst_response_time_s = response_times(
+                jobs, state.free_job_slots, usable, None if config is None else _default_wall_s(config), now)
+    if errors:
+        state.error = "sge: " + "; ".join(dict.fromkeys(errors))
+    return state
+
+
+def _default_wall_s(config: Mapping[str, str]) -> Optional[int]:
+    """The queue's default h_rt/s_rt (the tighter), in seconds: what a job without -l h_rt gets."""
+    try:
+        values = [parse_time_s(limit_values(config.get(k, "INFINITY"))[0]) for k in ("h_rt", "s_rt")
+                  if limit_values(config.get(k, "INFINITY"))]
+    except ValueError:
+        return None
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+def _usable(instance: QueueInstance, hosts: Optional[Mapping[str, HostInfo]]) -> bool:
+    """Can the scheduler give this instance a job now (no u/d/s/E/alarm state, execd reporting)?"""
+    host = hosts.get(instance.host) if hosts else None
+    return not (OFFLINE_LETTERS | BUSY_LETTERS | {"u"}).intersection(instance.states) and \
+        (host is None or host.reporting)
+
+
+def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatReport, mine: list[QueueInstance],
+                           hosts: Optional[Mapping[str, HostInfo]], errors: list[str]) -> None:
+    lookup = host_matcher([h.hostname for h in ctx.hosts])
+    # Slots every queue holds on each host: other queues' jobs use the same processors.
+    held: dict[str, int] = {}
+    for instance in report.instances:
+        held[instance.host] = held.get(instance.host, 0) + instance.used + instance.reserved
+    total_cpus = free_cpus = free_slots = 0
+    nodes = []
+    for instance in mine:
+        host = hosts.get(instance.host) if hosts else None
+        num_proc = host.num_proc if host else None
+        reporting = host.reporting if host else True  # a host qhost does not list: its queue state says
+        allocated = instance.used + instance.reserved
+        slots_free = max(0, instance.total - allocated)
+        total_cpus += min(instance.total, num_proc) if num_proc is not None else instance.total
+        if _usable(instance, hosts):
+            free_slots += slots_free
+            free_cpus += min(slots_free, max(0, num_proc - held[instance.host])) if num_proc is not None else slots_free
+        sss = node_state(instance.states, reporting, allocated, instance.total)
+        nodes.append(NodeAllocation(
+            name=site_host(instance.host, lookup), state=sss, lrms_state=instance.states or None,
+            total_cpus=instance.total, allocated_cpus=allocated,
+            reason=_reason(instance.states) if sss in ("Offline", "Unknown") else None))
+    state.nodes = nodes
+    state.hosts = list(dict.fromkeys(n.name for n in nodes))
+    state.total_cpus = total_cpus
+    state.free_cpus = free_cpus if hosts is not None or not mine else None
+    if hosts is None and mine:
+        errors.append("free CPUs unknown without qhost")
+    state.status = queue_status(mine, hosts)
+    state.free_job_slots = free_slots if state.status == "Production" else 0
+
+
+_REASONS = {"d": "disabled", "D": "disabled by calendar", "s": "suspended", "S": "suspended (subordinate)",
+            "C": "suspended by calendar", "E": "error", "o": "orphaned", "u": "unknown (execd not reporting)"}
+
+
+def _reason(letters: str) -> Optional[str]:
+    words = [_REASONS[c] for c in letters if c in _REASONS]
+    return ", ".join(words) if words else "execd not reporting"
+
+
+def queue_status(instances: Sequence[QueueInstance], hosts: Optional[Mapping[str, HostInfo]]) -> str:
+    """GLUE status of a cluster queue from its instances.
+
+    Production: at least one instance can be given a job (states empty or only
+    c, execd reporting); Closed: every instance disabled (``qmod -d``, or by a
+    calendar: d/D) or the queue has no instance; Queueing otherwise (jobs are
+    accepted and wait: instances suspended, in error, unknown or over a load
+    threshold).  Grid Engine has no per-queue draining.
+    """
+    if any(_usable(i, hosts) for i in instances):
+        return "Production"
+    if not instances or all(DISABLED_LETTERS.intersection(i.states) for i in instances):
+        return "Closed"
+    return "Queueing"
+
+
+def iter_states() -> Iterable[tuple[str, str, str]]:
+    """(Grid Engine state, GLUE status, SSS state) rows, for the docs table and tests."""
+    for letters in ("qw", "hqw", "Eqw", "t", "r", "Rr", "hr", "s", "S", "T", "dr", "dt", "dqw", "z"):
+        glue, sss, _finished = map_job_state(letters)
+        yield letters, glue, sss
+
+
+LRMS = LrmsPlugin(name="sge", query=query, description="Grid Engine cluster queue via qstat/qhost/qconf -xml")
