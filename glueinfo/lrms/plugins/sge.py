@@ -185,34 +185,35 @@ def parse_queue_config(text: str) -> dict[str, str]:
     return config
 
 
-def limit_values(value: str) -> list[str]:
-    """A queue attribute with host overrides, ``1:00:00,[node1=2:00:00],[@big=INFINITY]`` -> every value."""
-    values = []
+def host_values(value: str) -> dict[str, str]:
+    """A queue attribute with host overrides, ``1:00:00,[node1=2:00:00],[@big=INFINITY]`` ->
+    {"": "1:00:00", "node1": "2:00:00", "@big": "INFINITY"} (``""``: the default)."""
+    values: dict[str, str] = {}
     for item in re.findall(r"\[[^\]]*\]|[^,\[\]]+", value):
         item = item.strip()
+        host = ""
         if item.startswith("["):
-            _host, _eq, item = item[1:-1].partition("=")
+            host, equals, item = item[1:-1].partition("=")
+            if not equals:
+                raise ValueError(f"host override {item!r} is not [HOST=VALUE]")
         if item.strip():
-            values.append(item.strip())
+            values[host.strip()] = item.strip()
     return values
 
 
-def queue_limit_min(config: Mapping[str, str], hard: str, soft: str) -> Optional[int]:
-    """The most time a job of this queue may get, in minutes (rounded down): on each host the
-    tighter of the hard and soft limit, then the largest over the default and host overrides;
-    None when a host has neither (INFINITY) or the queue does not say.  ValueError when malformed."""
-    def per_value(name: str) -> list[Optional[int]]:
-        return [parse_time_s(v) for v in limit_values(config.get(name, "INFINITY"))]
-
-    hards, softs = per_value(hard), per_value(soft)
-    # Host overrides differ per attribute; the default (first) values are paired, overrides taken alone.
-    candidates: list[Optional[int]] = []
-    default = [v for v in (hards[:1] + softs[:1]) if v is not None]
-    candidates.append(min(default) if default else None)
-    candidates += hards[1:] + softs[1:]
-    if not candidates or any(c is None for c in candidates):
-        return None
-    return max(c for c in candidates if c is not None) // 60
+def queue_limit_s(config: Mapping[str, str], hard: str, soft: str) -> tuple[Optional[int], Optional[int]]:
+    """(the default, the largest) time a job of this queue may get, in seconds: on each host
+    (the default and every host override) the tighter of the hard and soft limit; None when
+    unlimited (INFINITY both) or, for the largest, unlimited on some host.  ValueError when malformed."""
+    hards = {h: parse_time_s(v) for h, v in host_values(config.get(hard, "INFINITY")).items()}
+    softs = {h: parse_time_s(v) for h, v in host_values(config.get(soft, "INFINITY")).items()}
+    per_host = []
+    for host in dict.fromkeys(["", *hards, *softs]):
+        known = [v for v in (hards.get(host, hards.get("")), softs.get(host, softs.get(""))) if v is not None]
+        per_host.append(min(known) if known else None)
+    default = per_host[0]
+    largest = None if any(v is None for v in per_host) else max(v for v in per_host if v is not None)
+    return default, largest
 
 
 def _timestamp(text: Optional[str]) -> Optional[float]:
@@ -354,7 +355,9 @@ def _job(element: Any, instance: Optional[str], full: bool) -> list[SgeJob]:
         return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner,
                        _undo_lt(name) if name is not None else None, project, department, start, submit, h_rt,
                        queues, [instance] if instance else [], prio) for task in tasks]
-    return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, start_time=start, submit_time=submit,
+    # The owner is cheap and [vos] user: rules need it every cycle.
+    owner = values.get("JB_owner", "").strip() or None
+    return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner, start_time=start, submit_time=submit,
                    h_rt_s=h_rt, requested_queues=queues, instances=[instance] if instance else [])
             for task in tasks]
 
@@ -586,10 +589,13 @@ def query(ctx: LrmsContext) -> QueueState:
     hosts: Optional[dict[str, HostInfo]] = step(lambda: parse_qhost(tools("qhost", "-xml")))
     config: Optional[dict[str, str]] = step(lambda: parse_queue_config(tools("qconf", "-sq", queue)))
 
+    default_wall_s: Optional[int] = None
     if config is not None:
         try:
-            state.max_wall_clock_time_min = queue_limit_min(config, "h_rt", "s_rt")
-            state.max_cpu_time_min = queue_limit_min(config, "h_cpu", "s_cpu")
+            default_wall_s, wall_s = queue_limit_s(config, "h_rt", "s_rt")
+            cpu_s = queue_limit_s(config, "h_cpu", "s_cpu")[1]
+            state.max_wall_clock_time_min = None if wall_s is None else wall_s // 60
+            state.max_cpu_time_min = None if cpu_s is None else cpu_s // 60
         except ValueError as exc:
             errors.append(f"qconf -sq {queue}: {exc}")
 
@@ -611,21 +617,10 @@ def query(ctx: LrmsContext) -> QueueState:
         if state.status == "Production" and state.free_job_slots is not None:
             usable = sum(i.total for i in mine if _usable(i, hosts))
             state.estimated_response_time_s, state.worst_response_time_s = response_times(
-                jobs, state.free_job_slots, usable, None if config is None else _default_wall_s(config), now)
+                jobs, state.free_job_slots, usable, default_wall_s, now)
     if errors:
         state.error = "sge: " + "; ".join(dict.fromkeys(errors))
     return state
-
-
-def _default_wall_s(config: Mapping[str, str]) -> Optional[int]:
-    """The queue's default h_rt/s_rt (the tighter), in seconds: what a job without -l h_rt gets."""
-    try:
-        values = [parse_time_s(limit_values(config.get(k, "INFINITY"))[0]) for k in ("h_rt", "s_rt")
-                  if limit_values(config.get(k, "INFINITY"))]
-    except ValueError:
-        return None
-    known = [v for v in values if v is not None]
-    return min(known) if known else None
 
 
 def _usable(instance: QueueInstance, hosts: Optional[Mapping[str, HostInfo]]) -> bool:
