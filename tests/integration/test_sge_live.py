@@ -1,0 +1,181 @@
+"""The sge plugin against a real Grid Engine cell (sge_qmaster + sge_execd, tests/harness/sge_harness.py).
+
+Jobs that sleep fill queue ``short`` so some run and some wait, one is held, one
+waits in the disabled queue ``closed``; the plugin's QueueState and the GlueCE
+entries `glueinfo ldif` prints are checked against what ``qstat`` prints in its
+plain text form (``qstat -u '*'``, ``qstat -g c``), parsed here on its own,
+never through the plugin's XML parsers.
+
+The cell's qmaster listens on a free port, which the plugin's commands get the
+way a site with a non-default port would give it: ``lrms_command_prefix = env
+SGE_QMASTER_PORT=N`` (the cell itself comes from ``sge_root``/``sge_cell``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sge_harness import SgeCell, missing_sge_tools
+
+from glueinfo.lrms.registry import LrmsContext, queue_state
+
+pytestmark = pytest.mark.integration
+
+HOSTILE_NAME = 'evil<&>"x'
+
+
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory):
+    missing = missing_sge_tools()
+    if missing:
+        pytest.skip("real Grid Engine needed, missing: " + ", ".join(missing))
+    sge = SgeCell(tmp_path_factory.mktemp("sge")).start()
+    try:
+        yield sge
+    finally:
+        sge.stop()
+
+
+@pytest.fixture(scope="module")
+def busy(cell):
+    """Both slots of short running, three jobs waiting there (one held, one with a hostile name)
+    and one waiting in the disabled queue closed."""
+    ids: dict[str, Any] = {"running": [cell.qsub("-q", "short", "-N", f"run{i}") for i in range(SgeCell.SHORT_SLOTS)]}
+    cell.wait_for(lambda: len([r for r in qstat_rows(cell) if r["state"] == "r"]) == SgeCell.SHORT_SLOTS,
+                  what="both slots of short running")
+    ids["waiting"] = [cell.qsub("-q", "short", "-l", "h_rt=0:10:0", "-N", "wait0"),
+                      cell.qsub("-q", "short", "-N", HOSTILE_NAME)]
+    ids["held"] = cell.qsub("-q", "short", "-h", "-N", "held")
+    ids["closed"] = cell.qsub("-q", "closed", "-N", "closedjob")
+    return ids
+
+
+def qstat_rows(cell: SgeCell) -> list[dict[str, str]]:
+    """``qstat -u '*'`` text: job id, state and queue instance (empty while pending) per job."""
+    rows = []
+    for line in cell.run("qstat", "-u", "*").splitlines()[2:]:
+        parts = line.split()
+        if not parts:
+            continue
+        # job-ID prior name user state date time [queue] slots [ja-task-ID]; names here have no spaces
+        queue = parts[7] if len(parts) > 8 and "@" in parts[7] else ""
+        rows.append({"id": parts[0], "state": parts[4], "queue": queue})
+    return rows
+
+
+def summary(cell: SgeCell, queue: str) -> dict[str, int]:
+    """``qstat -g c`` text: USED, AVAIL and TOTAL slots of one cluster queue."""
+    for line in cell.run("qstat", "-g", "c").splitlines():
+        parts = line.split()
+        if parts and parts[0] == queue:
+            return {"used": int(parts[2]), "avail": int(parts[4]), "total": int(parts[5])}
+    raise AssertionError(f"no {queue} in qstat -g c")
+
+
+def ce_config(cell: SgeCell, queue: str) -> dict[str, Any]:
+    return cell.ce_config(queue, lrms_command_prefix=f"env SGE_QMASTER_PORT={cell.qmaster_port}")
+
+
+def state_of(cell: SgeCell, queue: str, with_jobs: bool = True):
+    return queue_state("sge", LrmsContext(queue=queue, ce_config=ce_config(cell, queue), hosts=[], timeout_s=20.0,
+                                          with_jobs=with_jobs))
+
+
+def test_short_queue_matches_qstat(cell, busy):
+    state = state_of(cell, "short")
+    rows = qstat_rows(cell)
+    assert state.error is None
+    assert state.lrms_version == cell.run("qstat", "-help").splitlines()[0].split()[-1] == "8.1.9"
+    assert state.status == "Production"
+    slots = summary(cell, "short")
+    assert state.total_cpus == min(slots["total"], cell.nproc) and state.free_job_slots == slots["avail"] == 0
+    assert state.free_cpus == 0
+    running = [r for r in rows if r["state"] == "r" and r["queue"].startswith("short@")]
+    mine = set(busy["waiting"]) | {busy["held"]}
+    assert state.running_jobs == len(running) == SgeCell.SHORT_SLOTS
+    assert state.waiting_jobs == len([r for r in rows if r["id"] in mine]) == 3
+    assert state.total_jobs == state.running_jobs + state.waiting_jobs
+    assert (state.max_wall_clock_time_min, state.max_cpu_time_min) == (SgeCell.SHORT_MAX_WALL_MIN, SgeCell.SHORT_MAX_CPU_MIN)
+    assert state.hosts == [cell.host]
+    (node,) = state.nodes
+    assert (node.name, node.state, node.total_cpus, node.allocated_cpus) == (cell.host, "Busy", 2, slots["used"])
+    # both running jobs have 30 min to go at most, two waiting jobs (600 s + 1800 s) over 2 slots
+    assert 1200 <= state.estimated_response_time_s <= state.worst_response_time_s <= 1800 + 1200
+
+
+def test_jobs_match_qstat_states(cell, busy):
+    jobs = {job.local_id: job for job in state_of(cell, "short").jobs}
+    states = {r["id"]: r["state"] for r in qstat_rows(cell)}
+    assert set(jobs) == set(busy["running"]) | set(busy["waiting"]) | {busy["held"]}
+    for job_id, job in jobs.items():
+        assert job.lrms_state == states[job_id]
+    assert all((jobs[i].glue_status, jobs[i].nodes) == ("RUNNING", [cell.host]) for i in busy["running"])
+    assert (jobs[busy["held"]].lrms_state, jobs[busy["held"]].sss_state) == ("hqw", "Hold")
+    assert jobs[busy["waiting"][1]].name == HOSTILE_NAME
+    assert jobs[busy["waiting"][0]].requested_duration_s == 600
+
+
+def test_long_limits_and_disabled_queue(cell, busy):
+    long_state = state_of(cell, "long", with_jobs=False)
+    assert long_state.error is None and long_state.status == "Production"
+    assert (long_state.max_wall_clock_time_min, long_state.max_cpu_time_min) == (SgeCell.LONG_MAX_WALL_MIN,
+                                                                                 SgeCell.LONG_MAX_CPU_MIN)
+    closed = state_of(cell, "closed")
+    queue_line = next(line for line in cell.run("qstat", "-f", "-q", "closed").splitlines() if line.startswith("closed@"))
+    assert queue_line.split()[-1] == "d"
+    assert closed.error is None and closed.status == "Closed" and closed.free_job_slots == 0
+    assert [j.local_id for j in closed.jobs] == [busy["closed"]] and closed.waiting_jobs == 1
+    assert [(n.state, n.lrms_state) for n in closed.nodes] == [("Offline", "d")]
+
+
+def test_unreachable_qmaster_leaves_everything_unknown(cell):
+    config = dict(ce_config(cell, "short"), lrms_command_prefix="env SGE_QMASTER_PORT=9")
+    state = queue_state("sge", LrmsContext(queue="short", ce_config=config, hosts=[], timeout_s=10.0))
+    assert state.error and "qmaster unreachable" in state.error
+    assert state.total_jobs is None and state.total_cpus is None and state.status is None
+
+
+def test_glueinfo_ldif_publishes_the_short_ce_as_qstat_shows_it(cell, busy, tmp_path: Path):
+    from glueinfo.core.ldif import parse_ldif, value_text
+
+    config = tmp_path / "glueinfo.conf"
+    config.write_text(f"""\
+[site]
+id = TEST-SITE
+
+[cluster:main]
+
+[ce:short]
+lrms = sge
+queue = short
+sge_root = {cell.root}
+sge_cell = {cell.cell}
+lrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}
+lrms_timeout = 20
+
+[run]
+state_dir = {tmp_path / 'state'}
+""")
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)], capture_output=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    (ce,) = [e for e in parse_ldif(proc.stdout.decode()) if "GlueCE" in e.get("objectClass")]
+    rows = qstat_rows(cell)
+    slots = summary(cell, "short")
+
+    def number(attribute: str) -> int:
+        return int(value_text(ce.first(attribute)))
+
+    assert value_text(ce.first("GlueCEInfoLRMSType")) == "sge"
+    assert value_text(ce.first("GlueCEInfoLRMSVersion")) == "8.1.9"
+    assert value_text(ce.first("GlueCEStateStatus")) == "Production"
+    assert number("GlueCEStateRunningJobs") == len([r for r in rows if r["state"] == "r" and r["queue"].startswith("short@")])
+    assert number("GlueCEStateWaitingJobs") == len([r for r in rows if r["id"] in set(busy["waiting"]) | {busy["held"]}])
+    assert number("GlueCEInfoTotalCPUs") == min(slots["total"], cell.nproc)
+    assert number("GlueCEStateFreeJobSlots") == slots["avail"]
+    assert number("GlueCEPolicyMaxWallClockTime") == SgeCell.SHORT_MAX_WALL_MIN
+    assert number("GlueCEPolicyMaxCPUTime") == SgeCell.SHORT_MAX_CPU_MIN
