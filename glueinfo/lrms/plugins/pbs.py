@@ -1,0 +1,827 @@
+"""LRMS plugin ``pbs``: a CE queue is a PBS queue (OpenPBS / PBS Pro, or Torque).
+
+The two families share the PBS attribute names but print them differently:
+
+============================  =====================================  ===========================
+what                          OpenPBS / PBS Pro (``openpbs``)        Torque (``torque``)
+============================  =====================================  ===========================
+version, family               ``qstat --version``: ``pbs_version =   ``qstat --version``:
+                              23.06.06``                             ``Version: 6.1.3``
+queue                         ``qstat -Q -f -F json QUEUE``          ``qstat -Q -f QUEUE`` (text)
+jobs                          ``qstat -f -t -F json QUEUE``          ``qstat -f -x -t QUEUE`` (XML)
+nodes                         ``pbsnodes -a -F json``                ``pbsnodes -x`` (XML)
+GLUE LRMSType                 ``pbs``                                ``torque``
+============================  =====================================  ===========================
+
+``[ce:NAME] pbs_flavour`` is ``auto`` (decided by the ``qstat --version``
+line above), ``openpbs`` or ``torque``; ``pbs_bin_dir`` is where the tools
+are.  Commands run with ``TZ=UTC`` (OpenPBS prints job times as local ctime
+strings) and without ``PBS_*``/``QSTAT_*`` settings that change their output.
+
+Failures: the flavour cannot be decided -> LrmsQueryError (nothing else can
+be read).  Any other step that fails (server down, command missing, malformed
+JSON or XML) leaves the fields it feeds None and adds a one-line reason to
+``QueueState.error``; the other steps still fill theirs.  A job list that is
+partly malformed fails whole: counts from a partly understood queue would be
+wrong, not just incomplete.  Torque's XML is read by ``glueinfo.core.xmlsafe``
+(no DTD, no entities) after characters XML 1.0 forbids (control characters
+in job names) are replaced and a bare ``&`` is escaped: never a recovering
+parser.
+
+Mappings (docs/lrms/pbs.md has the tables): queue enabled/started -> GLUE
+status (:func:`glue_status_of_queue`); job_state letters -> GLUE/SSS
+(``JOB_STATES``); node states -> SSS (:func:`sss_node_state`); response
+times (:func:`response_times`).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core import xmlsafe
+from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.lrms import commands
+from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.names import host_matcher, site_host
+from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.vo_map import count_by_vo
+
+FLAVOURS = ("openpbs", "torque")
+
+# PBS job_state letter -> (GLUE CE job status, SSS job State).  B (an array
+# job whose subjobs have begun) is left out: with ``-t`` its subjobs are listed
+# and counted themselves.
+JOB_STATES: dict[str, tuple[str, str]] = {
+    "T": ("SUBMITTED", "Idle"),  # being moved to a new location
+    "Q": ("SCHEDULED", "Idle"),  # queued, eligible to run
+    "H": ("WAITING", "Hold"),  # held
+    "W": ("WAITING", "Hold"),  # waiting for its requested start time (qsub -a)
+    "R": ("RUNNING", "Running"),
+    "E": ("RUNNING", "Running"),  # exiting after having run: still holds its CPUs
+    "S": ("WAITING", "Suspended"),  # suspended by the server
+    "U": ("WAITING", "Suspended"),  # OpenPBS: suspended, workstation busy
+    "C": ("DONE", "Completed"),  # Torque: completed (kept for keep_completed seconds)
+    "F": ("DONE", "Completed"),  # OpenPBS: finished (history)
+    "X": ("DONE", "Completed"),  # OpenPBS: subjob finished
+    "M": ("CLEARED", "Completed"),  # OpenPBS: moved to another server
+}
+ARRAY_PARENT = "B"
+FINISHED = frozenset({"DONE", "CLEARED", "ABORTED"})
+
+# Variables that change what qstat/pbsnodes print (OpenPBS's PBS_QSTAT_* defaults, Torque's QSTAT_*).
+_OUTPUT_ENV_PREFIXES = ("PBS_QSTAT", "QSTAT_")
+
+_JOBS_CPU_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+class PbsOutputError(LrmsQueryError):
+    """Output that is not in the shape asked for."""
+
+
+class PbsQueueError(LrmsQueryError):
+    """The CE names a queue that cannot serve it (a routing queue): fatal for the query."""
+
+
+# -- small parsers ---------------------------------------------------------------------
+
+def parse_version(text: str) -> tuple[str, str]:
+    """``qstat --version`` -> (flavour, version).
+
+    OpenPBS and PBS Pro print ``pbs_version = 23.06.06``; Torque prints
+    ``Version: 6.1.3`` (and, from 6.1, a ``Commit:`` line).
+    """
+    for line in text.splitlines():
+        match = re.fullmatch(r"\s*pbs_version\s*=\s*(\S+)\s*", line)
+        if match:
+            return "openpbs", match.group(1)
+        match = re.fullmatch(r"\s*Version:\s*(\S+)\s*", line)
+        if match:
+            return "torque", match.group(1)
+    raise PbsOutputError(f"qstat --version: unexpected output {clip(text)!r}")
+
+
+def parse_duration_s(text: Any) -> Optional[int]:
+    """A PBS time: ``[[HH:]MM:]SS[.ms]`` (hours may pass 24) or a bare number of seconds -> seconds.
+
+    ValueError when it is neither.  PBS prints walltime and cput this way in
+    both families, e.g. ``72:00:00`` is 3 days.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a PBS duration: {text!r}")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError(f"not a PBS duration: {text!r}")
+        return int(text)
+    text = str(text).strip()
+    parts = text.split(":")
+    if not text or len(parts) > 3 or not all(re.fullmatch(r"\d+(?:\.\d+)?", p) for p in parts):
+        raise ValueError(f"not a PBS duration: {text!r}")
+    seconds = 0.0
+    for part in parts:
+        seconds = seconds * 60 + float(part)
+    return int(seconds)
+
+
+def minutes(seconds: Optional[int]) -> Optional[int]:
+    """GLUE 1.3 publishes MaxWallClockTime/MaxCPUTime in minutes: seconds rounded down, at least 1."""
+    return None if seconds is None else max(1, seconds // 60)
+
+
+_SIZE_UNITS = {"b": 1 / 2**20, "w": 8 / 2**20, "kb": 1 / 1024, "kw": 8 / 1024, "mb": 1, "mw": 8, "gb": 1024, "gw": 8192,
+               "tb": 2**20, "tw": 8 * 2**20, "pb": 2**30, "pw": 8 * 2**30}
+
+
+def parse_size_mb(text: Any) -> Optional[int]:
+    """A PBS size (``4gb``, ``512mb``, ``1048576kb``, bytes when bare) -> MB; None for 0."""
+    text = str(text).strip().lower()
+    match = re.fullmatch(r"(\d+)([kmgtp]?[bw]?)", text)
+    if not match:
+        raise ValueError(f"not a PBS size: {text!r}")
+    value = int(match.group(1)) * _SIZE_UNITS[match.group(2) or "b"]
+    return int(round(value)) or None
+
+
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
+def parse_time(value: Any) -> Optional[float]:
+    """A job time: Torque's Unix seconds, or OpenPBS's ctime string printed with TZ=UTC
+    (``Mon Nov 20 10:00:00 2023``) -> Unix time.  ValueError otherwise."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    if text.isdigit():
+        return float(text)
+    parts = text.split()
+    if len(parts) != 5 or parts[1] not in _MONTHS:
+        raise ValueError(f"not a PBS time: {text!r}")
+    hms = parts[3].split(":")
+    if len(hms) != 3:
+        raise ValueError(f"not a PBS time: {text!r}")
+    return float(calendar.timegm((int(parts[4]), _MONTHS[parts[1]], int(parts[2]), int(hms[0]), int(hms[1]), int(hms[2]),
+                                  0, 0, 0)))
+
+
+def _int(value: Any) -> Optional[int]:
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    return int(str(value).strip())
+
+
+def _true(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "t", "1", "yes", "y")
+
+
+def parse_limit(value: Any) -> Optional[int]:
+    """A queue job limit: old style (``max_running = 10``) or PBS Pro's new style
+    (``[o:PBS_ALL=100]``, ``[u:PBS_GENERIC=10] [o:PBS_ALL=200]``): the overall (``o:PBS_ALL``) one,
+    None when only per-user/group limits are set."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    match = re.search(r"\[o:PBS_ALL=(\d+)\]", text)
+    if match:
+        return int(match.group(1))
+    if text.startswith("["):
+        return None
+    raise ValueError(f"not a PBS job limit: {text!r}")
+
+
+def exec_host_cpus(text: str) -> dict[str, int]:
+    """``exec_host`` -> {host: CPUs}, in order.
+
+    OpenPBS: ``n1/0*2+n2/0*2`` (host/index[*count]); Torque: ``n1/0-3+n2/0-3``,
+    ``n1/0+n1/1`` or ``n1/0-1,3``.  ValueError when malformed.
+    """
+    hosts: dict[str, int] = {}
+    for chunk in text.strip().split("+"):
+        if not chunk:
+            continue
+        host, slash, cpus = chunk.partition("/")
+        if not host or not slash:
+            raise ValueError(f"not a PBS exec_host: {text!r}")
+        count = 0
+        if "*" in cpus:
+            index, _, times = cpus.partition("*")
+            if not index.isdigit() or not times.isdigit():
+                raise ValueError(f"not a PBS exec_host: {text!r}")
+            count = int(times)
+        else:
+            for item in cpus.split(","):
+                match = _JOBS_CPU_ITEM.match(item.strip())
+                if not match:
+                    raise ValueError(f"not a PBS exec_host: {text!r}")
+                count += int(match.group(2)) - int(match.group(1)) + 1 if match.group(2) else 1
+        hosts[host] = hosts.get(host, 0) + count
+    return hosts
+
+
+def exec_vnode_cpus(text: str) -> dict[str, int]:
+    """OpenPBS ``exec_vnode`` ``(n1:ncpus=2:mem=1gb)+(n2:ncpus=2)`` -> {vnode: CPUs}."""
+    hosts: dict[str, int] = {}
+    for chunk in text.strip().split("+"):
+        chunk = chunk.strip().strip("()")
+        if not chunk:
+            continue
+        # a chunk may span vnodes of one host: (n1[0]:ncpus=1+n1[1]:ncpus=1) is split above already
+        name, _, resources = chunk.partition(":")
+        ncpus = re.search(r"(?:^|:)ncpus=(\d+)", resources)
+        hosts[name] = hosts.get(name, 0) + (int(ncpus.group(1)) if ncpus else 0)
+    return hosts
+
+
+def node_jobs_cpus(value: Any) -> int:
+    """CPUs taken by a node's ``jobs`` list: Torque 6 ``0-3/12.srv,4/13.srv``, Torque 2-4
+    ``0/12.srv, 1/12.srv``, OpenPBS ``12.srv/0, 12.srv/1`` or a JSON list of those."""
+    items = value if isinstance(value, list) else str(value or "").split(",")
+    count = 0
+    for item in items:
+        item = str(item).strip()
+        if not item:
+            continue
+        left, _, right = item.partition("/")
+        match = _JOBS_CPU_ITEM.match(left) or _JOBS_CPU_ITEM.match(right)
+        if not match:
+            raise ValueError(f"not a PBS node jobs entry: {item!r}")
+        count += int(match.group(2)) - int(match.group(1)) + 1 if match.group(2) else 1
+    return count
+
+
+# -- queue -----------------------------------------------------------------------------
+
+@dataclass
+class PbsQueue:
+    name: str
+    queue_type: str
+    enabled: bool
+    started: bool
+    max_wall_s: Optional[int]
+    default_wall_s: Optional[int]
+    max_cput_s: Optional[int]
+    max_running: Optional[int]
+    max_total: Optional[int]
+    priority: Optional[int]
+    required_property: Optional[str]  # Torque resources_default.neednodes naming a node property
+    has_nodes: bool  # OpenPBS: some nodes are bound to this queue
+
+
+def glue_status_of_queue(enabled: bool, started: bool) -> str:
+    """GLUE status of a PBS queue: enabled (accepts jobs) and started (runs them) -> Production;
+    enabled, not started -> Queueing; started, not enabled -> Draining (its jobs still run, no
+    new ones come in); neither -> Closed."""
+    if enabled:
+        return "Production" if started else "Queueing"
+    return "Draining" if started else "Closed"
+
+
+def parse_queue_text(text: str, name: str) -> PbsQueue:
+    """``qstat -Q -f QUEUE`` (both families): ``Queue: NAME`` then ``key = value`` lines;
+    values wrapped past 80 columns continue on a tab-indented line."""
+    attributes: dict[str, str] = {}
+    current: Optional[str] = None
+    last: Optional[str] = None
+    seen = False
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("Queue:"):
+            current = line.split(":", 1)[1].strip()
+            seen = seen or current == name
+            last = None
+            continue
+        if current != name:
+            continue
+        if " = " in line and not line.startswith("\t"):
+            key, _, value = line.partition(" = ")
+            last = key.strip()
+            attributes[last] = value.strip()
+        elif last is not None:
+            attributes[last] += line.strip()
+        else:
+            raise PbsOutputError(f"qstat -Q -f {name}: unexpected line {clip(line)!r}")
+    if not seen:
+        raise PbsOutputError(f"qstat -Q -f: no queue {name!r} in output")
+    return _queue_from(name, lambda key: attributes.get(key))
+
+
+def parse_queue_json(text: str, name: str) -> PbsQueue:
+    """``qstat -Q -f -F json QUEUE``: ``{"Queue": {NAME: {attributes, resources_max: {...}}}}``."""
+    data = _load_json(text, "qstat -Q -f -F json")
+    queue = (data.get("Queue") or {}).get(name)
+    if not isinstance(queue, dict):
+        raise PbsOutputError(f"qstat -Q -f -F json: no queue {name!r} in output")
+
+    def get(key: str) -> Any:
+        head, dot, tail = key.partition(".")
+        if dot:
+            group = queue.get(head)
+            return group.get(tail) if isinstance(group, dict) else None
+        return queue.get(key)
+
+    return _queue_from(name, get)
+
+
+def _queue_from(name: str, get: Callable[[str], Any]) -> PbsQueue:
+    where = f"queue {name}"
+    try:
+        queue_type = str(get("queue_type") or "")
+        if queue_type.lower().startswith("r"):
+            raise PbsQueueError(f"{where} is a routing queue: it runs no jobs (name an execution queue)")
+        if get("enabled") is None or get("started") is None:
+            raise PbsOutputError(f"{where}: no enabled/started attributes in qstat -Q -f output")
+        wall = get("resources_max.walltime")
+        default_wall = get("resources_default.walltime")
+        cput = get("resources_max.cput")
+        neednodes = str(get("resources_default.neednodes") or "").strip()
+        # neednodes is "N", "N:ppn=M" or a property (optionally after a count): the property binds nodes
+        words = [w for w in re.split(r"[:+]", neednodes) if w and not w[0].isdigit() and "=" not in w]
+        max_running = get("max_running")
+        return PbsQueue(
+            name=name, queue_type=queue_type, enabled=_true(get("enabled")), started=_true(get("started")),
+            max_wall_s=parse_duration_s(wall) if wall not in (None, "") else None,
+            default_wall_s=parse_duration_s(default_wall) if default_wall not in (None, "") else None,
+            max_cput_s=parse_duration_s(cput) if cput not in (None, "") else None,
+            max_running=parse_limit(max_running if max_running not in (None, "") else get("max_run")),
+            max_total=parse_limit(get("max_queuable") if get("max_queuable") not in (None, "") else get("max_queued")),
+            priority=_int(get("Priority")),
+            required_property=words[0] if words else None,
+            has_nodes=_true(get("hasnodes")))
+    except ValueError as exc:
+        raise PbsOutputError(f"qstat -Q -f {name}: {exc}") from None
+
+
+# -- nodes -----------------------------------------------------------------------------
+
+@dataclass
+class PbsNode:
+    name: str
+    hostname: str
+    state: str  # the LRMS's words, e.g. "job-busy" or "down,offline"
+    total: Optional[int]
+    allocated: Optional[int]
+    queue: Optional[str] = None  # OpenPBS: the queue the node is bound to
+    properties: tuple[str, ...] = ()  # Torque
+    comment: Optional[str] = None
+
+
+_OFFLINE_STATES = frozenset({"offline", "down", "maintenance", "sleep", "provisioning", "wait-provisioning", "initializing"})
+_UNKNOWN_STATES = frozenset({"state-unknown", "unknown", "stale", "unresolvable"})
+_FULL_STATES = frozenset({"job-exclusive", "resv-exclusive", "job-busy", "busy", "reserve"})
+
+
+def sss_node_state(state: str, total: Optional[int], allocated: Optional[int]) -> str:
+    """SSS Node State of a PBS node (checked in this order): ``offline`` (an admin's) -> Offline;
+    ``state-unknown``/``unknown``/``stale``/``unresolvable`` (the server lost it) -> Unknown;
+    ``down``, ``maintenance``, ``sleep``, provisioning -> Offline; ``job-exclusive``,
+    ``resv-exclusive``, ``job-busy``, ``busy``, ``reserve`` -> Busy; else Idle when a CPU is
+    unallocated, Busy when none is."""
+    words = {w.strip().lower() for w in state.split(",")}
+    if "offline" in words:
+        return "Offline"
+    if words & _UNKNOWN_STATES:
+        return "Unknown"
+    if words & _OFFLINE_STATES:
+        return "Offline"
+    if words & _FULL_STATES:
+        return "Busy"
+    if total is None or allocated is None:
+        return "Unknown"
+    return "Idle" if total > allocated else "Busy"
+
+
+def parse_nodes_json(text: str) -> list[PbsNode]:
+    """``pbsnodes -a -F json``: ``{"nodes": {NAME: {state, resources_available: {ncpus, host},
+    resources_assigned: {ncpus}, queue, comment, jobs}}}``."""
+    data = _load_json(text, "pbsnodes -a -F json")
+    items = data.get("nodes")
+    if items is None:
+        return []
+    if not isinstance(items, dict):
+        raise PbsOutputError("pbsnodes -a -F json: 'nodes' is not an object")
+    nodes = []
+    for name, item in items.items():
+        if not isinstance(item, dict):
+            raise PbsOutputError(f"pbsnodes -a -F json: node {clip(name)!r} is not an object")
+        available = item.get("resources_available") or {}
+        assigned = item.get("resources_assigned") or {}
+        try:
+            total = _int(available.get("ncpus", item.get("pcpus")))
+            allocated = _int(assigned.get("ncpus")) if "ncpus" in assigned else (
+                node_jobs_cpus(item["jobs"]) if "jobs" in item else 0)
+        except (ValueError, AttributeError) as exc:
+            raise PbsOutputError(f"pbsnodes -a -F json: node {clip(name)!r}: {exc}") from None
+        host = str(available.get("host") or item.get("Mom") or name)
+        nodes.append(PbsNode(name=str(name), hostname=host, state=str(item.get("state") or "state-unknown"),
+                             total=total, allocated=allocated,
+                             queue=str(item["queue"]) if item.get("queue") else None,
+                             comment=str(item["comment"]) if item.get("comment") else None))
+    return nodes
+
+
+def parse_nodes_xml(text: str) -> list[PbsNode]:
+    """Torque ``pbsnodes -x``: ``<Data><Node><name/><state/><np/><properties/><jobs/><note/></Node>...``."""
+    if not text.strip():
+        return []
+    root = _torque_xml(text, "pbsnodes -x")
+    nodes = []
+    for element in root.iter("Node"):
+        fields = {child.tag: (child.text or "") for child in element if isinstance(child.tag, str)}
+        name = fields.get("name", "").strip()
+        if not name:
+            raise PbsOutputError("pbsnodes -x: a node without a name")
+        try:
+            total = _int(fields.get("np"))
+            allocated = node_jobs_cpus(fields.get("jobs", ""))
+        except ValueError as exc:
+            raise PbsOutputError(f"pbsnodes -x: node {clip(name)!r}: {exc}") from None
+        properties = tuple(p.strip() for p in fields.get("properties", "").split(",") if p.strip())
+        nodes.append(PbsNode(name=name, hostname=name, state=fields.get("state", "").strip() or "unknown",
+                             total=total, allocated=allocated, properties=properties,
+                             comment=fields.get("note", "").strip() or None))
+    return nodes
+
+
+def queue_nodes(nodes: Sequence[PbsNode], queue: Optional[PbsQueue], flavour: str) -> list[PbsNode]:
+    """The nodes that serve ``queue``.
+
+    OpenPBS: when some nodes are bound to the queue (the node's ``queue``
+    attribute, the queue's ``hasnodes``) those; otherwise every node bound
+    to no queue.  Torque: when the queue's ``resources_default.neednodes``
+    names a node property, the nodes with it; otherwise every node.  Unknown
+    queue (its step failed): every node.
+    """
+    if queue is None:
+        return list(nodes)
+    if flavour == "openpbs":
+        bound = [n for n in nodes if n.queue == queue.name]
+        return bound if (bound or queue.has_nodes) else [n for n in nodes if n.queue is None]
+    if queue.required_property:
+        return [n for n in nodes if queue.required_property in n.properties]
+    return list(nodes)
+
+
+def node_allocations(nodes: Sequence[PbsNode], lookup: dict[str, str]) -> list[NodeAllocation]:
+    result = []
+    for node in nodes:
+        state = sss_node_state(node.state, node.total, node.allocated)
+        result.append(NodeAllocation(name=site_host(node.hostname, lookup), state=state, lrms_state=node.state,
+                                     total_cpus=node.total, allocated_cpus=node.allocated,
+                                     reason=node.comment if state == "Offline" else None))
+    return result
+
+
+# -- jobs ------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class PbsJob:
+    job_id: str
+    state: str
+    glue_status: str
+    sss_state: str
+    owner: Optional[str]
+    group: Optional[str]
+    account: Optional[str]
+    queue: Optional[str]
+    name: Optional[str]
+    submit_time: Optional[float]
+    start_time: Optional[float]
+    estimated_start: Optional[float]  # OpenPBS: estimated.start_time of a top job
+    end_time: Optional[float]
+    walltime_limit_s: Optional[int]
+    walltime_used_s: Optional[int]
+    cpus: Optional[int]
+    memory_mb: Optional[int]
+    node_count: Optional[int]
+    exec_hosts: dict[str, int] = field(default_factory=dict)
+    comment: Optional[str] = None
+
+    @property
+    def finished(self) -> bool:
+        return self.glue_status in FINISHED
+
+    @property
+    def running(self) -> bool:
+        return self.glue_status == "RUNNING"
+
+
+def _job_from(job_id: str, get: Callable[[str], Any]) -> Optional[PbsJob]:
+    """One job from its attributes (``get("Resource_List.walltime")``); None for an array parent."""
+    state = str(get("job_state") or "").strip().upper()
+    if state == ARRAY_PARENT:
+        return None
+    if state not in JOB_STATES:
+        raise ValueError(f"unknown job_state {state!r}")
+    glue_status, sss_state = JOB_STATES[state]
+    owner = get("euser") or str(get("Job_Owner") or "").split("@", 1)[0] or None
+    account = get("Account_Name")
+    exec_host, exec_vnode = get("exec_host"), get("exec_vnode")
+    hosts = exec_host_cpus(str(exec_host)) if exec_host else (exec_vnode_cpus(str(exec_vnode)) if exec_vnode else {})
+    cpus = _int(get("Resource_List.ncpus")) or _int(get("Resource_List.procs")) or _torque_nodes_cpus(get("Resource_List.nodes"))
+    wall, used, mem = get("Resource_List.walltime"), get("resources_used.walltime"), get("Resource_List.mem")
+    start = get("stime") or get("start_time")
+    return PbsJob(
+        job_id=job_id, state=state, glue_status=glue_status, sss_state=sss_state,
+        owner=str(owner) if owner else None, group=str(get("egroup")) if get("egroup") else None,
+        account=str(account) if account else None, queue=str(get("queue")) if get("queue") else None,
+        name=str(get("Job_Name")) if get("Job_Name") is not None else None,
+        submit_time=parse_time(get("ctime") or get("qtime")), start_time=parse_time(start),
+        estimated_start=parse_time(get("estimated.start_time")),
+        end_time=parse_time(get("obittime") or get("comp_time")),
+        walltime_limit_s=parse_duration_s(wall) if wall not in (None, "") else None,
+        walltime_used_s=parse_duration_s(used) if used not in (None, "") else None,
+        cpus=cpus or (sum(hosts.values()) or None),
+        memory_mb=parse_size_mb(mem) if mem not in (None, "") else None,
+        node_count=_int(get("Resource_List.nodect")), exec_hosts=hosts,
+        comment=str(get("comment")) if get("comment") else None)
+
+
+def _torque_nodes_cpus(value: Any) -> Optional[int]:
+    """Torque ``Resource_List.nodes`` ``2:ppn=4+1:ppn=2`` -> 10 CPUs; None when not of that form."""
+    if value in (None, ""):
+        return None
+    total = 0
+    for chunk in str(value).split("+"):
+        parts = chunk.split(":")
+        count = int(parts[0]) if parts[0].isdigit() else 1
+        ppn = next((int(p[4:]) for p in parts[1:] if p.startswith("ppn=") and p[4:].isdigit()), 1)
+        total += count * ppn
+    return total or None
+
+
+def parse_jobs_json(text: str) -> list[PbsJob]:
+    """``qstat -f -t -F json QUEUE``: ``{"Jobs": {ID: {attributes}}}`` (no ``Jobs`` when the queue is empty)."""
+    data = _load_json(text, "qstat -f -F json")
+    items = data.get("Jobs") or {}
+    if not isinstance(items, dict):
+        raise PbsOutputError("qstat -f -F json: 'Jobs' is not an object")
+    jobs = []
+    for job_id, attributes in items.items():
+        if not isinstance(attributes, dict):
+            raise PbsOutputError(f"qstat -f -F json: job {clip(job_id)!r} is not an object")
+
+        def get(key: str, attributes: dict[str, Any] = attributes) -> Any:
+            head, dot, tail = key.partition(".")
+            if dot:
+                group = attributes.get(head)
+                return group.get(tail) if isinstance(group, dict) else None
+            return attributes.get(key)
+
+        try:
+            job = _job_from(str(job_id), get)
+        except (ValueError, TypeError) as exc:
+            raise PbsOutputError(f"qstat -f -F json: job {clip(job_id)!r}: {exc}") from None
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def parse_jobs_xml(text: str) -> list[PbsJob]:
+    """Torque ``qstat -f -x -t QUEUE``: ``<Data><Job><Job_Id/>...<Resource_List><walltime/>...</Job>``;
+    empty output when the queue has no jobs."""
+    if not text.strip():
+        return []
+    root = _torque_xml(text, "qstat -f -x")
+    jobs = []
+    for element in root.iter("Job"):
+        attributes: dict[str, Any] = {}
+        for child in element:
+            if not isinstance(child.tag, str):
+                continue
+            if len(child):
+                for grandchild in child:
+                    if isinstance(grandchild.tag, str):
+                        attributes[f"{child.tag}.{grandchild.tag}"] = grandchild.text or ""
+            else:
+                attributes[child.tag] = child.text or ""
+        job_id = str(attributes.get("Job_Id") or "").strip()
+        if not job_id:
+            raise PbsOutputError("qstat -f -x: a job without a Job_Id")
+        try:
+            job = _job_from(job_id, attributes.get)
+        except (ValueError, TypeError) as exc:
+            raise PbsOutputError(f"qstat -f -x: job {clip(job_id)!r}: {exc}") from None
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
+    """The model's view of one PBS job (GLUE CE Job / SSS Job)."""
+    started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
+    pending = not started and not job.finished
+    return JobInfo(
+        local_id=job.job_id, name=job.name, local_owner=job.owner, local_group=job.group, account=job.account,
+        queue=job.queue, lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
+        submit_time=job.submit_time,
+        start_time=job.start_time if started else (job.estimated_start if pending else None),
+        start_is_estimate=pending and job.estimated_start is not None,
+        end_time=job.end_time if job.finished else None,
+        requested_processors=job.cpus, requested_memory_mb=job.memory_mb, requested_duration_s=job.walltime_limit_s,
+        requested_nodes=job.node_count,
+        delivered_processors=sum(job.exec_hosts.values()) or None if started else None,
+        delivered_wall_s=job.walltime_used_s if started else None,
+        nodes=[node_name(h) for h in job.exec_hosts] if started else [],
+        scheduler_specific=job.comment if pending else None)
+
+
+# -- shared helpers ----------------------------------------------------------------------
+
+def _load_json(text: str, what: str) -> dict[str, Any]:
+    if not text.strip():
+        raise PbsOutputError(f"{what}: empty output")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PbsOutputError(f"{what}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise PbsOutputError(f"{what}: not a JSON object")
+    return data
+
+
+# Characters XML 1.0 forbids (Torque copies job names and notes byte for byte), and an ampersand
+# that starts no character or predefined entity reference (Torque releases that forgot to escape it).
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_BARE_AMPERSAND = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#\d+|#x[0-9A-Fa-f]+);)")
+
+
+def _torque_xml(text: str, what: str) -> Any:
+    cleaned = _BARE_AMPERSAND.sub("&amp;", _XML_FORBIDDEN.sub("\ufffd", text))
+    try:
+        return xmlsafe.parse_xml(cleaned, what=what, max_bytes=max(xmlsafe.DEFAULT_MAX_BYTES, len(cleaned) * 4 + 1))
+    except xmlsafe.XMLInputError as exc:
+        raise PbsOutputError(str(exc)) from None
+
+
+# -- estimates ---------------------------------------------------------------------------
+
+def response_times(jobs: Sequence[PbsJob], free_cpus: Optional[int], usable_cpus: Optional[int],
+                   queue: Optional[PbsQueue], now: float) -> tuple[Optional[int], Optional[int]]:
+    """(EstimatedResponseTime, WorstResponseTime) in seconds for a job submitted now.
+
+    1. A CPU free and no job queued (Q): (0, 0).
+    2. Else, when the OpenPBS scheduler estimated start times for queued jobs
+       (``estimated.start_time``, set for top jobs when backfilling): the new
+       job queues behind them: Estimated = the mean, Worst = the largest wait
+       (start - now, at least 0).
+    3. Else a drain model on walltime limits: the new job waits for the first
+       running job to reach its limit (0 when a CPU is free), then for the
+       queued jobs' CPU time (CPUs x walltime limit) to drain through the
+       queue's usable CPUs: Worst = first + sum / usable; Estimated = Worst / 2
+       (jobs end before their limits; half is the rule, not a measurement).
+       A job without a walltime limit takes the queue's default, else its
+       maximum; with neither the estimate is unknown (None).
+    """
+    queued = [j for j in jobs if j.glue_status == "SCHEDULED"]
+    if free_cpus and not queued:
+        return 0, 0
+    forecasts = [max(0.0, j.estimated_start - now) for j in queued if j.estimated_start is not None]
+    if forecasts:
+        return int(round(sum(forecasts) / len(forecasts))), int(round(max(forecasts)))
+    if not usable_cpus:
+        return None, None
+    fallback = queue.default_wall_s or queue.max_wall_s if queue else None
+
+    def limit(job: PbsJob) -> Optional[int]:
+        return job.walltime_limit_s if job.walltime_limit_s is not None else fallback
+
+    first = 0.0
+    if not free_cpus:
+        remaining = []
+        for job in jobs:
+            if job.running:
+                job_limit = limit(job)
+                if job_limit is None:
+                    return None, None
+                remaining.append(max(0, job_limit - (job.walltime_used_s or 0)))
+        if not remaining:
+            return None, None
+        first = float(min(remaining))
+    work = 0.0
+    for job in queued:
+        job_limit = limit(job)
+        if job_limit is None:
+            return None, None
+        work += (job.cpus or 1) * job_limit
+    worst = first + work / usable_cpus
+    return int(round(worst / 2)), int(round(worst))
+
+
+# -- the query ---------------------------------------------------------------------------
+
+def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
+    """Tools for PBS: ``pbs_bin_dir``, times in UTC, and no variable that changes qstat's formats."""
+    return commands.tools_for(ctx, "pbs_bin_dir", environment(_OUTPUT_ENV_PREFIXES), deadline)
+
+
+def query(ctx: LrmsContext) -> QueueState:
+    """The state of the PBS queue ``ctx.queue`` (see the module docstring for commands and failures)."""
+    deadline = time.monotonic() + ctx.timeout_s
+    tools = tools_for(ctx, deadline)
+    now = ctx.clock()
+    if not ctx.queue:
+        raise LrmsQueryError("pbs: no queue named for this CE (set its queue)")
+    queue_name = ctx.queue
+    configured = str(ctx.ce_config.get("pbs_flavour") or "auto").lower()
+    if configured not in ("auto", *FLAVOURS):
+        raise LrmsQueryError(f"pbs: pbs_flavour {configured!r} is not auto, openpbs or torque")
+    errors: list[str] = []
+
+    def step(what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except PbsQueueError:
+            raise
+        except LrmsQueryError as exc:
+            errors.append(str(exc))
+            return None
+
+    version: Optional[str]
+    if configured == "auto":
+        flavour, version = parse_version(tools("qstat", "--version"))  # fatal: nothing else can be read
+    else:
+        flavour = configured
+        found: Optional[tuple[str, str]] = step(lambda: parse_version(tools("qstat", "--version")))
+        version = found[1] if found else None
+    state = QueueState(lrms_type="pbs" if flavour == "openpbs" else "torque", lrms_version=version, queue=queue_name,
+                       collected_at=now)
+    if flavour == "openpbs":
+        queue: Optional[PbsQueue] = step(lambda: parse_queue_json(tools("qstat", "-Q", "-f", "-F", "json", queue_name),
+                                                                  queue_name))
+        all_nodes: Optional[list[PbsNode]] = step(lambda: parse_nodes_json(tools("pbsnodes", "-a", "-F", "json")))
+        jobs: Optional[list[PbsJob]] = step(lambda: parse_jobs_json(tools("qstat", "-f", "-t", "-F", "json", queue_name)))
+    else:
+        queue = step(lambda: parse_queue_text(tools("qstat", "-Q", "-f", queue_name), queue_name))
+        all_nodes = step(lambda: parse_nodes_xml(tools("pbsnodes", "-x")))
+        jobs = step(lambda: parse_jobs_xml(tools("qstat", "-f", "-x", "-t", queue_name)))
+
+    if queue is not None:
+        state.status = glue_status_of_queue(queue.enabled, queue.started)
+        state.max_wall_clock_time_min = minutes(queue.max_wall_s)
+        state.max_cpu_time_min = minutes(queue.max_cput_s)
+        state.max_running_jobs = queue.max_running
+        state.max_total_jobs = queue.max_total
+        state.priority = queue.priority
+    usable = None
+    lookup = host_matcher(h.hostname for h in ctx.hosts)
+    short_of: dict[str, str] = {}
+    if all_nodes is not None:
+        nodes = queue_nodes(all_nodes, queue, flavour)
+        allocations = node_allocations(nodes, lookup)
+        state.nodes = allocations
+        state.hosts = [a.name for a in allocations]
+        short_of = {n.name: a.name for n, a in zip(nodes, allocations, strict=True)}
+        if all(n.total is not None for n in nodes):
+            state.total_cpus = sum(n.total or 0 for n in nodes)
+            in_use = [(n, a) for n, a in zip(nodes, allocations, strict=True) if a.state in ("Idle", "Busy")]
+            usable = sum(n.total or 0 for n, _ in in_use)
+            state.free_cpus = sum(max(0, (n.total or 0) - (n.allocated or 0)) for n, a in in_use if a.state == "Idle")
+        else:
+            errors.append("pbsnodes: a node without a CPU count (ncpus/np): TotalCPUs and FreeCPUs unknown")
+    if jobs is not None:
+        active = [j for j in jobs if not j.finished]
+        state.running_jobs = sum(1 for j in active if j.running)
+        state.total_jobs = len(active)
+        state.waiting_jobs = state.total_jobs - state.running_jobs
+
+        def node_name(host: str) -> str:
+            return short_of.get(host) or site_host(host, lookup)
+
+        if ctx.with_jobs:
+            infos = [job_info(j, node_name) for j in jobs]
+        else:  # the cheap path: what the per-VO counts need
+            infos = [JobInfo(local_id=j.job_id, local_owner=j.owner, local_group=j.group, account=j.account,
+                             glue_status=j.glue_status) for j in active]
+        ctx.vo_map.assign(infos)
+        state.vo_counts = count_by_vo(infos)
+        if ctx.with_jobs:
+            state.jobs = infos
+    if state.free_cpus is not None and state.status is not None:
+        slots = state.free_cpus if state.status == "Production" else 0
+        if state.max_running_jobs is not None and state.running_jobs is not None:
+            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
+        state.free_job_slots = slots
+    if jobs is not None and state.free_cpus is not None and state.status == "Production":
+        state.estimated_response_time_s, state.worst_response_time_s = response_times(
+            jobs, state.free_cpus, usable, queue, now)
+    if errors:
+        state.error = f"{state.lrms_type}: " + "; ".join(dict.fromkeys(errors))
+    return state
+
+
+def iter_states() -> Iterable[tuple[str, str, str]]:
+    """(PBS job_state, GLUE status, SSS state) rows, for the docs table and tests."""
+    for letter, (glue, sss) in JOB_STATES.items():
+        yield letter, glue, sss
+
+
+LRMS = LrmsPlugin(name="pbs", query=query, description="OpenPBS / PBS Pro (JSON) or Torque (XML) queue via qstat/pbsnodes")

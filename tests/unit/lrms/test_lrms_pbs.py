@@ -1,0 +1,372 @@
+"""The pbs plugin on recorded outputs of OpenPBS 23.06 and Torque 6.1.3, and on faults.
+
+tests/fixtures/pbs/<flavour-version>/README says where each format comes
+from.  Expected numbers are read off the fixture files by hand; the
+arithmetic is written out where it is not a plain count.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+
+import pytest
+from paths import FIXTURES
+
+from glueinfo.core.model import HostSnapshot
+from glueinfo.lrms.plugins.pbs import (
+    exec_host_cpus,
+    exec_vnode_cpus,
+    minutes,
+    node_jobs_cpus,
+    parse_duration_s,
+    parse_limit,
+    parse_size_mb,
+    parse_time,
+    parse_version,
+    sss_node_state,
+)
+from glueinfo.lrms.registry import LrmsContext, LrmsQueryError, queue_state
+from glueinfo.lrms.vo_map import VoMap
+
+OPENPBS = FIXTURES / "pbs" / "openpbs-23.06"
+TORQUE = FIXTURES / "pbs" / "torque-6.1.3"
+NOW = 1732003200.0  # Tue Nov 19 08:00:00 2024 UTC, the recordings' "timestamp"
+
+
+def replay(directory, overrides=None, calls=None):
+    """A runner answering each PBS command from ``directory`` as the real tool would;
+    ``overrides`` maps a tool name (or "qstat-Q", "qstat-jobs") to an answer or an exception."""
+    overrides = overrides or {}
+
+    def run(argv, timeout, env):
+        tool, args = os.path.basename(argv[0]), list(argv[1:])
+        if calls is not None:
+            calls.append([tool, *args])
+        assert env["TZ"] == "UTC" and not any(k.startswith("PBS_QSTAT") for k in env)
+        key = tool
+        if tool == "qstat" and "-Q" in args:
+            key = "qstat-Q"
+        elif tool == "qstat" and "-f" in args:
+            key = "qstat-jobs"
+        if key in overrides:
+            answer = overrides[key]
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+        if args == ["--version"]:
+            return 0, (directory / "qstat_version.txt").read_text(), ""
+        json_mode = "json" in args
+        if key == "qstat-Q":
+            path = directory / (f"qstat_Q_{args[-1]}.json" if json_mode else f"qstat_Q_{args[-1]}.txt")
+            if not path.exists():
+                return 170, "", f"qstat: Unknown queue {args[-1]}\n"
+            return 0, path.read_text(), ""
+        if key == "qstat-jobs":
+            return 0, (directory / (f"qstat_jobs_{args[-1]}.json" if json_mode else f"qstat_jobs_{args[-1]}.xml")).read_text(), ""
+        if tool == "pbsnodes":
+            return 0, (directory / ("pbsnodes.json" if json_mode else "pbsnodes.xml")).read_text(), ""
+        raise AssertionError(f"unexpected command {argv}")
+
+    return run
+
+
+def state_of(directory, queue, overrides=None, calls=None, flavour="auto", with_jobs=True, vo_map=VoMap(), hosts=()):
+    ctx = LrmsContext(queue=queue, ce_config={"pbs_flavour": flavour, "pbs_bin_dir": "/opt/pbs/bin"}, hosts=list(hosts),
+                      clock=lambda: NOW, with_jobs=with_jobs, run=replay(directory, overrides, calls), vo_map=vo_map)
+    return queue_state("pbs", ctx)
+
+
+def by_id(state):
+    return {job.local_id: job for job in state.jobs}
+
+
+# -- OpenPBS 23.06 ------------------------------------------------------------------------
+
+def test_openpbs_queue_figures():
+    calls = []
+    state = state_of(OPENPBS, "workq", calls=calls)
+    assert state.error is None
+    assert (state.lrms_type, state.lrms_version, state.queue) == ("pbs", "23.06.06", "workq")
+    assert state.status == "Production"
+    # resources_max.walltime 48:00:00 = 2880 min; cput 96:00:00 = 5760 min
+    assert (state.max_wall_clock_time_min, state.max_cpu_time_min) == (2880, 5760)
+    # max_run "[o:PBS_ALL=6] [u:PBS_GENERIC=4]": the queue's overall limit is 6; max_queued [o:PBS_ALL=500]
+    assert (state.max_running_jobs, state.max_total_jobs, state.max_waiting_jobs, state.priority) == (6, 500, None, 50)
+    # workq: node01..node04 (gpu01 is bound to queue gpu); 4 x 8 CPUs
+    assert state.hosts == ["node01", "node02", "node03", "node04"]
+    assert state.total_cpus == 32
+    # free only on node02 (8 - 4 assigned); node03 offline and node04 state-unknown,down offer none
+    assert state.free_cpus == 4
+    # unfinished: 100 R, 101 R, 106 E (running); 102[2] Q, 102[3] Q, 105 Q, 103 H, 104 W; 102[1] X finished; 102[] parent
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (3, 5, 8)
+    # min(free 4, max_run 6 - 3 running)
+    assert state.free_job_slots == 3
+    # estimated.start_time: 102[2], 102[3] 08:10 (600 s), 105 09:00 (3600 s)
+    assert state.estimated_response_time_s == (600 + 600 + 3600) // 3 == 1600
+    assert state.worst_response_time_s == 3600
+    assert ["qstat", "-f", "-t", "-F", "json", "workq"] in calls and ["pbsnodes", "-a", "-F", "json"] in calls
+
+
+def test_openpbs_nodes_view():
+    state = state_of(OPENPBS, "workq")
+    nodes = {n.name: n for n in state.nodes}
+    assert [(n.state, n.lrms_state, n.total_cpus, n.allocated_cpus) for n in state.nodes] == [
+        ("Busy", "job-busy", 8, 8), ("Idle", "free", 8, 4), ("Offline", "offline", 8, 0),
+        ("Unknown", "state-unknown,down", 8, 0)]
+    assert nodes["node03"].reason == "disk failure, ticket 4711"
+    assert nodes["node02"].reason is None and nodes["node04"].reason is None
+
+
+def test_openpbs_node_names_become_site_hosts():
+    hosts = [HostSnapshot(hostname="node01.example.org"), HostSnapshot(hostname="node02.example.org")]
+    state = state_of(OPENPBS, "workq", hosts=hosts)
+    assert state.hosts == ["node01.example.org", "node02.example.org", "node03", "node04"]
+    assert by_id(state)["100.pbs-head"].nodes == ["node01.example.org", "node02.example.org"]
+
+
+def test_openpbs_jobs():
+    jobs = by_id(state_of(OPENPBS, "workq"))
+    assert set(jobs) == {"100.pbs-head", "101.pbs-head", "102[1].pbs-head", "102[2].pbs-head", "102[3].pbs-head",
+                         "103.pbs-head", "104.pbs-head", "105.pbs-head", "106.pbs-head"}
+    expect = {"100.pbs-head": ("R", "RUNNING", "Running"), "102[1].pbs-head": ("X", "DONE", "Completed"),
+              "102[2].pbs-head": ("Q", "SCHEDULED", "Idle"), "103.pbs-head": ("H", "WAITING", "Hold"),
+              "104.pbs-head": ("W", "WAITING", "Hold"), "106.pbs-head": ("E", "RUNNING", "Running")}
+    for job_id, states in expect.items():
+        assert (jobs[job_id].lrms_state, jobs[job_id].glue_status, jobs[job_id].sss_state) == states, job_id
+    multi = jobs["100.pbs-head"]
+    assert (multi.local_owner, multi.local_group, multi.account, multi.queue) == ("atlas001", "atlas", None, "workq")
+    assert multi.nodes == ["node01", "node02"] and multi.delivered_processors == 6 and multi.requested_processors == 6
+    assert (multi.requested_nodes, multi.requested_memory_mb, multi.requested_duration_s) == (2, 3072, 7200)
+    assert multi.submit_time == NOW - 40 * 60 and multi.start_time == NOW - 30 * 60 and multi.delivered_wall_s == 1800
+    assert jobs["101.pbs-head"].account == "cmsprod"
+    queued = jobs["102[2].pbs-head"]
+    assert queued.start_time == NOW + 600 and queued.start_is_estimate and queued.nodes == []
+    assert queued.scheduler_specific == "Not Running: Insufficient amount of resource: ncpus"
+    done = jobs["102[1].pbs-head"]
+    assert done.end_time == NOW - 15 * 60 and done.start_time == NOW - 19 * 60
+
+
+def test_openpbs_hostile_job_name_is_kept_as_text():
+    job = by_id(state_of(OPENPBS, "workq"))["105.pbs-head"]
+    assert job.name == 'x\n999.pbs-head","job_state":"R" <b>&amp;</b> \u00e9\u2603'
+    assert job.lrms_state == "Q" and job.local_owner == "dteam001"
+
+
+def test_openpbs_vo_counts_every_cycle_without_job_list():
+    vo_map = VoMap.from_values(["user:atlas*=atlas", "group:cms=cms", "group:lhcb=lhcb"])
+    state = state_of(OPENPBS, "workq", with_jobs=False, vo_map=vo_map)
+    assert state.jobs == []
+    counts = {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()}
+    # atlas: 100 R; 102[2] Q, 102[3] Q, 104 W.  cms: 101 R.  lhcb: 103 H.  105 (dteam) and 106 (ops) are local.
+    assert counts == {"atlas": (1, 3, 4), "cms": (1, 0, 1), "lhcb": (0, 1, 1)}
+
+
+def test_openpbs_closed_queue_and_short_limit():
+    state = state_of(OPENPBS, "closed", overrides={"qstat-jobs": (0, (OPENPBS / "qstat_jobs_empty.json").read_text(), "")})
+    assert state.error is None
+    assert state.status == "Closed" and state.free_job_slots == 0
+    # walltime 00:30:00 is 30 minutes, not 1800; old-style max_running 20
+    assert state.max_wall_clock_time_min == 30 and state.max_running_jobs == 20
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (0, 0, 0)
+    assert state.estimated_response_time_s is None
+
+
+def test_openpbs_routing_queue_is_refused_in_one_line():
+    state = state_of(OPENPBS, "route", overrides={"qstat-jobs": (0, (OPENPBS / "qstat_jobs_empty.json").read_text(), "")})
+    # a routing queue runs no jobs: the CE is misconfigured, nothing is published for it
+    assert state.error == "queue route is a routing queue: it runs no jobs (name an execution queue)"
+    assert (state.status, state.total_cpus, state.total_jobs) == (None, None, None)
+
+
+def test_forced_flavour_still_reads_the_version():
+    state = state_of(OPENPBS, "workq", flavour="openpbs")
+    assert state.lrms_type == "pbs" and state.lrms_version == "23.06.06" and state.error is None
+
+
+# -- Torque 6.1.3 ---------------------------------------------------------------------------
+
+def test_torque_queue_figures():
+    calls = []
+    state = state_of(TORQUE, "batch", calls=calls)
+    assert state.error is None
+    assert (state.lrms_type, state.lrms_version) == ("torque", "6.1.3")
+    assert state.status == "Production"
+    # 72:00:00 = 4320 minutes
+    assert (state.max_wall_clock_time_min, state.max_cpu_time_min) == (4320, 4320)
+    assert (state.max_running_jobs, state.max_total_jobs, state.priority) == (40, 1000, None)
+    # neednodes=batch: wn01..wn04 have the property, wn05 (long,bigmem) does not
+    assert state.hosts == ["wn01", "wn02", "wn03", "wn04"]
+    assert state.total_cpus == 4 * 8
+    # wn02: np 8, jobs 0-3/200 -> 4 free; wn01 full; wn03 down,offline; wn04 down
+    assert state.free_cpus == 4
+    # 200 R, 201 R; 202[1] Q, 202[2] Q, 203 H, 204 Q; 205 C finished
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 4, 6)
+    assert state.free_job_slots == 4
+    # no estimates from Torque: drain model.  A CPU is free, so first = 0; queued work =
+    # 202[1] 1 CPU x 3600 + 202[2] 1 x 3600 + 204 2 x 1800 = 10800 CPU-s over 16 usable CPUs (wn01, wn02)
+    assert state.worst_response_time_s == 10800 // 16 == 675
+    assert state.estimated_response_time_s == round(675 / 2) == 338
+    assert ["qstat", "-f", "-x", "-t", "batch"] in calls and ["pbsnodes", "-x"] in calls
+
+
+def test_torque_nodes_view():
+    state = state_of(TORQUE, "batch")
+    assert [(n.name, n.state, n.lrms_state, n.total_cpus, n.allocated_cpus) for n in state.nodes] == [
+        ("wn01", "Busy", "job-exclusive", 8, 8), ("wn02", "Idle", "free", 8, 4), ("wn03", "Offline", "down,offline", 8, 0),
+        ("wn04", "Offline", "down", 8, 0)]
+    # the BEL character in the note is not XML 1.0: replaced, the note kept
+    assert state.nodes[2].reason == "bad DIMM & fan, see RT#99 \ufffd"
+
+
+def test_torque_jobs_and_hostile_name():
+    jobs = by_id(state_of(TORQUE, "batch"))
+    multi = jobs["200.torque-head"]
+    assert multi.nodes == ["wn01", "wn02"] and multi.delivered_processors == 8 and multi.requested_processors == 8
+    assert (multi.local_owner, multi.local_group, multi.start_time, multi.delivered_wall_s) == (
+        "atlas001", "atlas", 1731999600.0, 3600)
+    assert jobs["201.torque-head"].account == "cmsprod"
+    assert (jobs["203.torque-head"].glue_status, jobs["203.torque-head"].requested_processors) == ("WAITING", 2)
+    done = jobs["205.torque-head"]
+    assert (done.glue_status, done.sss_state, done.end_time, done.nodes) == ("DONE", "Completed", 1732002520.0, ["wn02"])
+    evil = jobs["204.torque-head"]
+    # a raw '&' and a control character (Torque copies names byte for byte) are read as text, never as markup
+    assert evil.name == "evil&name\ufffd </Job_Name><job_state>R</job_state> \u00e9"
+    assert evil.lrms_state == "Q" and evil.glue_status == "SCHEDULED"
+
+
+def test_torque_disabled_started_queue_is_draining_and_wrapped_values_read():
+    state = state_of(TORQUE, "long", overrides={"qstat-jobs": (0, "", "")})
+    assert state.error is None
+    assert state.status == "Draining" and state.free_job_slots == 0
+    assert state.max_wall_clock_time_min == 336 * 60
+    assert state.hosts == ["wn05"] and (state.total_cpus, state.free_cpus) == (16, 16)
+    assert state.total_jobs == 0
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+def test_server_down_leaves_figures_unknown_with_one_warning(caplog):
+    down = (2, "", (OPENPBS / "server_down_qstat.stderr").read_text())
+    nodes_down = (1, "", (OPENPBS / "server_down_pbsnodes.stderr").read_text())
+    with caplog.at_level(logging.WARNING, logger="glueinfo.lrms"):
+        state = state_of(OPENPBS, "workq", overrides={"qstat-Q": down, "qstat-jobs": down, "pbsnodes": nodes_down})
+    assert state.lrms_version == "23.06.06"  # qstat --version needs no server
+    assert (state.status, state.total_cpus, state.free_cpus, state.total_jobs, state.free_job_slots) == (None,) * 5
+    assert "Connection refused" in state.error and "pbsnodes" in state.error and "\n" not in state.error
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+
+
+def test_torque_server_down():
+    down = (1, "", (TORQUE / "server_down_qstat.stderr").read_text())
+    state = state_of(TORQUE, "batch", overrides={"qstat-jobs": down})
+    assert state.total_jobs is None and state.running_jobs is None and state.vo_counts == {}
+    assert state.status == "Production" and state.total_cpus == 32  # the rest still read
+    assert "Cannot connect to default server host 'torque-head'" in state.error
+
+
+@pytest.mark.parametrize("name, what", [
+    ("qstat_jobs_truncated.json", "not valid JSON"),
+    ("qstat_jobs_bad_escape.json", "not valid JSON"),
+])
+def test_malformed_json_fails_the_job_step_only(name, what):
+    state = state_of(OPENPBS, "workq", overrides={"qstat-jobs": (0, (OPENPBS / name).read_text(), "")})
+    assert state.total_jobs is None and state.jobs == [] and what in state.error
+    assert state.free_cpus == 4 and state.estimated_response_time_s is None
+
+
+@pytest.mark.parametrize("name, what", [
+    ("qstat_jobs_truncated.xml", "not well-formed XML"),
+    ("qstat_jobs_lt_in_name.xml", "not well-formed XML"),
+])
+def test_malformed_xml_fails_the_job_step_only(name, what):
+    state = state_of(TORQUE, "batch", overrides={"qstat-jobs": (0, (TORQUE / name).read_text(), "")})
+    assert state.total_jobs is None and what in state.error and "\n" not in state.error
+    assert state.total_cpus == 32
+
+
+def test_torque_xml_with_an_entity_declaration_is_refused():
+    evil = '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x "y">]><Data><Job><Job_Id>1.t</Job_Id><job_state>R</job_state></Job></Data>'
+    state = state_of(TORQUE, "batch", overrides={"qstat-jobs": (0, evil, "")})
+    assert state.total_jobs is None and "DTDs and entity declarations are not accepted" in state.error
+
+
+def test_unknown_job_state_names_the_job():
+    text = (OPENPBS / "qstat_jobs_workq.json").read_text().replace('"job_state":"W"', '"job_state":"Z"')
+    state = state_of(OPENPBS, "workq", overrides={"qstat-jobs": (0, text, "")})
+    assert state.total_jobs is None and "job '104.pbs-head': unknown job_state 'Z'" in state.error
+
+
+def test_missing_command_and_timeout():
+    state = state_of(OPENPBS, "workq", overrides={"pbsnodes": FileNotFoundError(2, "No such file")})
+    assert state.total_cpus is None and state.hosts == [] and "/opt/pbs/bin/pbsnodes: command not found" in state.error
+    assert state.total_jobs == 8
+    slow = state_of(OPENPBS, "workq", overrides={"qstat-jobs": subprocess.TimeoutExpired("qstat", 10)})
+    assert slow.total_jobs is None and "qstat timed out" in slow.error
+
+
+def test_auto_flavour_undecidable_is_fatal_in_one_line():
+    state = state_of(OPENPBS, "workq", overrides={"qstat": (0, "qstat: illegal option -- -\nusage: ...\n", "")})
+    assert state.status is None and state.total_jobs is None
+    assert state.error == "qstat --version: unexpected output 'qstat: illegal option -- - usage: ...'"
+
+
+def test_bad_flavour_and_missing_queue():
+    assert "pbs_flavour 'pbspro' is not" in state_of(OPENPBS, "workq", flavour="pbspro").error
+    assert "no queue named" in state_of(OPENPBS, None).error
+
+
+# -- parsers --------------------------------------------------------------------------------------
+
+def test_version_lines():
+    assert parse_version("pbs_version = 19.1.3\n") == ("openpbs", "19.1.3")
+    assert parse_version("Version: 4.2.10\nCommit: 1a2b3c\n") == ("torque", "4.2.10")
+    with pytest.raises(LrmsQueryError, match="unexpected output"):
+        parse_version("garbage")
+
+
+def test_durations_and_minutes():
+    assert parse_duration_s("72:00:00") == 259200
+    assert parse_duration_s("00:30:00") == 1800
+    assert parse_duration_s("45:00") == 2700
+    assert parse_duration_s("90") == 90
+    assert parse_duration_s(3600) == 3600
+    assert minutes(parse_duration_s("00:30:00")) == 30 and minutes(59) == 1 and minutes(None) is None
+    with pytest.raises(ValueError, match="not a PBS duration"):
+        parse_duration_s("1-00:00:00")
+
+
+def test_sizes_times_limits():
+    assert (parse_size_mb("4gb"), parse_size_mb("1048576kb"), parse_size_mb("512mb"), parse_size_mb("1mw")) == (4096, 1024, 512, 8)
+    assert parse_time("Tue Nov 19 08:00:00 2024") == NOW and parse_time("1732003200") == NOW and parse_time("") is None
+    with pytest.raises(ValueError):
+        parse_time("2024-11-19T08:00:00")
+    assert (parse_limit("[o:PBS_ALL=100]"), parse_limit("[u:PBS_GENERIC=10]"), parse_limit("12")) == (100, None, 12)
+
+
+def test_exec_host_forms():
+    assert exec_host_cpus("node1/0*2+node2/0*2") == {"node1": 2, "node2": 2}  # OpenPBS
+    assert exec_host_cpus("wn01/0-3+wn02/0-3") == {"wn01": 4, "wn02": 4}  # Torque 6
+    assert exec_host_cpus("wn01/0+wn01/1+wn02/0") == {"wn01": 2, "wn02": 1}  # Torque 2-4
+    assert exec_host_cpus("wn01/0-1,3") == {"wn01": 3}
+    assert exec_vnode_cpus("(n1:ncpus=2:mem=1gb)+(n2:ncpus=3)") == {"n1": 2, "n2": 3}
+    with pytest.raises(ValueError):
+        exec_host_cpus("wn01")
+
+
+def test_node_jobs_forms():
+    assert node_jobs_cpus("0-3/12.srv,4/13.srv") == 5  # Torque 6
+    assert node_jobs_cpus("0/12.srv, 1/12.srv, 2/13.srv") == 3  # Torque 2-4
+    assert node_jobs_cpus(["12.srv/0", "12.srv/1"]) == 2  # OpenPBS JSON
+    assert node_jobs_cpus("") == 0
+
+
+@pytest.mark.parametrize("words, total, allocated, sss", [
+    ("free", 8, 0, "Idle"), ("free", 8, 8, "Busy"), ("job-busy", 8, 8, "Busy"), ("job-exclusive", 8, 2, "Busy"),
+    ("offline", 8, 0, "Offline"), ("down,offline", 8, 0, "Offline"), ("job-busy,offline", 8, 8, "Offline"),
+    ("down", 8, 0, "Offline"), ("state-unknown,down", 8, 0, "Unknown"), ("stale", 8, 0, "Unknown"),
+    ("maintenance", 8, 0, "Offline"), ("resv-exclusive", 8, 0, "Busy"), ("free", None, None, "Unknown"),
+])
+def test_node_state_table(words, total, allocated, sss):
+    assert sss_node_state(words, total, allocated) == sss
