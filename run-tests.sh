@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-DEBS=(slapd ldap-utils glue-schema bdii slurm-wlm slurm-client munge ganglia-monitor prometheus-node-exporter)
+DEBS=(slapd ldap-utils glue-schema bdii slurm-wlm slurm-client munge ganglia-monitor prometheus-node-exporter
+      gridengine-master gridengine-exec gridengine-client)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -19,6 +20,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     had_policy=0; [ -e "$policy" ] && had_policy=1
     [ $had_policy = 1 ] || { printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; }
     apt-get update -qq
+    # gridengine-common asks for its cell and master host: answer before installing (the tests
+    # make a private cell of their own; this only lets the package install without questions).
+    printf '%s\n' "gridengine-common shared/gridengineconfig boolean true" \
+      "gridengine-common shared/gridenginecell string default" \
+      "gridengine-common shared/gridenginemaster string $(hostname)" | debconf-set-selections
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     [ $had_policy = 1 ] || rm -f "$policy"
   else
