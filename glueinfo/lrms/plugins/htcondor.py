@@ -45,6 +45,7 @@ published.  A queue that names one schedd is not touched by another's failure.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -221,8 +222,8 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
     parents: set[tuple[str, int]] = set()
     parsed = []
     for number, ad in enumerate(slots, 1):
-        name, machine = _str(ad, "name"), _str(ad, "machine")
-        if not name or not machine:
+        name, host = _str(ad, "name"), _str(ad, "machine")
+        if not name or not host:
             raise HTCondorOutputError(f"condor_status: slot ad {number} has no Name or Machine")
         kind = _slot_kind(ad)
         cpus, total = _int(ad, "cpus"), _int(ad, "totalslotcpus")
@@ -230,10 +231,10 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
             raise HTCondorOutputError(f"condor_status: slot {name} has no CPU count")
         state = _str(ad, "state") or "Unknown"
         slot_id = _int(ad, "slotid")
-        startd = _startd_of(name, machine)
+        startd = _startd_of(name, host)
         if kind == "Partitionable" and slot_id is not None:
             parents.add((startd, slot_id))
-        parsed.append((name, machine, kind, cpus, total, state, slot_id, startd, ad))
+        parsed.append((name, host, kind, cpus, total, state, slot_id, startd, ad))
     for name, machine_name, kind, cpus, total, state, slot_id, startd, ad in parsed:
         machine = machines.setdefault(machine_name.lower(), Machine(machine_name))
         if literal(ad.get("draining")) is True:
@@ -267,9 +268,9 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
                 machine.allocated += cpus
             elif state in _FREE_STATIC_STATES:
                 machine.free += cpus
-    for machine in machines.values():
-        if not machine.reason and machine.slots and machine.owner_slots == machine.slots:
-            machine.reason = "Owner state: the startd's START expression is false"
+    for each in machines.values():
+        if not each.reason and each.slots and each.owner_slots == each.slots:
+            each.reason = "Owner state: the startd's START expression is false"
     return sorted(machines.values(), key=lambda m: m.name)
 
 
@@ -367,7 +368,8 @@ def run_tool(tools: Tools, tool: str, *args: str) -> str:
     code, out, err = tools.call(tool, *args, ok_codes=range(256))
     if code != 0:
         lines = [line.strip() for line in err.splitlines() if line.strip()][:2]
-        message = " ".join(lines) or clip(out) or "no message"
+        # a sinful string's ?addrs=...&alias=...&sock=... is long and says nothing more here
+        message = re.sub(r"<([^<>?]+)\?[^<>]*>", r"<\1>", " ".join(lines)) or clip(out) or "no message"
         shown = " ".join(a for a in args if a != "-attributes" and "," not in a)
         raise LrmsQueryError(f"{tool}{' ' + shown if shown else ''} exited {code}: {clip(message, 200)}")
     return out
@@ -450,37 +452,33 @@ def query(ctx: LrmsContext) -> QueueState:
             if not in_scope:
                 errors.append("the collector lists no schedd")
 
-    answers: list[ScheddAnswer] = _run_all([lambda s=s: ask_schedd(tools, s.name) for s in in_scope]) if in_scope else []
-    failed = [a for a in answers if a.error is not None]
-    for answer in failed:
-        errors.append(answer.error or "")
+    answers: list[ScheddAnswer] = _run_all([functools.partial(ask_schedd, tools, s.name) for s in in_scope]) if in_scope else []
+    failed: dict[str, str] = {a.schedd: a.error for a in answers if a.error is not None}
     jobs: list[JobInfo] = []
     for answer in answers:
         if answer.ads is None:
             continue
         try:
-            for ad in answer.ads:
-                job = job_from_ad(ad, answer.schedd, lookup, now)
-                if job is not None and (queue_by == "schedd" or in_group(job.account, queue)):
-                    jobs.append(job)
+            mine = [job for ad in answer.ads if (job := job_from_ad(ad, answer.schedd, lookup, now)) is not None]
         except LrmsQueryError as exc:
-            failed.append(ScheddAnswer(answer.schedd, error=str(exc)))
-            errors.append(str(exc))
-            jobs = [j for j in jobs if j.queue != answer.schedd]
+            failed[answer.schedd] = str(exc)
+            continue
+        jobs.extend(job for job in mine if queue_by == "schedd" or in_group(job.account, queue))
     if queue_by == "accounting_group":
         for job in jobs:
             job.queue = queue
 
     complete = bool(answers) and not failed
-    if failed and answers:
+    if failed:
+        # First in the error, which is cut at 300 characters: whose jobs are missing.
         by_name = {s.name: s for s in in_scope}
         missing = []
-        for answer in failed:
-            s = by_name.get(answer.schedd)
-            seen = (f" (its collector ad: {s.running} running, {s.idle} idle, {s.held} held)"
-                    if s and s.running is not None else "")
-            missing.append(f"{answer.schedd}{seen}")
-        errors.append("job counts left out: they would omit the jobs of " + ", ".join(missing))
+        for name in failed:
+            s = by_name.get(name)
+            seen = f" (its collector ad: {s.running} running, {s.idle} idle, {s.held} held)" if s and s.running is not None else ""
+            missing.append(f"{name}{seen}")
+        errors.insert(0, "job counts left out, they would omit the jobs of schedd " + ", ".join(missing))
+        errors.extend(failed.values())
     ctx.vo_map.assign(jobs)
     if complete:
         active = [j for j in jobs if j.glue_status not in ("DONE", "ABORTED")]
