@@ -318,7 +318,7 @@ _JOB_FIELDS = frozenset({"JB_job_number", "state", "slots", "JB_owner", "JB_name
                          "hard_request", "JAT_prio"})
 
 
-def _job(element: Any, instance: Optional[str], full: bool) -> list[SgeJob]:
+def _job(element: Any, instance: Optional[str], full: bool, read: _Readers) -> list[SgeJob]:
     """One ``job_list`` element -> its jobs (one per array task)."""
     values: dict[str, str] = {}
     queues: list[str] = []
@@ -332,19 +332,19 @@ def _job(element: Any, instance: Optional[str], full: bool) -> list[SgeJob]:
             queues.append(text.strip())
         elif tag == "hard_request":
             if child.get("name") == "h_rt":
-                h_rt = parse_time_s(text)
+                h_rt = read.time_s(text)
         else:
             values[tag] = text
     number = values.get("JB_job_number", "").strip()
     state = values.get("state", "").strip()
     if not number.isdigit():
         raise ValueError(f"job number {number!r}")
-    glue_status, sss_state, finished = _STATE_MAP(state)
+    glue_status, sss_state, finished = read.state(state)
     slots = int(values.get("slots", "1").strip() or "1")
     tasks_text = values.get("tasks", "").strip()
     tasks: Sequence[Optional[str]] = expand_tasks(tasks_text) if tasks_text else [None]
-    start = _timestamp(values.get("JAT_start_time"))
-    submit = _timestamp(values.get("JB_submission_time"))
+    start = read.timestamp(values.get("JAT_start_time") or "")
+    submit = read.timestamp(values.get("JB_submission_time") or "")
     if full:
         name = values.get("full_job_name", values.get("JB_name"))
         owner = values.get("JB_owner", "").strip() or None
@@ -375,7 +375,14 @@ def _memo(function: Callable[[str], Any]) -> Callable[[str], Any]:
     return lookup
 
 
-_STATE_MAP = _memo(map_job_state)
+@dataclass(frozen=True)
+class _Readers:
+    """Thousands of jobs share a few states, limits and (per second) times: each text is read once
+    per parse (the caches live as long as one parse, never across refreshes)."""
+
+    state: Callable[[str], Any] = field(default_factory=lambda: _memo(map_job_state))
+    time_s: Callable[[str], Any] = field(default_factory=lambda: _memo(parse_time_s))
+    timestamp: Callable[[str], Any] = field(default_factory=lambda: _memo(_timestamp))
 
 
 def parse_qstat(text: str, full: bool = True) -> QstatReport:
@@ -394,6 +401,7 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
     instances: list[QueueInstance] = []
     jobs: list[SgeJob] = []
     running: dict[str, SgeJob] = {}
+    read = _Readers()
     for section in root:
         if section.tag == "queue_info":
             for queue in section:
@@ -409,7 +417,7 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
                                                    _int(queue.find("slots_resv"), "slots_resv"),
                                                    _int(queue.find("slots_total"), "slots_total"), states))
                     for element in queue.iterchildren("job_list"):
-                        for job in _job(element, name, full):
+                        for job in _job(element, name, full, read):
                             seen = running.get(job.local_id)
                             if seen is None:
                                 running[job.local_id] = job
@@ -422,7 +430,7 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
         elif section.tag == "job_info":
             for number, element in enumerate(section.iterchildren("job_list"), 1):
                 try:
-                    jobs.extend(_job(element, None, full))
+                    jobs.extend(_job(element, None, full, read))
                 except (ValueError, TypeError) as exc:
                     raise SgeOutputError(f"qstat -xml: pending job record {number}: {exc}") from None
     return QstatReport(instances, jobs)
