@@ -40,17 +40,17 @@ def assert_all_unknown(state: QueueState) -> None:
 
 # -- registry --------------------------------------------------------------------------
 
-def test_builtin_plugins_are_fork_and_slurm():
-    names = [p.name for p in all_plugins()]
-    assert names[:2] == ["fork", "slurm"]
-    assert all(p.source == "builtin" for p in all_plugins()[:2])
+def test_builtin_plugins_are_every_module_of_the_plugins_package():
+    builtin = {p.name for p in all_plugins() if p.source == "builtin"}
+    modules = {path.stem for path in (REPO / "glueinfo" / "lrms" / "plugins").glob("*.py") if not path.stem.startswith("_")}
+    assert builtin == modules and {"fork", "slurm"} <= builtin
 
 
 def test_unknown_lrms_is_an_error_state_naming_the_known_ones(caplog):
     with caplog.at_level(logging.WARNING, logger="glueinfo.lrms"):
-        state = queue_state("pbs", ctx(queue="q"))
-    assert state.lrms_type == "pbs" and state.queue == "q"
-    assert "unknown LRMS 'pbs'" in state.error and "fork" in state.error and "slurm" in state.error
+        state = queue_state("moab", ctx(queue="q"))
+    assert state.lrms_type == "moab" and state.queue == "q"
+    assert "unknown LRMS 'moab'" in state.error and "fork" in state.error and "slurm" in state.error
     assert_all_unknown(state)
     assert len(caplog.records) == 1
 
