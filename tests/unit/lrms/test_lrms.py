@@ -7,6 +7,8 @@ import os
 import textwrap
 import time
 
+from paths import REPO
+
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, QueueState
 from glueinfo.lrms.registry import (
     LrmsContext,
