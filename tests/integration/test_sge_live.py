@@ -127,7 +127,8 @@ def test_long_limits_and_disabled_queue(cell, busy):
     closed = state_of(cell, "closed")
     queue_line = next(line for line in cell.run("qstat", "-f", "-q", "closed").splitlines() if line.startswith("closed@"))
     assert queue_line.split()[-1] == "d"
-    assert closed.error is None and closed.status == "Closed" and closed.free_job_slots == 0
+    # the job below was accepted by qsub into the disabled queue: GLUE's Queueing (accepts, cannot run), not Closed
+    assert closed.error is None and closed.status == "Queueing" and closed.free_job_slots == 0
     assert [j.local_id for j in closed.jobs] == [busy["closed"]] and closed.waiting_jobs == 1
     assert [(n.state, n.lrms_state) for n in closed.nodes] == [("Offline", "d")]
 

@@ -685,14 +685,16 @@ def queue_status(instances: Sequence[QueueInstance], hosts: Optional[Mapping[str
     """GLUE status of a cluster queue from its instances.
 
     Production: at least one instance can be given a job (states empty or only
-    c, execd reporting); Closed: every instance disabled (``qmod -d``, or by a
-    calendar: d/D) or the queue has no instance; Queueing otherwise (jobs are
-    accepted and wait: instances suspended, in error, unknown or over a load
-    threshold).  Grid Engine has no per-queue draining.
+    c, execd reporting); Closed: the queue has no instance (``qsub`` refuses
+    it); Queueing otherwise: jobs are accepted and wait, which is GLUE's
+    Queueing, whether the instances are disabled (``qmod -d``, or by a
+    calendar: d/D; SGE still accepts ``qsub`` into them), suspended, in
+    error, unknown or over a load threshold.  Grid Engine has no per-queue
+    draining.
     """
     if any(_usable(i, hosts) for i in instances):
         return "Production"
-    if not instances or all(DISABLED_LETTERS.intersection(i.states) for i in instances):
+    if not instances:
         return "Closed"
     return "Queueing"
 

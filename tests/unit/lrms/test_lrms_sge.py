@@ -112,10 +112,10 @@ def test_recorded_long_queue_limits_units_and_array_tasks():
     assert (state.running_jobs, state.waiting_jobs) == (1, 6)
 
 
-def test_recorded_disabled_queue_is_closed_and_its_node_offline():
+def test_recorded_disabled_queue_is_queueing_and_its_node_offline():
     state = state_of("closed")
     assert state.error is None
-    assert state.status == "Closed"
+    assert state.status == "Queueing"  # qsub still accepts jobs into a disabled queue: GLUE's Queueing, not Closed
     assert (state.free_job_slots, state.free_cpus, state.total_cpus) == (0, 0, 1)
     assert state.estimated_response_time_s is None and state.worst_response_time_s is None
     (node,) = state.nodes
