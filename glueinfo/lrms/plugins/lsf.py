@@ -1,0 +1,687 @@
+"""LRMS plugin ``lsf``: a CE queue is an IBM Spectrum LSF (Platform LSF) queue.
+
+Commands (each bounded by what is left of the query's deadline):
+
+- ``lsid``                                  -> LRMSVersion, and which formats to ask for
+- ``bqueues -l QUEUE``                      -> Status, PRIO, MAX, RUNLIMIT/CPULIMIT, the queue's HOSTS
+- LSF >= 10.1.0.2 (Fix Pack 2, which added ``-json`` to bjobs/bhosts/bqueues and ``-hms`` to bjobs):
+  ``bhosts -o "FIELDS" -json [HOSTS]`` and ``bjobs -u all -q QUEUE -o "FIELDS" -json -hms``
+- older: ``bhosts -w [HOSTS]`` and ``bjobs -u all -q QUEUE -w``
+
+The queue is always read from ``bqueues -l``: it prints every limit in one
+documented unit (RUNLIMIT and CPULIMIT in minutes, ``720.0 min``) in every
+version, where ``bqueues -o`` field names and units moved between fix packs.
+Commands run with ``LSF_ENVDIR`` from ``[ce:NAME] lsf_envdir``,
+``LSB_NTRIES=1`` (a command otherwise retries for ever while mbatchd is
+down), ``LSB_DISPLAY_YEAR=Y`` (years in time stamps), ``TZ=UTC``, and
+without the ``LSB_*_FORMAT`` variables that change what they print.
+
+Any step that fails (command missing, timed out, non-zero exit such as
+``LSF is down``, output not in the expected shape) leaves the fields it
+feeds None and adds a one-line reason to ``QueueState.error``; the other
+steps still fill theirs.  A job list is read whole or not at all.
+
+Mappings (docs/lrms/lsf.md has the tables): ``QUEUE_STATUS``,
+``JOB_STATES``, :func:`sss_host_state`, :func:`response_times`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.lrms import commands
+from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.names import host_matcher, site_host
+from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.vo_map import count_by_vo
+
+JSON_SINCE = (10, 1, 0, 2)
+
+# LSF job STAT -> (GLUE CE job status, SSS job State).
+JOB_STATES: dict[str, tuple[str, str]] = {
+    "PEND": ("SCHEDULED", "Idle"),
+    "WAIT": ("SCHEDULED", "Idle"),  # a chunk job member waiting for its chunk
+    "PSUSP": ("WAITING", "Hold"),  # suspended while pending, by its owner or an admin
+    "PROV": ("READY", "Running"),  # dispatched, its host being provisioned
+    "RUN": ("RUNNING", "Running"),
+    "UNKWN": ("RUNNING", "Running"),  # mbatchd lost contact with the host's sbatchd: the job still holds its slots
+    "USUSP": ("WAITING", "Suspended"),
+    "SSUSP": ("WAITING", "Suspended"),
+    "DONE": ("DONE", "Completed"),
+    "EXIT": ("ABORTED", "Completed"),  # killed, or ended with a non-zero exit code
+    "ZOMBI": ("ABORTED", "Completed"),  # killed while its host was unreachable
+}
+FINISHED = frozenset({"DONE", "ABORTED", "CLEARED"})
+
+# bqueues STATUS (Open|Closed):(Active|Inact...) -> GLUE status.
+QUEUE_STATUS = {("Open", True): "Production", ("Open", False): "Queueing",
+                ("Closed", True): "Draining", ("Closed", False): "Closed"}
+
+BJOBS_FIELDS = ("jobid", "jobindex", "stat", "user", "user_group", "queue", "proj_name", "job_name", "submit_time",
+                "start_time", "finish_time", "exec_host", "nreq_slot", "nalloc_slot", "runtimelimit", "run_time",
+                "pend_reason")
+BHOSTS_FIELDS = ("host_name", "status", "max", "njobs", "run", "ssusp", "ususp", "rsv", "comments")
+
+_OUTPUT_ENV = ("LSB_BJOBS_FORMAT", "LSB_BQUEUES_FORMAT", "LSB_BHOSTS_FORMAT", "LSB_HMS_TIME_FORMAT",
+               "LSB_BJOBS_PENDREASON_LEVEL", "LSF_LSLOAD_FORMAT")
+_NO_JOBS = ("No unfinished job found", "No job found")
+
+
+class LsfOutputError(LrmsQueryError):
+    """Output that is not in the shape asked for."""
+
+
+# -- small parsers ---------------------------------------------------------------------
+
+def parse_version(text: str) -> str:
+    """``lsid``'s first line, ``IBM Spectrum LSF Standard 10.1.0.13, Apr 15 2022`` (or ``Platform
+    LSF 9.1.3.0``) -> ``10.1.0.13``."""
+    match = re.search(r"\bLSF\b[^\n,]*?\b(\d+\.\d+(?:\.\d+)*)", text)
+    if not match:
+        raise LsfOutputError(f"lsid: unexpected output {clip(text)!r}")
+    return match.group(1)
+
+
+def version_tuple(version: Optional[str]) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")) if version else ()
+
+
+def uses_json(version: Optional[str]) -> bool:
+    """JSON (bjobs/bhosts ``-o ... -json``) from LSF 10.1.0.2 on; plain formats before, and when
+    the version is unknown (they work in every version)."""
+    return bool(version) and version_tuple(version) >= JSON_SINCE
+
+
+def parse_limit_minutes(text: str) -> Optional[int]:
+    """A bqueues -l limit: ``720.0 min`` (optionally ``of hostA``, the host it is normalised to) ->
+    whole minutes; ``HH:MM`` or ``HH:MM:SS`` are read too.  ValueError otherwise."""
+    text = text.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*min(?:\s+of\s+\S+)?", text)
+    if match:
+        return int(float(match.group(1)))
+    return clock_seconds(text) // 60
+
+
+def clock_seconds(text: str) -> int:
+    """``hh:mm:ss`` or ``hh:mm`` (hours may pass 24), or bjobs' ``600 second(s)`` -> seconds."""
+    text = text.strip()
+    match = re.fullmatch(r"(\d+)(?:\.\d+)?\s*second\(s\)", text)
+    if match:
+        return int(match.group(1))
+    parts = text.split("/")[0].split(":")  # "3.0/hostA" (ABS_RUNLIMIT without -hms) is refused below
+    if len(parts) in (2, 3) and all(p.isdigit() for p in parts):
+        h, m, s = (int(p) for p in (parts + ["0"])[:3])
+        return h * 3600 + m * 60 + s
+    raise ValueError(f"not an LSF time: {text!r}")
+
+
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_STAMP = re.compile(r"(?:[A-Z][a-z]{2}\s+)?([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s+(\d{4}))?(?:\s+[A-Z])?")
+
+
+def parse_stamp(text: str, now: float) -> Optional[float]:
+    """An LSF time stamp printed with TZ=UTC: ``Nov 19 07:20 2024`` (LSB_DISPLAY_YEAR=Y), ``Nov 19
+    07:20:05``, ``Tue Nov 19 07:20:05 2024``, an estimate's trailing letter (``E``, ``L``) ignored.
+    Without a year, the latest year that puts it no more than a day after ``now``.  ``-`` or empty:
+    None.  ValueError otherwise."""
+    text = text.strip()
+    if text in ("", "-"):
+        return None
+    match = _STAMP.fullmatch(text)
+    if not match or match.group(1) not in _MONTHS:
+        raise ValueError(f"not an LSF time stamp: {text!r}")
+    month, day, hour, minute = _MONTHS[match.group(1)], int(match.group(2)), int(match.group(3)), int(match.group(4))
+    second = int(match.group(5) or 0)
+    if match.group(6):
+        return float(calendar.timegm((int(match.group(6)), month, day, hour, minute, second, 0, 0, 0)))
+    year = time.gmtime(now).tm_year
+    stamp = float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
+    return stamp if stamp <= now + 86400 else float(calendar.timegm((year - 1, month, day, hour, minute, second, 0, 0, 0)))
+
+
+def exec_hosts(text: str) -> dict[str, int]:
+    """bjobs EXEC_HOST ``4*hostB:2*hostC`` (also ``hostB:hostB``, or space separated) -> {host: slots}."""
+    hosts: dict[str, int] = {}
+    for item in re.split(r"[:\s]+", text.strip()):
+        if not item or item == "-":
+            continue
+        count, star, host = item.partition("*")
+        if not star:
+            count, host = "1", item
+        if not count.isdigit() or not host:
+            raise ValueError(f"not an LSF host list: {text!r}")
+        hosts[host] = hosts.get(host, 0) + int(count)
+    return hosts
+
+
+def _count(text: Any) -> Optional[int]:
+    """A bqueues/bhosts count: digits, or ``-`` (no limit / not applicable) -> None."""
+    text = str(text if text is not None else "").strip()
+    if text in ("", "-"):
+        return None
+    if not text.isdigit():
+        raise ValueError(f"not a count: {text!r}")
+    return int(text)
+
+
+# -- queue -----------------------------------------------------------------------------
+
+@dataclass
+class LsfQueue:
+    name: str
+    status: str  # e.g. Open:Active
+    priority: Optional[int]
+    max_slots: Optional[int]  # MAX: slots the queue's jobs may use
+    run_limit_min: Optional[int]
+    cpu_limit_min: Optional[int]
+    hosts: list[str]  # HOSTS: names and groups ("all" when every host)
+
+
+def glue_status(status: str) -> Optional[str]:
+    """``Open:Active`` -> Production, ``Open:Inact`` -> Queueing, ``Closed:Active`` -> Draining,
+    ``Closed:Inact`` -> Closed (also the long ``Inactive`` and window forms ``Inact_Win``)."""
+    head, _, tail = status.strip().partition(":")
+    if head not in ("Open", "Closed") or not tail:
+        return None
+    return QUEUE_STATUS[(head, not tail.startswith("Inact"))]
+
+
+def parse_bqueues_long(text: str, name: str) -> LsfQueue:
+    """``bqueues -l QUEUE``.
+
+    After ``QUEUE: NAME`` comes a header line (``PRIO NICE STATUS MAX JL/U ...``)
+    and its values; then limits, each a header word ending in ``LIMIT`` with
+    the value on the next line (several side by side in older versions:
+    ``CPULIMIT  RUNLIMIT`` over ``600.0 min of hostA  720.0 min``); limits
+    under ``DEFAULT LIMITS:`` are defaults, not maxima, and are skipped.
+    ``HOSTS:`` lists hosts and host groups (``group/``).
+    """
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == f"QUEUE: {name}"), None)
+    if start is None:
+        raise LsfOutputError(f"bqueues -l: no queue {name!r} in output")
+    body = []
+    for line in lines[start + 1:]:
+        if line.startswith("QUEUE: "):
+            break
+        body.append(line)
+    fields: dict[str, str] = {}
+    limits: dict[str, Optional[int]] = {}
+    hosts: list[str] = []
+    in_defaults = False
+    i = 0
+    try:
+        while i < len(body):
+            line = body[i].strip()
+            words = line.split()
+            if words[:2] == ["PRIO", "NICE"] or (words and words[0] == "PRIO" and "STATUS" in words):
+                values = body[i + 1].split() if i + 1 < len(body) else []
+                if len(values) < len(words):
+                    raise LsfOutputError(f"bqueues -l {name}: statistics line does not match its header")
+                fields = dict(zip(words, values, strict=False))
+                i += 2
+                continue
+            if line.startswith("DEFAULT LIMITS"):
+                in_defaults = True
+            elif line.startswith("MAXIMUM LIMITS"):
+                in_defaults = False
+            elif words and all(w.endswith("LIMIT") for w in words) and i + 1 < len(body):
+                values = re.findall(r"\d+(?:\.\d+)?\s*min(?:\s+of\s+\S+)?|\d+(?:\.\d+)?\s*[KMGTP]?B?|\d+", body[i + 1])
+                if not in_defaults:
+                    for word, value in zip(words, values, strict=False):
+                        if word in ("RUNLIMIT", "CPULIMIT"):
+                            limits[word] = parse_limit_minutes(value)
+                i += 2
+                continue
+            elif line.startswith("HOSTS:"):
+                hosts = line.split(":", 1)[1].split()
+            i += 1
+        if "STATUS" not in fields:
+            raise LsfOutputError(f"bqueues -l {name}: no PRIO/STATUS statistics")
+        return LsfQueue(name=name, status=fields["STATUS"], priority=_count(fields.get("PRIO")),
+                        max_slots=_count(fields.get("MAX")), run_limit_min=limits.get("RUNLIMIT"),
+                        cpu_limit_min=limits.get("CPULIMIT"), hosts=hosts or ["all"])
+    except ValueError as exc:
+        raise LsfOutputError(f"bqueues -l {name}: {exc}") from None
+
+
+def bhosts_arguments(queue: Optional[LsfQueue]) -> list[str]:
+    """Which hosts to ask bhosts about: the queue's HOSTS (bhosts takes host and host group names;
+    ``group/`` loses its slash, ``host+2`` its preference), or every host for ``all``/``none``
+    known, or when the list excludes hosts (``~host``, ``others``)."""
+    if queue is None:
+        return []
+    names = []
+    for word in queue.hosts:
+        if word in ("all", "allremote", "others", "none") or word.startswith("~") or "@" in word:
+            return []
+        names.append(word.rstrip("/").split("+", 1)[0])
+    return names
+
+
+# -- hosts -----------------------------------------------------------------------------
+
+@dataclass
+class LsfHost:
+    name: str
+    status: str
+    max_slots: Optional[int]
+    njobs: int
+    running: int
+    reserved: int
+    comment: Optional[str] = None
+
+
+_UNKNOWN_HOST = ("unavail", "unreach", "closed_LIM")
+_OFFLINE_HOST = ("closed_Adm", "closed_Lock", "closed_Wind", "closed_EGO", "closed_RC", "closed_Cu_Wind", "closed_Inact")
+_BUSY_HOST = ("closed_Full", "closed_Busy", "closed_Excl", "closed_cu_excl")
+
+
+def sss_host_state(status: str, max_slots: Optional[int], used: Optional[int]) -> str:
+    """SSS Node State of an LSF host: ``unavail``, ``unreach``, ``closed_LIM`` (LSF lost it) ->
+    Unknown; ``closed_Adm``, ``closed_Lock``, ``closed_Wind``, ``closed_EGO``, ``closed_RC``,
+    ``closed_Inact`` (closed by an admin or a window) -> Offline; ``closed_Full``, ``closed_Busy``,
+    ``closed_Excl`` -> Busy; ``ok`` -> Idle when a slot is free, Busy when none is; anything
+    else Unknown."""
+    if status in _UNKNOWN_HOST:
+        return "Unknown"
+    if status in _OFFLINE_HOST:
+        return "Offline"
+    if status in _BUSY_HOST:
+        return "Busy"
+    if status == "ok":
+        if max_slots is None or used is None:
+            return "Unknown"
+        return "Idle" if used < max_slots else "Busy"
+    return "Unknown"
+
+
+def parse_bhosts_json(text: str) -> list[LsfHost]:
+    """``bhosts -o "host_name status max njobs run ssusp ususp rsv comments" -json``."""
+    hosts = []
+    for record in _records(text, "bhosts"):
+        try:
+            hosts.append(LsfHost(name=str(record["HOST_NAME"]), status=str(record.get("STATUS") or ""),
+                                 max_slots=_count(record.get("MAX")), njobs=_count(record.get("NJOBS")) or 0,
+                                 running=_count(record.get("RUN")) or 0, reserved=_count(record.get("RSV")) or 0,
+                                 comment=str(record.get("COMMENTS") or "").strip() or None))
+        except (KeyError, ValueError) as exc:
+            raise LsfOutputError(f"bhosts -json: unexpected record {clip(json.dumps(record))}: {exc}") from None
+    return hosts
+
+
+def parse_bhosts_wide(text: str) -> list[LsfHost]:
+    """``bhosts -w``: ``HOST_NAME STATUS JL/U MAX NJOBS RUN SSUSP USUSP RSV`` columns."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or lines[0].split()[:2] != ["HOST_NAME", "STATUS"]:
+        raise LsfOutputError(f"bhosts -w: unexpected output {clip(text)!r}")
+    header = lines[0].split()
+    hosts = []
+    for line in lines[1:]:
+        values = line.split()
+        if len(values) != len(header):
+            raise LsfOutputError(f"bhosts -w: unexpected line {clip(line)!r}")
+        row = dict(zip(header, values, strict=True))
+        try:
+            hosts.append(LsfHost(name=row["HOST_NAME"], status=row["STATUS"], max_slots=_count(row.get("MAX")),
+                                 njobs=_count(row.get("NJOBS")) or 0, running=_count(row.get("RUN")) or 0,
+                                 reserved=_count(row.get("RSV")) or 0))
+        except ValueError as exc:
+            raise LsfOutputError(f"bhosts -w: line {clip(line)!r}: {exc}") from None
+    return hosts
+
+
+def node_allocations(hosts: Sequence[LsfHost], lookup: dict[str, str]) -> list[NodeAllocation]:
+    result = []
+    for host in hosts:
+        state = sss_host_state(host.status, host.max_slots, host.njobs + host.reserved)
+        result.append(NodeAllocation(name=site_host(host.name, lookup), state=state, lrms_state=host.status,
+                                     total_cpus=host.max_slots, allocated_cpus=host.njobs,
+                                     reason=(host.comment or host.status) if state == "Offline" else None))
+    return result
+
+
+# -- jobs ------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class LsfJob:
+    job_id: str
+    state: str
+    glue_status: str
+    sss_state: str
+    user: Optional[str]
+    group: Optional[str]
+    project: Optional[str]
+    queue: Optional[str]
+    name: Optional[str]
+    slots: Optional[int]  # requested slots
+    run_limit_s: Optional[int]
+    run_time_s: Optional[int]
+    submit_time: Optional[float] = None
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+    hosts: dict[str, int] = field(default_factory=dict)
+    pend_reason: Optional[str] = None
+
+    @property
+    def finished(self) -> bool:
+        return self.glue_status in FINISHED
+
+    @property
+    def running(self) -> bool:
+        return self.glue_status == "RUNNING"
+
+
+def _state(stat: str) -> tuple[str, str]:
+    try:
+        return JOB_STATES[stat]
+    except KeyError:
+        raise ValueError(f"unknown job STAT {stat!r}") from None
+
+
+def _opt(value: Any) -> Optional[str]:
+    text = str(value if value is not None else "").strip()
+    return None if text in ("", "-") else text
+
+
+def _records(text: str, what: str) -> list[dict[str, Any]]:
+    """The RECORDS of an LSF ``-json`` answer; a record holding only ``ERROR`` is LSF's way of
+    saying nothing matched (bjobs: "No unfinished job found") and is skipped."""
+    if not text.strip():
+        raise LsfOutputError(f"{what} -json: empty output")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise LsfOutputError(f"{what} -json: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("RECORDS"), list):
+        raise LsfOutputError(f"{what} -json: no RECORDS list")
+    records = []
+    for record in data["RECORDS"]:
+        if not isinstance(record, dict):
+            raise LsfOutputError(f"{what} -json: a record is not an object")
+        if set(record) == {"ERROR"}:
+            continue
+        records.append(record)
+    return records
+
+
+def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
+    """``bjobs -u all -q QUEUE -o "<BJOBS_FIELDS>" -json -hms``.  ``full=False`` leaves out the
+    times, hosts and names only a published job list needs."""
+    jobs = []
+    stamps: dict[str, Optional[float]] = {}
+    clocks: dict[str, int] = {}
+
+    def stamp(value: Any) -> Optional[float]:
+        key = str(value or "")
+        if key not in stamps:
+            stamps[key] = parse_stamp(key, now)
+        return stamps[key]
+
+    def seconds(value: Any) -> Optional[int]:
+        key = str(value or "").strip()
+        if key in ("", "-"):
+            return None
+        if key not in clocks:
+            clocks[key] = clock_seconds(key)
+        return clocks[key]
+
+    for record in _records(text, "bjobs"):
+        try:
+            job_id = str(record["JOBID"]).strip()
+            index = str(record.get("JOBINDEX") or "0").strip()
+            if not job_id.isdigit():
+                raise ValueError(f"bad JOBID {job_id!r}")
+            local_id = job_id if index in ("", "0", "-") else f"{job_id}[{index}]"
+            stat = str(record.get("STAT") or "")
+            glue, sss = _state(stat)
+            slots = _count(record.get("NREQ_SLOT")) or _count(record.get("NALLOC_SLOT"))
+            job = LsfJob(local_id, stat, glue, sss, _opt(record.get("USER")), _opt(record.get("USER_GROUP")),
+                         _opt(record.get("PROJ_NAME")), _opt(record.get("QUEUE")), None, slots,
+                         seconds(record.get("RUNTIMELIMIT")), seconds(record.get("RUN_TIME")))
+            if full:
+                job.name = str(record.get("JOB_NAME") or "") or None
+                job.submit_time = stamp(record.get("SUBMIT_TIME"))
+                job.start_time = stamp(record.get("START_TIME"))
+                job.end_time = stamp(record.get("FINISH_TIME"))
+                job.hosts = exec_hosts(str(record.get("EXEC_HOST") or ""))
+                job.pend_reason = _opt(record.get("PEND_REASON"))
+        except (KeyError, ValueError) as exc:
+            raise LsfOutputError(f"bjobs -json: job {clip(str(record.get('JOBID')))}: {exc}") from None
+        jobs.append(job)
+    return jobs
+
+
+def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:
+    """``bjobs -u all -q QUEUE -w``: ``JOBID USER STAT QUEUE FROM_HOST EXEC_HOST JOB_NAME SUBMIT_TIME``.
+
+    EXEC_HOST is empty for jobs that never started (PEND, PSUSP, WAIT) and a
+    single word otherwise; JOB_NAME may hold spaces; SUBMIT_TIME is the last
+    three words (four with a year).  A job on several hosts may list further
+    hosts on lines of their own, indented.  Array elements are named
+    ``name[index]``: the id is ``JOBID[index]``.  Plain bjobs prints no
+    group, project, slots or limits: those stay unknown.
+    """
+    lines = text.splitlines()
+    header = next((i for i, line in enumerate(lines) if line.split()[:3] == ["JOBID", "USER", "STAT"]), None)
+    if header is None:
+        if any(message in text for message in _NO_JOBS) or not text.strip():
+            return []
+        raise LsfOutputError(f"bjobs -w: unexpected output {clip(text)!r}")
+    jobs: list[LsfJob] = []
+    for line in lines[header + 1:]:
+        if not line.strip():
+            continue
+        words = line.split()
+        if line[0].isspace():  # a further execution host of the job above
+            if not jobs or len(words) != 1:
+                raise LsfOutputError(f"bjobs -w: unexpected line {clip(line)!r}")
+            try:
+                for host, slots in exec_hosts(words[0]).items():
+                    jobs[-1].hosts[host] = jobs[-1].hosts.get(host, 0) + slots
+            except ValueError as exc:
+                raise LsfOutputError(f"bjobs -w: {exc}") from None
+            continue
+        try:
+            if len(words) < 8 or not words[0].isdigit():
+                raise ValueError("too few columns")
+            job_id, user, stat, queue = words[:4]
+            glue, sss = _state(stat)
+            stamp_words = 4 if re.fullmatch(r"\d{4}", words[-1]) else 3
+            submit = parse_stamp(" ".join(words[-stamp_words:]), now)
+            middle = words[5:-stamp_words]
+            started = stat not in ("PEND", "PSUSP", "WAIT")
+            host_word = middle[0] if started and len(middle) > 1 else None
+            name = " ".join(middle[1:] if host_word else middle)
+            match = re.search(r"\[(\d+)\]$", name)
+            job = LsfJob(f"{job_id}[{match.group(1)}]" if match else job_id, stat, glue, sss, user, None, None,
+                         queue, name or None, None, None, None, submit_time=submit,
+                         hosts=exec_hosts(host_word) if host_word else {})
+        except ValueError as exc:
+            raise LsfOutputError(f"bjobs -w: unexpected line {clip(line)!r} ({exc})") from None
+        jobs.append(job)
+    return jobs
+
+
+def job_info(job: LsfJob, node_name: Callable[[str], str]) -> JobInfo:
+    started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
+    pending = not started and not job.finished
+    return JobInfo(
+        local_id=job.job_id, name=job.name, local_owner=job.user, local_group=job.group, account=job.project,
+        queue=job.queue, lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
+        submit_time=job.submit_time, start_time=job.start_time if started else None,
+        end_time=job.end_time if job.finished else None,
+        requested_processors=job.slots, requested_duration_s=job.run_limit_s,
+        delivered_processors=(sum(job.hosts.values()) or None) if started else None,
+        delivered_wall_s=job.run_time_s if started else None,
+        nodes=[node_name(h) for h in job.hosts] if started else [],
+        scheduler_specific=job.pend_reason if pending else None)
+
+
+# -- estimates ---------------------------------------------------------------------------
+
+def response_times(jobs: Sequence[LsfJob], free_slots: Optional[int], usable_slots: Optional[int],
+                   queue_run_limit_s: Optional[int]) -> tuple[Optional[int], Optional[int]]:
+    """(EstimatedResponseTime, WorstResponseTime) in seconds for a job submitted now.
+
+    1. A slot free and no job pending (PEND): 0 and 0.
+    2. Else a drain model on run limits: the new job waits for the first
+       running job to reach its limit (0 when a slot is free), then for the
+       pending jobs' slot time (slots x run limit) to drain through the
+       queue's usable slots: Worst = first + sum / usable; Estimated =
+       Worst / 2 (jobs end before their limits; the half is a rule, not a
+       measurement).  A job without a run limit takes the queue's RUNLIMIT;
+       with neither the estimates are unknown (None); a job whose slots are
+       unknown (plain bjobs) counts one.
+    """
+    pending = [j for j in jobs if j.glue_status == "SCHEDULED"]
+    if free_slots and not pending:
+        return 0, 0
+    if not usable_slots:
+        return None, None
+
+    def limit(job: LsfJob) -> Optional[int]:
+        return job.run_limit_s if job.run_limit_s is not None else queue_run_limit_s
+
+    first = 0.0
+    if not free_slots:
+        remaining = []
+        for job in jobs:
+            if job.running:
+                job_limit = limit(job)
+                if job_limit is None:
+                    return None, None
+                remaining.append(max(0, job_limit - (job.run_time_s or 0)))
+        if not remaining:
+            return None, None
+        first = float(min(remaining))
+    work = 0.0
+    for job in pending:
+        job_limit = limit(job)
+        if job_limit is None:
+            return None, None
+        work += (job.slots or 1) * job_limit
+    worst = first + work / usable_slots
+    return int(round(worst / 2)), int(round(worst))
+
+
+# -- the query ---------------------------------------------------------------------------
+
+def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
+    """Tools for LSF: ``lsf_bin_dir``, ``LSF_ENVDIR``, one try per command, years in time stamps."""
+    env = environment((), _OUTPUT_ENV, LSF_ENVDIR=str(ctx.ce_config.get("lsf_envdir") or ""), LSB_NTRIES="1",
+                      LSB_DISPLAY_YEAR="Y")
+    return commands.tools_for(ctx, "lsf_bin_dir", env, deadline)
+
+
+def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool) -> list[LsfJob]:
+    """The queue's unfinished jobs (bjobs -u all lists no finished ones unless asked)."""
+    if json_mode:
+        code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(BJOBS_FIELDS), "-json", "-hms",
+                                    ok_codes=(0, 255))
+        if not out.strip() and any(message in err for message in _NO_JOBS):
+            return []
+        if code != 0:
+            raise LrmsQueryError(f"bjobs -u all -q exited {code}: {clip(err or out)}")
+        return parse_bjobs_json(out, now, full=full)
+    code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-w", ok_codes=(0, 255))
+    if code != 0 and not any(message in err for message in _NO_JOBS):
+        raise LrmsQueryError(f"bjobs -u all -q exited {code}: {clip(err or out)}")
+    return parse_bjobs_wide(out, now)
+
+
+def query(ctx: LrmsContext) -> QueueState:
+    """The state of the LSF queue ``ctx.queue`` (see the module docstring for commands and failures)."""
+    deadline = time.monotonic() + ctx.timeout_s
+    tools = tools_for(ctx, deadline)
+    now = ctx.clock()
+    if not ctx.queue:
+        raise LrmsQueryError("lsf: no queue named for this CE (set its queue)")
+    queue_name = ctx.queue
+    state = QueueState(lrms_type="lsf", queue=queue_name, collected_at=now)
+    errors: list[str] = []
+
+    def step(what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except LrmsQueryError as exc:
+            errors.append(str(exc))
+            return None
+
+    state.lrms_version = step(lambda: parse_version(tools("lsid")))
+    json_mode = uses_json(state.lrms_version)
+    queue: Optional[LsfQueue] = step(lambda: parse_bqueues_long(tools("bqueues", "-l", queue_name), queue_name))
+    host_args = bhosts_arguments(queue)
+    if json_mode:
+        hosts: Optional[list[LsfHost]] = step(lambda: parse_bhosts_json(
+            tools("bhosts", "-o", " ".join(BHOSTS_FIELDS), "-json", *host_args)))
+    else:
+        hosts = step(lambda: parse_bhosts_wide(tools("bhosts", "-w", *host_args)))
+    jobs: Optional[list[LsfJob]] = step(lambda: read_jobs(tools, queue_name, json_mode, now, ctx.with_jobs))
+
+    if queue is not None:
+        state.status = glue_status(queue.status)
+        if state.status is None:
+            errors.append(f"queue {queue_name}: unknown STATUS {queue.status!r}")
+        state.priority = queue.priority
+        state.max_running_jobs = queue.max_slots
+        state.max_wall_clock_time_min = queue.run_limit_min
+        state.max_cpu_time_min = queue.cpu_limit_min
+    lookup = host_matcher(h.hostname for h in ctx.hosts)
+    usable = None
+    if hosts is not None:
+        allocations = node_allocations(hosts, lookup)
+        state.nodes = allocations
+        state.hosts = [a.name for a in allocations]
+        if all(h.max_slots is not None for h in hosts):
+            state.total_cpus = sum(h.max_slots or 0 for h in hosts)
+            in_use = [(h, a) for h, a in zip(hosts, allocations, strict=True) if a.state in ("Idle", "Busy")]
+            usable = sum(h.max_slots or 0 for h, _ in in_use)
+            state.free_cpus = sum(max(0, (h.max_slots or 0) - h.njobs - h.reserved) for h, a in in_use if a.state == "Idle")
+        else:
+            errors.append("bhosts: a host without a slot limit (MAX '-'): TotalCPUs and FreeCPUs unknown")
+    if jobs is not None:
+        active = [j for j in jobs if not j.finished]
+        state.running_jobs = sum(1 for j in active if j.running)
+        state.total_jobs = len(active)
+        state.waiting_jobs = state.total_jobs - state.running_jobs
+
+        def node_name(host: str) -> str:
+            return site_host(host, lookup)
+
+        if ctx.with_jobs:
+            infos = [job_info(j, node_name) for j in jobs]
+        else:
+            infos = [JobInfo(local_id=j.job_id, local_owner=j.user, local_group=j.group, account=j.project,
+                             glue_status=j.glue_status) for j in active]
+        ctx.vo_map.assign(infos)
+        state.vo_counts = count_by_vo(infos)
+        if ctx.with_jobs:
+            state.jobs = infos
+    if state.free_cpus is not None and state.status is not None:
+        slots = state.free_cpus if state.status == "Production" else 0
+        if state.max_running_jobs is not None and state.running_jobs is not None:
+            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
+        state.free_job_slots = slots
+    if jobs is not None and state.free_cpus is not None and state.status == "Production":
+        limit = queue.run_limit_min * 60 if queue is not None and queue.run_limit_min is not None else None
+        state.estimated_response_time_s, state.worst_response_time_s = response_times(jobs, state.free_cpus, usable, limit)
+    if errors:
+        state.error = "lsf: " + "; ".join(dict.fromkeys(errors))
+    return state
+
+
+def iter_states() -> Iterable[tuple[str, str, str]]:
+    """(LSF STAT, GLUE status, SSS state) rows, for the docs table and tests."""
+    for stat, (glue, sss) in JOB_STATES.items():
+        yield stat, glue, sss
+
+
+LRMS = LrmsPlugin(name="lsf", query=query, description="IBM Spectrum LSF queue via bqueues/bhosts/bjobs (JSON from 10.1.0.2)")
