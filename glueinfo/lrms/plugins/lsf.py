@@ -148,6 +148,8 @@ def parse_stamp(text: str, now: float) -> Optional[float]:
 
 def exec_hosts(text: str) -> dict[str, int]:
     """bjobs EXEC_HOST ``4*hostB:2*hostC`` (also ``hostB:hostB``, or space separated) -> {host: slots}."""
+    if text.isalnum():  # the common one-slot job on one host, without the split
+        return {text: 1}
     hosts: dict[str, int] = {}
     for item in re.split(r"[:\s]+", text.strip()):
         if not item or item == "-":
@@ -418,6 +420,14 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
     jobs = []
     stamps: dict[str, Optional[float]] = {}
     clocks: dict[str, int] = {}
+    counts: dict[Any, Optional[int]] = {}
+
+    def count(value: Any) -> Optional[int]:
+        try:
+            return counts[value]
+        except KeyError:
+            result = counts[value] = _count(value)
+            return result
 
     def stamp(value: Any) -> Optional[float]:
         key = str(value or "")
@@ -442,7 +452,7 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
             local_id = job_id if index in ("", "0", "-") else f"{job_id}[{index}]"
             stat = str(record.get("STAT") or "")
             glue, sss = _state(stat)
-            slots = _count(record.get("NREQ_SLOT")) or _count(record.get("NALLOC_SLOT"))
+            slots = count(record.get("NREQ_SLOT")) or count(record.get("NALLOC_SLOT"))
             job = LsfJob(local_id, stat, glue, sss, _opt(record.get("USER")), _opt(record.get("USER_GROUP")),
                          _opt(record.get("PROJ_NAME")), _opt(record.get("QUEUE")), None, slots,
                          seconds(record.get("RUNTIMELIMIT")), seconds(record.get("RUN_TIME")))
