@@ -41,9 +41,10 @@ from typing import Any, Optional
 
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
-from glueinfo.core.model import FileSystem, HostSnapshot, JobInfo, QueueState
+from glueinfo.core.model import FileSystem, HostSnapshot, JobInfo, QueueState, VoJobCounts
 from glueinfo.glue.schema import to_ascii
 from glueinfo.glue.templates import Template
+from glueinfo.lrms.registry import glue_lrms_type
 from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
 from glueinfo.site.model import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
 
@@ -137,7 +138,7 @@ def subcluster_entry(sc: SubClusterGroup, cluster_dn: str, template: Template, i
 def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
                  cluster_logical_cpus: Optional[int]) -> dict[str, Any]:
     """Template variables of a CE: config identity, LRMS state, policies (LRMS first, then config)."""
-    state = state or QueueState(lrms_type=ce.lrms, error="not queried")
+    state = state or QueueState(lrms_type=glue_lrms_type(ce.lrms), error="not queried")
     policy_from_state = {
         "max_wall_clock_time": state.max_wall_clock_time_min, "max_cpu_time": state.max_cpu_time_min,
         "max_running_jobs": state.max_running_jobs, "max_total_jobs": state.max_total_jobs,
@@ -149,7 +150,8 @@ def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
     total_cpus = state.total_cpus if state.total_cpus is not None else cluster_logical_cpus
     values: dict[str, Any] = {
         "CE_UNIQUE_ID": ce.unique_id, "CE_NAME": ce.queue, "CE_HOST": ce.host, "CE_PORT": ce.port,
-        "CE_JOBMANAGER": ce.lrms, "LRMS_TYPE": ce.lrms, "CLUSTER_ID": ce.cluster, "PARENT_DN": site.glue.base_dn,
+        "CE_JOBMANAGER": ce.lrms, "LRMS_TYPE": state.lrms_type or glue_lrms_type(ce.lrms), "CLUSTER_ID": ce.cluster,
+        "PARENT_DN": site.glue.base_dn,
         "SITE_ID": site.site.unique_id, "LRMS_VERSION": state.lrms_version or ce.lrms_version,
         "IMPLEMENTATION_NAME": ce.implementation_name, "IMPLEMENTATION_VERSION": ce.implementation_version,
         "GRAM_VERSION": ce.gram_version, "CONTACT_STRING": list(ce.contact_string),
@@ -308,6 +310,29 @@ def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Option
     attributes["GlueSchemaVersionMajor"] = [GLUE_MAJOR]
     attributes["GlueSchemaVersionMinor"] = [GLUE_MINOR]
     return _finish(child_dn(name, fs_name, host_dn), attributes, shapes)
+
+
+def ce_vos(ce: CESpec) -> list[str]:
+    """The VOs a CE admits by name (``VO:name`` access rules), in rule order, once each."""
+    return list(dict.fromkeys(rule[3:].strip() for rule in ce.access if rule[:3].upper() == "VO:" and rule[3:].strip()))
+
+
+def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template: Template) -> Iterator[Entry]:
+    """One GlueVOView per VO the CE admits (lcg-info --vo and brokers select CEs by them): the
+    VO's own job counts from the LRMS's per-VO counts (0 for a VO with no job) when the queue's
+    counts are known, and the CE's free slots, response times and status."""
+    state = state or QueueState(error="not queried")
+    counted = state.total_jobs is not None
+    zero = VoJobCounts()
+    for vo in ce_vos(ce):
+        counts = state.vo_counts.get(vo, zero)
+        yield template.render({
+            "VO_LOCAL_ID": vo, "ACCESS_RULE": f"VO:{vo}", "CE_UNIQUE_ID": ce.unique_id, "CE_DN": ce_dn,
+            "STATUS": state.status or ce.status,
+            "RUNNING_JOBS": counts.running if counted else None, "WAITING_JOBS": counts.waiting if counted else None,
+            "TOTAL_JOBS": counts.total if counted else None, "FREE_JOB_SLOTS": state.free_job_slots,
+            "ESTIMATED_RESPONSE_TIME": state.estimated_response_time_s, "WORST_RESPONSE_TIME": state.worst_response_time_s,
+            "DEFAULT_SE": ce.default_se, "APPLICATION_DIR": ce.application_dir, "DATA_DIR": ce.data_dir})
 
 
 def job_entry(job: JobInfo, ce: CESpec, ce_dn: str) -> Entry:
@@ -476,6 +501,7 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
     for ce, ce_templated in ces:
         yield ce_templated
         state = states.get(ce.unique_id)
+        yield from voview_entries(ce, state, make_dn("GlueCEUniqueID", ce.unique_id, base), templates["voview"])
         if ce.publish_jobs and state is not None:
             ce_dn = make_dn("GlueCEUniqueID", ce.unique_id, base)
             seen_jobs: set[str] = set()

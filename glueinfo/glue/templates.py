@@ -43,7 +43,9 @@ from typing import Any, Optional, Union
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.ldif import Entry, dn_escape
 
-TEMPLATE_NAMES = ("site", "cluster", "subcluster", "ce")
+TEMPLATE_NAMES = ("site", "cluster", "subcluster", "ce", "voview")
+# Templates added after sites first copied theirs: a templates_dir without one uses the built-in.
+LATER_TEMPLATES = frozenset({"voview"})
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _GUARD = re.compile(r"\[if\s+([A-Za-z_][A-Za-z0-9_]*)\]\s*")
@@ -237,6 +239,8 @@ def load_templates(directory: str = "", names: Sequence[str] = TEMPLATE_NAMES) -
     templates = {}
     for name in names:
         path = os.path.join(directory, f"{name}.ldif")
+        if name in LATER_TEMPLATES and not os.path.exists(path):
+            path = os.path.join(builtin_templates_dir(), f"{name}.ldif")
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()

@@ -125,9 +125,19 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+# GlueCEInfoLRMSType is GLUE's word for the batch system (EGI's validator checks it), which is not
+# always the plugin's name; a plugin that can tell more (pbs: Torque or PBS) reports it in its state.
+GLUE_LRMS_TYPES = {"htcondor": "condor"}
+
+
+def glue_lrms_type(plugin_name: str) -> str:
+    """The GlueCEInfoLRMSType of a plugin's batch system when its state does not say."""
+    return GLUE_LRMS_TYPES.get(plugin_name, plugin_name)
+
+
 def failed_state(lrms_type: str, ctx: LrmsContext, error: str) -> QueueState:
     """The state of a queue whose LRMS could not be read: everything unknown."""
-    return QueueState(lrms_type=lrms_type, queue=ctx.queue, collected_at=ctx.clock(), error=_one_line(error))
+    return QueueState(lrms_type=glue_lrms_type(lrms_type), queue=ctx.queue, collected_at=ctx.clock(), error=_one_line(error))
 
 
 def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[LrmsPlugin]] = None) -> QueueState:
@@ -164,7 +174,7 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
     else:
         state = outcome[0]
         if not state.lrms_type:
-            state.lrms_type = lrms_type
+            state.lrms_type = glue_lrms_type(lrms_type)
         if not state.collected_at:
             state.collected_at = ctx.clock()
         if state.error:

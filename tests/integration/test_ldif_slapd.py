@@ -91,8 +91,8 @@ def thousand_hosts(tmp_path_factory):
 
 def test_thousand_host_site_in_five_classes_loads_and_answers_broker_queries(slapd, thousand_hosts):
     result = load(slapd, thousand_hosts)
-    # 1 site + 1 cluster + 5 SubClusters + 1,000 hosts + 3,000 file systems + 1 CE
-    assert len(result.added) == 1 + 1 + 5 + 1000 + 3000 + 1
+    # 1 site + 1 cluster + 5 SubClusters + 1,000 hosts + 3,000 file systems + 1 CE + 2 VOViews (atlas, cms)
+    assert len(result.added) == 1 + 1 + 5 + 1000 + 3000 + 1 + 2
 
     def search(filter, attrs=()):
         return slapd.ldapsearch(BASE, filter, list(attrs))
@@ -166,3 +166,34 @@ def test_ce_jobs_load_under_their_ce(slapd):
     load(slapd, result.ldif())
     found = slapd.ldapsearch(f"GlueCEUniqueID={ce_id},{BASE}", "(&(objectClass=GlueCEJob)(GlueCEJobStatus=WAITING))")
     assert [e.first("GlueCEJobLocalID") for e in found] == ["1"]
+
+
+def test_vo_views_answer_lcg_info_vo_filters_with_each_vos_own_jobs(slapd):
+    """What `lcg-info --list-ce --vo dteam` intersects the CE list with: GlueVOViews whose access
+    rule names the VO, each with that VO's job counts (issue 13's per-VO counts)."""
+    from glueinfo.core.model import VoJobCounts
+
+    config = parse_text("[ce:grid]\nlrms = slurm\nqueue = grid\naccess = VO:atlas, VO:dteam, VOMS:/atlas/Role=pilot\n"
+                        "default_se = se.example.org\n")
+    ce_id = "ce01.example.org:2119/jobmanager-slurm-grid"
+    states = {ce_id: QueueState(lrms_type="slurm", status="Production", running_jobs=5, waiting_jobs=4, total_jobs=9,
+                                free_job_slots=3, vo_counts={"atlas": VoJobCounts(running=4, waiting=2, total=6)})}
+    result = build_site(config, [make_host(CLASSES[0][0], 1)], local_fqdn="ce01.example.org", states=states)
+    assert result.errors == []
+    load(slapd, result.ldif())
+    ce_dn = f"GlueCEUniqueID={ce_id},{BASE}"
+    (dteam,) = slapd.ldapsearch(BASE, "(&(objectClass=GlueVOView)(GlueCEAccessControlBaseRule=VO:dteam))")
+    assert dteam.dn.lower() == f"GlueVOViewLocalID=dteam,{ce_dn}".lower()  # slapd spells Mds-Vo-name its way
+    assert [dteam.first(a) for a in ("GlueCEStateRunningJobs", "GlueCEStateWaitingJobs", "GlueCEStateTotalJobs",
+                                     "GlueCEStateFreeJobSlots")] == ["0", "0", "0", "3"]  # dteam has no job here
+    assert dteam.get("GlueChunkKey") == [f"GlueCEUniqueID={ce_id}"] and dteam.first("GlueCEInfoDefaultSE") == "se.example.org"
+    (atlas,) = slapd.ldapsearch(BASE, "(&(objectClass=GlueVOView)(GlueCEAccessControlBaseRule=VO:atlas))")
+    assert [atlas.first(a) for a in ("GlueCEStateRunningJobs", "GlueCEStateWaitingJobs", "GlueCEStateTotalJobs")] == [
+        "4", "2", "6"]
+    # one VOView per VO named by a VO: rule; the VOMS role rule stays on the CE only
+    assert len(slapd.ldapsearch(BASE, "(objectClass=GlueVOView)")) == 2
+    # unknown counts are left out, never published as 0
+    unknown = build_site(config, [make_host(CLASSES[0][0], 1)], local_fqdn="ce01.example.org",
+                         states={ce_id: QueueState(lrms_type="slurm", error="squeue failed")})
+    view = next(e for e in unknown.entries if e.dn == f"GlueVOViewLocalID=atlas,{ce_dn}")
+    assert "GlueCEStateRunningJobs" not in view and "GlueCEStateTotalJobs" not in view

@@ -33,18 +33,18 @@ def test_a_load_change_re_renders_that_host_and_the_ce_only_and_the_bytes_match_
     hosts = hosts_of_two_classes()
     first = render_site(site(hosts), cache=cache)
     assert first.ldif() == render_site(site(hosts)).ldif()
-    entries = len(first.entries)  # 1 cluster + 2 SubClusters + 6 hosts x (1 + 3 file systems) + 1 CE = 28
-    assert entries == 28 and (cache.rendered, cache.reused) == (28, 0)
+    entries = len(first.entries)  # 1 cluster + 2 SubClusters + 6 hosts x (1 + 3 file systems) + 1 CE + 1 VOView = 29
+    assert entries == 29 and (cache.rendered, cache.reused) == (29, 0)
 
     busy = dataclasses.replace(hosts[2], load=dataclasses.replace(hosts[2].load, load1=40.0))
     changed = hosts[:2] + [busy] + hosts[3:]
     second = render_site(site(changed), cache=cache)
     assert second.ldif() == render_site(site(changed)).ldif()
     assert second.ldif() != first.ldif()
-    assert (cache.rendered, cache.reused) == (2, 26)  # the host's entry and the CE's FreeCPUs
+    assert (cache.rendered, cache.reused) == (2, 27)  # the host's entry and the CE's FreeCPUs (not its VOView)
 
     third = render_site(site(changed), cache=cache)  # nothing new: nothing checked or formatted
-    assert (cache.rendered, cache.reused) == (0, 28) and third.ldif() == second.ldif()
+    assert (cache.rendered, cache.reused) == (0, 29) and third.ldif() == second.ldif()
 
 
 def test_a_host_that_leaves_is_gone_from_the_cached_output_too():

@@ -88,6 +88,7 @@ def test_tree_layout_and_links():
         f"GlueHostLocalFileSystemName=/scratch,GlueHostUniqueID=wn-xeon-00001.example.org,{xeon_sc}",
         f"GlueHostRemoteFileSystemName=/home,GlueHostUniqueID=wn-xeon-00001.example.org,{xeon_sc}",
         f"GlueCEUniqueID={CE_ID},{BASE}",
+        f"GlueVOViewLocalID=atlas,GlueCEUniqueID={CE_ID},{BASE}",  # access = VO:atlas
     ]
     entries = by_dn(result)
     assert entries[xeon_sc].get("GlueChunkKey") == ["GlueClusterUniqueID=ce01.example.org"]
@@ -103,7 +104,7 @@ def test_tree_layout_and_links():
 def test_every_entry_has_schema_version_1_3_its_top_class_and_a_parent_before_it():
     result = build(SMALL, conf="[site]\nid = EXAMPLE-SITE\n[ce:default]\naccess = VO:atlas\n")
     seen = {BASE.lower()}
-    tops = {"GlueSite": "GlueTop", "GlueCE": "GlueCETop"}
+    tops = {"GlueSite": "GlueTop", "GlueCE": "GlueCETop", "GlueVOView": "GlueCETop"}  # VOViews as gLite published them
     for entry in result.entries:
         assert entry.get("GlueSchemaVersionMajor") == [1] or entry.get("GlueSchemaVersionMajor") == ["1"], entry.dn
         assert [str(v) for v in entry.get("GlueSchemaVersionMinor")] == ["3"], entry.dn
@@ -209,7 +210,7 @@ def test_no_access_rules_means_no_access_control_class_and_a_warning():
 
 def test_no_hosts_publishes_only_cluster_subcluster_and_ce():
     result = build(SMALL, publish_hosts=False)
-    assert {e.object_classes[1] for e in result.entries} == {"GlueCluster", "GlueSubCluster", "GlueCE"}
+    assert {e.object_classes[1] for e in result.entries} == {"GlueCluster", "GlueSubCluster", "GlueCE", "GlueVOView"}
     assert sum(e.first("GlueSubClusterLogicalCPUs") for e in of_class(result, "GlueSubCluster")) == 48 + 48 + 80
     conf_off = build(SMALL, conf="[glue]\npublish_hosts = no\n[ce:default]\naccess = VO:a\n")
     assert not of_class(conf_off, "GlueHost")
@@ -273,7 +274,9 @@ def test_schema_mistakes_in_a_custom_template_are_reported_by_dn_and_the_rest_pu
             text = text.replace("GlueCEName: ${CE_NAME}\n", "GlueCEName: ${CE_NAME}\nGlueHostName: oops\n")
         (tmp_path / f"{name}.ldif").write_text(text)
     result = build(SMALL, conf=f"[glue]\ntemplates_dir = {tmp_path}\n[ce:default]\naccess = VO:a\n")
-    assert [(p.dn, p.attribute) for p in result.errors] == [(f"GlueCEUniqueID={CE_ID},{BASE}", "GlueHostName")]
+    # the refused CE's VOView falls with it (its parent is not published)
+    assert [(p.dn, p.attribute) for p in result.errors] == [(f"GlueCEUniqueID={CE_ID},{BASE}", "GlueHostName"),
+                                                            (f"GlueVOViewLocalID=a,GlueCEUniqueID={CE_ID},{BASE}", None)]
     assert "not allowed" in result.errors[0].message
     assert not of_class(result, "GlueCE") and of_class(result, "GlueHost")
 
