@@ -94,13 +94,13 @@ def parse_version(text: str) -> tuple[str, str]:
     """``qstat --version`` -> (flavour, version).
 
     OpenPBS and PBS Pro print ``pbs_version = 23.06.06``; Torque prints
-    ``Version: 6.1.3`` (and, from 6.1, a ``Commit:`` line).
+    ``Version: 6.1.3`` (some releases more lines after it, or ``version:``).
     """
     for line in text.splitlines():
         match = re.fullmatch(r"\s*pbs_version\s*=\s*(\S+)\s*", line)
         if match:
             return "openpbs", match.group(1)
-        match = re.fullmatch(r"\s*Version:\s*(\S+)\s*", line)
+        match = re.fullmatch(r"\s*[Vv]ersion:\s*(\S+)\s*", line)
         if match:
             return "torque", match.group(1)
     raise PbsOutputError(f"qstat --version: unexpected output {clip(text)!r}")
@@ -705,7 +705,7 @@ def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
         end_time=job.end_time if job.finished else None,
         requested_processors=job.cpus, requested_memory_mb=job.memory_mb, requested_duration_s=job.walltime_limit_s,
         requested_nodes=job.node_count,
-        delivered_processors=sum(job.exec_hosts.values()) or None if started else None,
+        delivered_processors=(sum(job.exec_hosts.values()) or None) if started else None,
         delivered_wall_s=job.walltime_used_s if started else None,
         nodes=[node_name(h) for h in job.exec_hosts] if started else [],
         scheduler_specific=job.comment if pending else None)

@@ -322,6 +322,7 @@ def test_bad_flavour_and_missing_queue():
 def test_version_lines():
     assert parse_version("pbs_version = 19.1.3\n") == ("openpbs", "19.1.3")
     assert parse_version("Version: 4.2.10\nCommit: 1a2b3c\n") == ("torque", "4.2.10")
+    assert parse_version("version: 2.5.13\n") == ("torque", "2.5.13")
     with pytest.raises(LrmsQueryError, match="unexpected output"):
         parse_version("garbage")
 
