@@ -35,6 +35,7 @@ and the LRMS are reported (``failures``, logged) and never stop assembly.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -54,7 +55,7 @@ from glueinfo.gather.snapshot_files import SiteFiles
 from glueinfo.site.aggregate import SiteGroups, aggregate
 from glueinfo.site.from_config import site_from_config
 from glueinfo.site.ids import SubClusterIds, memberships_from_entries
-from glueinfo.site.model import SiteModel
+from glueinfo.site.model import SiteModel, assign_clusters
 from glueinfo.site.state import SiteState
 
 log = logging.getLogger("glueinfo.site")
@@ -107,6 +108,40 @@ class AssembledSite:
 
     def snapshots(self) -> list[HostSnapshot]:
         return [h.snapshot for h in self.hosts]
+
+
+def with_scheduler_views(hosts: list[GatheredHost], model: SiteModel, states: dict[str, QueueState]) -> list[GatheredHost]:
+    """The hosts, each one a CE's batch system knows carrying its view in ``extra["lrms"]``
+    (glueinfo.sss.node_xml.scheduler_view: state, lrms_state, total_cpus, allocated_cpus, reason,
+    ce), which Node XML's State and Available/Utilized Processors then follow.  CEs whose LRMS is
+    not fork, in config order: the first that knows a node gives its view.  A CE whose LRMS gave no
+    node list and an error makes the other hosts of its cluster Unknown (it does not answer for
+    them).  Snapshots are copied, never changed."""
+    views: dict[str, dict[str, Any]] = {}
+    silent: dict[str, str] = {}  # cluster -> why its batch system gave no answer
+    for ce in model.ces:
+        state = states.get(ce.unique_id)
+        if ce.lrms == "fork" or state is None:
+            continue
+        if not state.nodes and state.error:
+            silent.setdefault(ce.cluster, f"the batch system does not answer: {state.error}")
+        for node in state.nodes:
+            known: dict[str, Any] = {"state": node.state, "lrms_state": node.lrms_state, "total_cpus": node.total_cpus,
+                                     "allocated_cpus": node.allocated_cpus, "reason": node.reason, "ce": ce.unique_id}
+            views.setdefault(host_key(node.name), {k: v for k, v in known.items() if v is not None})
+    if not views and not silent:
+        return hosts
+    cluster_of = assign_clusters(model, [h.snapshot.hostname for h in hosts]) if silent else {}
+    result = []
+    for host in hosts:
+        snapshot = host.snapshot
+        view = views.get(host_key(snapshot.hostname))
+        if view is None and cluster_of.get(snapshot.hostname) in silent:
+            view = {"state": "Unknown", "reason": silent[cluster_of[snapshot.hostname]]}
+        if view is not None:
+            host = dataclasses.replace(host, snapshot=dataclasses.replace(snapshot, extra={**snapshot.extra, "lrms": view}))
+        result.append(host)
+    return result
 
 
 def valid_snapshots(snapshots: Iterable[HostSnapshot], now: float, problems: list[str]) -> list[HostSnapshot]:
@@ -288,7 +323,7 @@ class SiteAssembler:
             now = self.clock()
             self.gatherer.forget_expired(now)
             failures = list(self.failures)  # the last gather's
-            hosts = self._hosts(now, failures)
+            hosts = with_scheduler_views(self._hosts(now, failures), self.model, self.states or {})
             local = next((h.snapshot for h in hosts if LOCAL in h.sources), None)
             groups = aggregate(self.model, [h.snapshot for h in hosts], self.ids, now)
             return AssembledSite(assembled_at=now, model=self.model, hosts=hosts, local=local, groups=groups,
@@ -328,6 +363,7 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
     groups = aggregate(assembler.model, [h.snapshot for h in hosts], None, now)
     if states is None:  # asked with every host: the same groups
         states = query_states(assembler.model, groups, clock, queue_state)
+    hosts = with_scheduler_views(hosts, assembler.model, states)
     local = next((h.snapshot for h in hosts if host_key(h.snapshot.hostname) == host_key(assembler.local_fqdn)), None)
     for message in problems:
         log.warning("%s", message)

@@ -7,14 +7,19 @@ What each figure means and where it comes from (the README has the table):
   1. the host matches ``[node] offline_hosts`` (name or shell pattern) -> Offline;
   2. no collection time, or the snapshot is more than ``stale_after`` seconds
      old (or that far in the future: a wrong clock) -> Unknown;
-  3. processor utilisation known -> Busy when busy processors / processors
+  3. a CE's batch system knows the node (:func:`scheduler_view`) -> its view:
+     Busy (no processor free for a new job), Idle, Offline (drained, draining,
+     down) or Unknown (lost, or the batch system does not answer);
+  4. processor utilisation known -> Busy when busy processors / processors
      >= ``busy_threshold``, else Idle;
-  4. configured facts (processors or memory) known but not utilisation -> Configured;
-  5. otherwise Unknown.
+  5. configured facts (processors or memory) known but not utilisation -> Configured;
+  6. otherwise Unknown.
 - Configured: Processors = logical CPUs, Memory = RAM, Swap = swap space,
   Disk = size of the counted filesystems, Network = link speed of the primary adapter.
-- Available (metric Instantaneous unless said): Processors = processors not
-  demanded by the busy ones (metric Average over the same wallDuration),
+- Available (metric Instantaneous unless said): Processors = the processors
+  the batch system has not allocated when it knows the node (Utilized: the
+  allocated ones), else processors not demanded by the busy ones (metric
+  Average over the same wallDuration),
   Memory = available RAM, Swap = free swap, Disk = space available to users.
 - Utilized: Processors = busy processors rounded up, metric Average, with
   ``wallDuration`` (PT1M for the 1-minute load average, or the measured CPU
@@ -190,12 +195,22 @@ def _matches(hostname: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern.lower()) for pattern in patterns for name in names)
 
 
+def scheduler_view(snapshot: HostSnapshot) -> Optional[dict[str, Any]]:
+    """The batch system's view of this node (``extra["lrms"]``: state, lrms_state, total_cpus,
+    allocated_cpus, reason, ce), when a CE's LRMS knows it; None otherwise."""
+    view = snapshot.extra.get(LRMS_EXTRA)
+    return view if isinstance(view, dict) else None
+
+
 def node_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
     """Idle / Busy / Offline / Unknown / Configured by the rules in this module's docstring."""
     if _matches(snapshot.hostname, settings.offline_hosts):
         return "Offline"
     if is_stale(snapshot, now, settings.stale_after_s):  # the one staleness rule, shared with glueinfo.gather.gatherer
         return "Unknown"
+    view = scheduler_view(snapshot)
+    if view is not None and view.get("state") in ("Idle", "Busy", "Offline", "Unknown"):
+        return str(view["state"])
     use = processor_use(snapshot)
     if use is not None and snapshot.cpu and snapshot.cpu.logical_cpus:  # processor_use needs the CPU count too
         return "Busy" if use[0] / snapshot.cpu.logical_cpus >= settings.busy_threshold else "Idle"
@@ -360,7 +375,9 @@ def _block(form: _Form, tag: str, elements: list[str]) -> str:
 _VOLATILE_SECTIONS = frozenset({"load"})
 _VOLATILE_FIELDS = frozenset({("memory", "ram_available_mb"), ("memory", "swap_free_mb"),
                               ("memory", "virtual_available_mb"), ("snapshot", "collected_at")})
-VOLATILE_EXTRA = frozenset({"gather"})  # snapshot.extra entries rewritten at every gather (the sources' times)
+LRMS_EXTRA = "lrms"  # the batch system's view of the node (glueinfo.site.assemble attaches it; see scheduler_view)
+# snapshot.extra entries rewritten at every gather or LRMS query (the sources' times, the scheduler's view)
+VOLATILE_EXTRA = frozenset({"gather", LRMS_EXTRA})
 
 
 def _is_volatile(field: sss_node.ExtensionField) -> bool:
@@ -417,7 +434,13 @@ def _consumption_slot(snapshot: HostSnapshot, state: str, template: _Template, f
     use = processor_use(snapshot)
     available: list[str] = []
     utilized: list[str] = []
-    if use is not None and cpus:
+    view = scheduler_view(snapshot)
+    total, allocated = (view.get("total_cpus"), view.get("allocated_cpus")) if view is not None else (None, None)
+    if type(total) is int and type(allocated) is int and 0 <= allocated <= total:
+        # the scheduler's allocation, what a job can still be given (the load stays in the Load extensions)
+        available.append(f'<Processors metric="Instantaneous">{total - allocated}</Processors>')
+        utilized.append(f'<Processors metric="Instantaneous">{allocated}</Processors>')
+    elif use is not None and cpus:
         busy, seconds = use
         busy_capped = min(busy, float(cpus))
         in_use = min(cpus, math.ceil(busy_capped - 1e-9)) if busy_capped > 1e-9 else 0

@@ -322,3 +322,35 @@ def test_a_spool_only_daemon_follows_a_new_slurm_job_and_a_workers_load_within_a
             slurm.run("scancel", held)
     # The load figure is GLUE's (logical CPUs - load) x 100: 48 threads at load 4.0.
     assert published()[1] == str(round((48 - 4.0) * 100))
+
+
+def test_node_xml_and_vo_views_take_the_schedulers_view(slurm, busy, tmp_path):
+    """Issue 13: the Node of a host Slurm knows follows Slurm's allocation, not the load (the
+    node is full of sleeping jobs: busy for Slurm, quiet for the load), and each VO's VOView has
+    that VO's jobs by the [vos] map; both checked against sinfo and squeue."""
+    config = write_config(slurm, tmp_path)
+    with open(config, "a") as handle:
+        handle.write(f"access = VO:ops, VO:dteam\n[vos]\nmap = user:root=ops\n[run]\nstate_dir = {tmp_path / 'state'}\n")
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "node-xml", "--site", "--config", str(config)],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    nodes = {n.findtext("Name"): n for n in etree.fromstring(proc.stdout).iter("Node")}
+    node = nodes[slurm.node]
+    allocated, idle, other, total = sinfo_cpus(slurm, "short")
+    assert node.findtext("State") == ("Busy" if idle == 0 else "Idle")
+    assert node.find("Available/Processors").get("metric") == "Instantaneous"
+    assert int(node.findtext("Available/Processors")) == total - allocated
+    assert int(node.findtext("Utilized/Processors")) == allocated
+    assert node.find("Extension[@name='LoadAverage1']") is not None  # the measured load is kept
+
+    ldif = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert ldif.returncode == 0, ldif.stderr
+    views = {block.split(",", 1)[0][len("dn: GlueVOViewLocalID="):] + "/" + block.split("GlueCEUniqueID=", 1)[1].split(
+        ",", 1)[0].rsplit("-", 1)[1]: block for block in ldif.stdout.replace("\n ", "").split("\n\n")
+        if block.startswith("dn: GlueVOViewLocalID=")}
+    rows = unfinished(squeue_rows(slurm, "long"))  # the last CE section got the access rules
+    ops = views["ops/long"]
+    assert f"GlueCEStateRunningJobs: {sum(1 for r in rows if r[1] == 'RUNNING')}" in ops
+    assert f"GlueCEStateTotalJobs: {len(rows)}" in ops
+    assert "GlueCEStateTotalJobs: 0" in views["dteam/long"]  # no job maps to dteam
