@@ -36,7 +36,8 @@ def test_fifos_in_the_state_directory_do_not_hang_run(tmp_path):
         os.mkfifo(state / fifo)
     config = tmp_path / "glueinfo.conf"
     config.write_text(f"[glueinfo]\nhost_root = {XEON}\n"
-                      f"[run]\nstate_dir = {state}\nldif_file = {tmp_path / 'glue.ldif'}\n")
+                      f"[run]\nstate_dir = {state}\nldif_file = {tmp_path / 'glue.ldif'}\n"
+                      f"node_xml_file = {tmp_path / 'nodes.xml'}\n")
     # A hang is the failure: `timeout` turns it into an exception instead of a stuck CI run.
     proc = run_glueinfo("run", "--once", "--config", str(config), timeout=60)
     assert proc.returncode == 0, proc.stderr
