@@ -64,3 +64,33 @@ def bdii(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+# ---- no test touches this machine's own glueinfo files ---------------------
+# `run` and `serve` default to /var/lib/glueinfo (state directory, LDIF and Node
+# XML files).  A test that forgets to point them elsewhere would make other tests
+# depend on the order they run in (one restores the hosts another left there), so
+# the session fails when anything there was created or changed.
+
+MACHINE_DIR = "/var/lib/glueinfo"
+
+
+def _machine_files() -> dict[str, float]:
+    found = {}
+    for root, _dirs, files in os.walk(MACHINE_DIR):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                found[path] = os.stat(path).st_mtime
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_glueinfo_files_untouched():
+    before = _machine_files()
+    yield
+    after = _machine_files()
+    touched = sorted(path for path, mtime in after.items() if before.get(path) != mtime)
+    assert not touched, f"tests wrote this machine's own glueinfo files (give run/serve a [run] directory): {touched}"
