@@ -354,3 +354,26 @@ def test_node_xml_and_vo_views_take_the_schedulers_view(slurm, busy, tmp_path):
     assert f"GlueCEStateRunningJobs: {sum(1 for r in rows if r[1] == 'RUNNING')}" in ops
     assert f"GlueCEStateTotalJobs: {len(rows)}" in ops
     assert "GlueCEStateTotalJobs: 0" in views["dteam/long"]  # no job maps to dteam
+
+
+def test_jobs_under_different_accounts_are_counted_per_vo(slurm, busy):
+    """Issue 13: Slurm live with per-VO counts, jobs submitted under different accounts (held, so
+    they stay queued and change no other test's running jobs), counted against squeue's own %a."""
+    from glueinfo.lrms.vo_map import VoMap
+
+    held = [slurm.sbatch("-p", "long", "-t", "5", "-H", "-A", account, "-J", f"vo-{account}")
+            for account in ("atlas", "atlas", "cms")]
+    try:
+        vo_map = VoMap.from_values(["account:atlas=atlas", "account:cms=cms"])
+        context = LrmsContext(queue="long", ce_config=slurm.ce_config("long"), hosts=[], timeout_s=20.0, vo_map=vo_map)
+        state = queue_state("slurm", context)
+        assert state.error is None, state.error
+        rows = [line.split() for line in slurm.run("squeue", "-h", "-p", "long", "-t", "PD,R,S", "-o", "%a %T").splitlines()]
+        for vo in ("atlas", "cms"):
+            mine = [state_word for account, state_word in rows if account == vo]
+            counts = state.vo_counts[vo]
+            assert (counts.running, counts.total) == (mine.count("RUNNING"), len(mine)), vo
+            assert counts.waiting == counts.total - counts.running
+        assert counts.total >= 1 and state.vo_counts["atlas"].total >= 2
+    finally:
+        slurm.run("scancel", *held, check=False)
