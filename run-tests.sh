@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 DEBS=(slapd ldap-utils glue-schema bdii slurm-wlm slurm-client munge ganglia-monitor prometheus-node-exporter
-      gridengine-master gridengine-exec gridengine-client)
+      gridengine-master gridengine-exec gridengine-client prometheus chromium)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -192,7 +192,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
     },
     # -- many hosts: glueinfo/gather.py and the source_* providers -------------------
     "sources": {
-        "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia (or a plugin's)"),
+        "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia, prometheus, "
+                          "node_exporter (or a plugin's)"),
         "agents": Option("str", "", "Worker agents to pull /node.xml from: names or ranges, e.g. wn[001-250].example.org:7170; "
                          "an address may carry its host's name: 10.1.0.[1-250]=wn[001-250].example.org"),
         "agents_file": Option("path", "", "File of agents, one name or range a line, # comments"),
@@ -209,6 +210,23 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "spool_dir": Option("path", "", "Directory of HOST.xml Node XML files written by workers (cron: glueinfo node-xml)"),
         "ganglia": Option("list", [], "gmond or gmetad XML ports to read, HOST[:PORT] (default port 8649)"),
         "ganglia_max_body": Option("int", 536870912, "Largest Ganglia XML document accepted, in bytes", minimum=1024),
+        "prometheus_url": Option("str", "", "Prometheus server whose node_exporter series describe the workers, "
+                                 "e.g. https://prometheus.example.org:9090"),
+        "prometheus_selector": Option("str", "", "Label selector for the workers' series, e.g. job=\"node\" "
+                                      "(default: every node_exporter series the server has)"),
+        "prometheus_identity": Option("str", "nodename", "Which name a Prometheus target's host has: nodename "
+                                     "(node_uname_info), instance (the target, port cut off), or label:NAME"),
+        "prometheus_token_file": Option("path", "", "File holding a bearer token for the Prometheus API"),
+        "prometheus_user": Option("str", "", "Basic-auth user for the Prometheus API"),
+        "prometheus_password_file": Option("path", "", "File holding the basic-auth password for the Prometheus API"),
+        "prometheus_ca_file": Option("path", "", "CA certificates to verify the Prometheus server's TLS certificate"),
+        "prometheus_max_body": Option("int", 268435456, "Largest Prometheus API answer accepted, in bytes", minimum=1024),
+        "node_exporters": Option("str", "", "node_exporters to pull /metrics from, names or ranges as for agents "
+                                 "(ADDRESS=NAME too), e.g. wn[001-250].example.org:9100"),
+        "node_exporters_file": Option("path", "", "File of node_exporters, one name or range a line, # comments"),
+        "node_exporter_port": Option("int", 9100, "Port of node_exporter on targets written without one", minimum=1),
+        "node_exporter_identity": Option("str", "target", "Which name a node_exporter's host has: target (its listed "
+                                         "name) or nodename (node_uname_info)", choices=("target", "nodename")),
         "drop_after": Option("float", 3600.0, "Seconds after which a host not heard from is dropped (Unknown: [node] stale_after)",
                              minimum=1.0),
     },
