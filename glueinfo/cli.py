@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "serve /node.xml, /nodes.xml, /ldif, /health and SSSRMAP queries (POST /SSSRMAP3) over HTTP"),
     "gather": ("gather", "gather the site's hosts from every enabled source (local, agents, spool, ganglia) once and print them"),
     "jobs-xml": ("jobs_xml", "print the CEs' batch jobs as SSS Job objects (XML <Data> of <Job>)"),
+    "haizea": ("haizea", "print the site as a Haizea <site>, or with --lwf its batch jobs as a lease workload (LWF)"),
     "run": ("run", "the periodic provider: refresh, write the LDIF and Node XML files, sync LDAP, until SIGTERM"),
 }
 
