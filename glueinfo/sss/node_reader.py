@@ -21,6 +21,9 @@ with one line naming the node, the element and the problem.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import hashlib
 import json
 import math
 import re
@@ -102,10 +105,16 @@ def validate(element: etree._Element) -> Optional[str]:
 class _Reader:
     """Reads one <Node>; ``fail`` raises with the node's Id in the message."""
 
-    def __init__(self, node: etree._Element, what: str):
+    def __init__(self, node: Optional[etree._Element], what: str, mark: bool = False):
         self.node = node
         self.what = what
         self.node_id = "?"
+        # With ``mark``: the source line of each volatile element read (see NodeFileReader) -> what it is,
+        # and every consumable figure read, by (category, tag).
+        self.mark = mark
+        self.marks: dict[int, tuple[Any, ...]] = {}
+        self.marked: dict[int, etree._Element] = {}
+        self.figures: dict[tuple[str, str], float] = {}
 
     def fail(self, where: str, problem: str) -> NoReturn:
         raise NodeXMLError(f"{self.what}: Node {self.node_id!r}: {where}: {problem}")
@@ -159,6 +168,16 @@ class _Reader:
             return text.split()
         return text
 
+    def known_value(self, field: sss_node.ExtensionField, text: str) -> Any:
+        """A known Extension's text as its fact's value, checked (raises naming the Extension)."""
+        kind = field.kind
+        if kind == "str":  # most of them, and the cheapest: inline
+            return text
+        if kind == "int" and text.isdigit() and text.isascii() and int(text) <= _INT_HIGH.get(field.attribute, 2**53) \
+                and int(text) >= _INT_LOW.get(field.attribute, 0):
+            return int(text)
+        return self.quick_typed(field, text)
+
     def quick_typed(self, field: sss_node.ExtensionField, text: str) -> Any:
         """:meth:`typed` for a known Extension: the values glueinfo writes (plain digits, plain
         numbers, ISO times within their limits) are taken at once; anything else goes the whole
@@ -189,10 +208,10 @@ class _Reader:
                     return stamp
         return self.typed(f"Extension[@name={field.name!r}]", kind, text, field.attribute)
 
-    def amount_mb(self, where: str, element: etree._Element, tag: str) -> float:
-        """A Memory/Swap/Disk amount in MB, converted from the element's units."""
-        value = self.number(where, element.text, 0, 3.4e38)
-        units = element.get("units") or sss_node.DEFAULT_UNITS.get(tag, "MB")
+    def amount_mb(self, where: str, text: Optional[str], units: Optional[str], tag: str) -> float:
+        """A Memory/Swap/Disk amount in MB, converted from the element's ``units``."""
+        value = self.number(where, text, 0, 3.4e38)
+        units = units or sss_node.DEFAULT_UNITS.get(tag, "MB")
         try:
             value = convert(value, units, "MB")
         except UnitError as exc:
@@ -203,6 +222,8 @@ class _Reader:
 
     # -- the node -------------------------------------------------------------------
     def read(self, source: Optional[str]) -> HostSnapshot:
+        if self.node is None:  # a reader made only to check values (NodeFileReader)
+            raise NodeXMLError(f"{self.what}: no Node to read")
         children = [c for c in self.node if isinstance(c.tag, str)]
         ids = [c for c in children if c.tag == "Id"]
         if len(ids) != 1:
@@ -231,6 +252,9 @@ class _Reader:
                 extensions.append(child)
             elif tag in _SINGLE:
                 once(tag, tag)  # State is derived again on rendering; other software's own states are fine
+                if tag == "State" and self.mark and isinstance(child.sourceline, int):
+                    self.marks[child.sourceline] = (_STATE_MARK, None)
+                    self.marked[child.sourceline] = child
                 if tag == "Opsys" and child.text:
                     sections["os"]["name"] = child.text
                 if tag == "Arch" and child.text:
@@ -290,19 +314,11 @@ class _Reader:
                 if (category.tag, tag) in figures:
                     self.fail(where, "given twice")
                 self.attributes(where, element)
-                if tag == "Processors":
-                    figures[(category.tag, tag)] = self.integer(where, element.text, 0, MAX_PROCESSORS)
-                elif tag == "Network":
-                    value = self.number(where, element.text, 0, 3.4e38)
-                    try:
-                        value = convert(value, element.get("units") or "Mbps", "Mbps")
-                    except UnitError as exc:
-                        self.fail(where, str(exc))
-                    if value > MAX_NETWORK_MBPS:
-                        self.fail(where, f"{format(value, 'g')} Mbps is absurdly large")
-                    figures[(category.tag, tag)] = value
-                else:
-                    figures[(category.tag, tag)] = self.amount_mb(where, element, tag)
+                figures[(category.tag, tag)] = self.figure(where, tag, element.text, element.get("units"))
+                if self.mark and category.tag != "Configured" and tag in _VOLATILE_FIGURES and isinstance(element.sourceline, int):
+                    self.marks[element.sourceline] = (_FIGURE_MARK, (category.tag, tag, element.get("units")))
+                    self.marked[element.sourceline] = element
+        self.figures = figures
         if ("Configured", "Processors") in figures:
             if figures[("Configured", "Processors")] < 1:
                 self.fail("Configured/Processors", "a node has at least one processor")
@@ -314,6 +330,21 @@ class _Reader:
         if resources:
             snap.setdefault("extra", {})[sss_node.RESOURCES_EXTRA] = {"resources": list(resources.values())}
         return figures
+
+    def figure(self, where: str, tag: str, text: Optional[str], units: Optional[str]) -> float:
+        """A consumable's figure (Processors: a count; Network: Mbps; the others: MB), checked."""
+        if tag == "Processors":
+            return self.integer(where, text, 0, MAX_PROCESSORS)
+        if tag == "Network":
+            value = self.number(where, text, 0, 3.4e38)
+            try:
+                value = convert(value, units or "Mbps", "Mbps")
+            except UnitError as exc:
+                self.fail(where, str(exc))
+            if value > MAX_NETWORK_MBPS:
+                self.fail(where, f"{format(value, 'g')} Mbps is absurdly large")
+            return value
+        return self.amount_mb(where, text, units, tag)
 
     def attributes(self, where: str, element: etree._Element) -> None:
         rate = element.get("consumptionRate")
@@ -363,14 +394,10 @@ class _Reader:
             field = by_key.get((name, etype))
             if field is not None:
                 once(("Extension", name), f"Extension[@name={name!r}]")
-                kind = field.kind
-                if kind == "str":  # most of them, and the cheapest: inline
-                    value: Any = text
-                elif kind == "int" and text.isdigit() and text.isascii() and int(text) <= _INT_HIGH.get(field.attribute, 2**53) \
-                        and int(text) >= _INT_LOW.get(field.attribute, 0):
-                    value = int(text)
-                else:
-                    value = self.quick_typed(field, text)
+                value = self.known_value(field, text)
+                if self.mark and field in _VOLATILE_EXTENSIONS and isinstance(element.sourceline, int):
+                    self.marks[element.sourceline] = (_EXTENSION_MARK, field)
+                    self.marked[element.sourceline] = element
                 if field.section == "snapshot":
                     snap[field.attribute] = value
                 else:
@@ -486,3 +513,237 @@ def read_node(data: Union[bytes, str, etree._Element], *, what: str = "Node XML"
     if len(snapshots) != 1:
         raise NodeXMLError(f"{what}: expected one Node, found {len(snapshots)}")
     return snapshots[0]
+
+
+# -- reading the same file again --------------------------------------------------------------------
+# A worker rewrites its Node every minute, and mostly only its volatile figures differ: the load, the
+# free memory, the Available/Utilized consumables they give, the collection time.  NodeFileReader
+# reads such a rewrite without parsing it: see its docstring for what is assumed and checked.
+
+_EXTENSION_MARK, _FIGURE_MARK, _STATE_MARK = "extension", "figure", "state"
+_VOLATILE_EXTENSIONS = frozenset(f for f in sss_node.EXTENSIONS
+                                 if f.section == "load" or (f.section, f.attribute) in {("memory", "virtual_available_mb"),
+                                                                                        ("snapshot", "collected_at")})
+_VOLATILE_FIGURES = frozenset({"Processors", "Memory", "Swap", "Disk"})
+# The facts the figures give (glueinfo writes no Extension for these: checked below, so a figure read
+# again cannot be overridden by an unchanged Extension in the full read).
+_FIGURE_FACTS = {("Available", "Memory"): "ram_available_mb", ("Available", "Swap"): "swap_free_mb"}
+assert not any((f.section, f.attribute) in {("memory", a) for a in _FIGURE_FACTS.values()} for f in sss_node.EXTENSIONS)
+
+# A volatile element alone on its line as glueinfo writes it: its opening tag (attributes of plain
+# words only, an Extension's name and type in that order, a consumable's consumptionRate last: the
+# one attribute that changes with the load), a text of plain characters (a number, a time, a State
+# word: no markup, no reference, no quote, no space), its closing tag, nothing else.
+_TEXT = rb"[0-9A-Za-z.:+-]*"
+_PLAIN = re.compile(_TEXT)
+_LINES = {
+    _EXTENSION_MARK: re.compile(rb'([ \t]*<(Extension) name="[A-Za-z0-9]+" type="[A-Za-z]+")()>(' + _TEXT + rb")</Extension>"),
+    _FIGURE_MARK: re.compile(rb'([ \t]*<(Processors|Memory|Swap|Disk)(?: (?!consumptionRate=)[A-Za-z]+="[A-Za-z0-9.+-]*")*)'
+                             rb'(?: consumptionRate="(' + _TEXT + rb')")?>(' + _TEXT + rb")</\2>"),
+    _STATE_MARK: re.compile(rb"([ \t]*<(State))()>(" + _TEXT + rb")</State>"),
+}
+_RATE = b' consumptionRate="'
+_MAX_LINES = 60000  # libxml2 may count source lines only up to 65535
+_UTF8 = frozenset({"UTF-8", "US-ASCII", "ASCII"})
+
+# (line index, kind, the line up to its rate or text, its closing tag, what it is)
+_Mark = tuple[int, str, bytes, bytes, Any]
+
+
+class _Known:
+    """What NodeFileReader keeps of one file's last full read: the digest of its skeleton (its lines
+    with the volatile ones left empty), its number of lines, the volatile lines, the figures read,
+    and the snapshot (never handed out itself: copies are)."""
+
+    __slots__ = ("digest", "lines", "marks", "figures", "snapshot", "source")
+
+    def __init__(self, digest: bytes, lines: int, marks: tuple[_Mark, ...], figures: dict[tuple[str, str], float],
+                 snapshot: HostSnapshot, source: Optional[str]) -> None:
+        self.digest, self.lines, self.marks, self.figures, self.snapshot, self.source = digest, lines, marks, figures, snapshot, source
+
+
+def _is_element(kind: str, payload: Any, element: etree._Element, tag: bytes, rate: Optional[bytes], text: bytes) -> bool:
+    """Whether the element libxml2 placed on a line is the one element the line holds (tag, names,
+    text and rate the same)."""
+    if (element.text or "") != text.decode("ascii") or element.tag != tag.decode("ascii"):
+        return False
+    if kind == _FIGURE_MARK:
+        parent = element.getparent()
+        return (parent is not None and parent.tag == payload[0] and element.tag == payload[1]
+                and element.get("consumptionRate") == (None if rate is None else rate.decode("ascii")))
+    if kind == _EXTENSION_MARK:
+        return (element.get("name"), element.get("type")) == (payload.name, payload.type)
+    return True
+
+
+def _digest(lines: list[bytes]) -> bytes:
+    return hashlib.blake2b(b"\n".join(lines), digest_size=32).digest()
+
+
+class NodeFileReader:
+    """:func:`read_node` for documents read again and again under one name (a spool file): the
+    same snapshot, the same errors, less work when only volatile figures changed.
+
+    After a full read of a lone ``<Node>`` that passes every check, the reader keeps (per ``name``)
+    a digest of the document's skeleton: its lines with the volatile ones left empty (State, the
+    load Extensions, VirtualMemoryAvailable, CollectedAt, and Available/Utilized Processors, Memory,
+    Swap and Disk).  The next document under that name is read without parsing when all of this
+    holds, and fully (exactly :func:`read_node`, its checks and errors) otherwise:
+
+    - it is bytes, at most ``max_bytes``, for the same ``source``; the last one was UTF-8 (or
+      ASCII), with no CR and fewer than 60,000 lines;
+    - a volatile line of the last one is one libxml2 reported the element's start on, and it holds
+      that element alone as glueinfo writes it (``_LINES``: plain-word attributes, a text of
+      letters, digits and ``.:+-``) with the very text and attributes the parse gave: a start tag
+      cannot contain ``<`` and such a text cannot contain markup, so that line is that element,
+      start to end, and nothing else (not a comment, not CDATA);
+    - the new document has as many lines, each volatile line is again that element's opening (the
+      same bytes up to a consumptionRate or the ``>``), a plain rate and text, and the same closing
+      tag, and the skeleton's BLAKE2b-256 digest is the one kept (a different skeleton passes only
+      through a collision, which no one knows how to make).
+
+    Then the new document is the last one with other plain texts (and rates) in those elements:
+    well-formed, no DTD, no entity, and a full read would find the same elements.  The new texts
+    are checked by the code the full read uses (the Extension's value, the figure with its units,
+    consumptionRate, Available and Utilized against Configured; State's word is not read), and any
+    complaint sends the document to the full read, which gives :func:`read_node`'s one-line
+    error.  The snapshot is the last one's with the changed facts replaced; its other parts (CPU,
+    OS, adapters, file systems, static facts) are the same objects, which downstream never changes.
+
+    ``quick`` counts the documents read this way, ``full`` the others.  Not thread-safe: one
+    reader per source, used by its one gathering thread.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, _Known] = {}
+        self._layouts: dict[tuple[_Mark, ...], tuple[_Mark, ...]] = {}
+        self.quick = 0
+        self.full = 0
+
+    def forget(self, name: str) -> None:
+        """Drop what is kept of ``name`` (a file gone, or bad)."""
+        self._known.pop(name, None)
+
+    def names(self) -> list[str]:
+        """The names something is kept of."""
+        return list(self._known)
+
+    def read(self, name: str, data: Union[bytes, str], *, what: str = "Node XML", source: Optional[str] = None,
+             max_bytes: int = DEFAULT_MAX_BYTES) -> HostSnapshot:
+        """The snapshot of ``data`` (:func:`read_node`'s, or its NodeXMLError); a new object each call."""
+        known = self._known.get(name)
+        if known is not None and isinstance(data, bytes) and len(data) <= max_bytes and known.source == source:
+            snapshot = self._again(known, data, what)
+            if snapshot is not None:
+                self.quick += 1
+                return _handed(snapshot)
+        self._known.pop(name, None)
+        self.full += 1
+        root = _root(data, what, max_bytes)
+        if root.tag != "Node" or not isinstance(data, bytes):
+            return read_node(root, what=what, source=source, max_bytes=max_bytes)  # a <Data>, or text: not kept
+        reader = _Reader(root, what, mark=True)
+        snapshot = reader.read(source)  # what read_node does with a lone <Node>
+        self._remember(name, data, root, reader, snapshot, source)
+        return _handed(snapshot)
+
+    def _remember(self, name: str, data: bytes, root: etree._Element, reader: _Reader, snapshot: HostSnapshot,
+                  source: Optional[str]) -> None:
+        encoding = (root.getroottree().docinfo.encoding or "").upper()
+        if encoding not in _UTF8 or b"\r" in data or not reader.marks:
+            return
+        lines = data.split(b"\n")
+        if len(lines) >= _MAX_LINES:
+            return
+        marks: list[_Mark] = []
+        for number, (kind, payload) in sorted(reader.marks.items()):
+            if not 1 <= number <= len(lines):
+                return
+            match = _LINES[kind].fullmatch(lines[number - 1])
+            if match is None or not _is_element(kind, payload, reader.marked[number], match.group(2), match.group(3), match.group(4)):
+                continue  # not alone on its line as expected: kept in the skeleton, so any change reads fully
+            closing = b"</" + match.group(2) + b">"
+            marks.append((number - 1, kind, match.group(1), closing, payload))
+            lines[number - 1] = b""
+        if not marks:
+            return
+        layout = tuple(marks)
+        layout = self._layouts.setdefault(layout, layout)  # hosts written alike share one
+        if len(self._layouts) > 2 * len(self._known) + 64:
+            self._layouts = {k.marks: k.marks for k in self._known.values()}
+        self._known[name] = _Known(_digest(lines), len(lines), layout, dict(reader.figures), snapshot, source)
+
+    def _again(self, known: _Known, data: bytes, what: str) -> Optional[HostSnapshot]:
+        """The snapshot of ``data`` read as a rewrite of the last document (see the class), or None."""
+        lines = data.split(b"\n")
+        if len(lines) != known.lines:
+            return None
+        texts: list[tuple[str, Any, str, Optional[str]]] = []
+        plain = _PLAIN.fullmatch
+        for index, kind, opening, closing, payload in known.marks:
+            line = lines[index]
+            if not (line.startswith(opening) and line.endswith(closing)):
+                return None
+            rest = line[len(opening):len(line) - len(closing)]
+            rate: Optional[bytes] = None
+            if kind == _FIGURE_MARK and rest.startswith(_RATE):
+                end = rest.find(b'"', len(_RATE))
+                if end < 0:
+                    return None
+                rate, rest = rest[len(_RATE):end], rest[end + 1:]
+                if plain(rate) is None:
+                    return None
+            if rest[:1] != b">" or plain(rest, 1) is None:
+                return None
+            lines[index] = b""
+            if kind != _STATE_MARK:
+                texts.append((kind, payload, rest[1:].decode("ascii"), None if rate is None else rate.decode("ascii")))
+        if _digest(lines) != known.digest:
+            return None
+        previous = known.snapshot
+        reader = _Reader(None, what)
+        reader.node_id = previous.hostname[:80]
+        figures = dict(known.figures)
+        changes: dict[str, dict[str, Any]] = {"snapshot": {}, "load": {}, "memory": {}}
+        try:
+            for kind, payload, text, rate_text in texts:
+                if kind == _EXTENSION_MARK:
+                    changes[payload.section][payload.attribute] = reader.known_value(payload, text)
+                    continue
+                category, tag, units = payload
+                where = f"{category}/{tag}"
+                if rate_text is not None:
+                    reader.number(f"{where}/@consumptionRate", rate_text, 0, 10**6)
+                figures[(category, tag)] = reader.figure(where, tag, text, units)
+            reader.check_figures(figures)
+        except NodeXMLError:
+            return None  # the full read says what is wrong
+        for key, attribute in _FIGURE_FACTS.items():
+            if key in figures:
+                changes["memory"][attribute] = int(round(figures[key]))
+        replaced: dict[str, Any] = {}
+        try:
+            for section in ("load", "memory"):
+                part, values = getattr(previous, section), changes[section]
+                if values and part is not None and any(getattr(part, k) != v or type(getattr(part, k)) is not type(v)
+                                                       for k, v in values.items()):
+                    replaced[section] = dataclasses.replace(part, **values)
+            for attribute, value in changes["snapshot"].items():
+                value = float(value) if attribute == "collected_at" else value
+                if getattr(previous, attribute) != value:
+                    replaced[attribute] = value
+        except (ModelError, TypeError):
+            return None
+        if replaced:
+            known.snapshot = previous = dataclasses.replace(previous, **replaced)
+        known.figures = figures
+        return previous
+
+
+def _handed(snapshot: HostSnapshot) -> HostSnapshot:
+    """A copy of a kept snapshot to hand out: its own top level, extra and collector list (what a
+    receiver may set), the same fact objects."""
+    copied = copy.copy(snapshot)
+    copied.extra = dict(snapshot.extra)
+    copied.collectors = list(snapshot.collectors)
+    return copied

@@ -16,11 +16,15 @@ The file name is the host: the Node inside must have that Id (or its short
 form, or an alias of ``[sources] aliases``), so a copied or misnamed file
 cannot pose as another host.  A file whose Node carries no CollectedAt counts as
 collected when it was last written (its mtime).  Files unchanged since the
-last gather (same inode, size and mtime) are not read again.
+last gather (same inode, size and mtime) are not read again; a file rewritten
+with only its volatile figures changed (load, free memory, collection time) is
+read without parsing it again (glueinfo.sss.node_reader.NodeFileReader: the
+same snapshot and the same errors as a full read).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from typing import Any
@@ -44,7 +48,7 @@ def spool_candidates(directory: str) -> list[os.DirEntry[str]]:
 
 def gather(ctx: SourceContext) -> SourceReport:
     from glueinfo.gather.identity import answers_to, parse_aliases
-    from glueinfo.sss.node_reader import NodeXMLError, read_node
+    from glueinfo.sss.node_reader import NodeFileReader, NodeXMLError
 
     section = ctx.config.section("sources")
     report = SourceReport()
@@ -65,6 +69,7 @@ def gather(ctx: SourceContext) -> SourceReport:
 
     # file name -> ((inode, size, mtime_ns), snapshot or None when it was bad)
     seen: dict[str, tuple[tuple[int, int, int], Any]] = ctx.memory.setdefault("files", {})
+    reader: NodeFileReader = ctx.memory.setdefault("reader", NodeFileReader())  # each file's last full read
     present = set()
     max_body = section["max_body"]
     for entry in entries:
@@ -99,9 +104,10 @@ def gather(ctx: SourceContext) -> SourceReport:
             report.failures.append(SourceFailure(target=path, host=host, error=str(exc)))
             continue
         try:
-            snapshot = read_node(data, what=f"Node XML in {path}", source=SOURCE_NAME, max_bytes=max_body)
+            snapshot = reader.read(name, data, what=f"Node XML in {path}", source=SOURCE_NAME, max_bytes=max_body)
         except NodeXMLError as exc:
             seen.pop(name, None)
+            reader.forget(name)
             report.failures.append(SourceFailure(target=path, host=host, error=str(exc)))
             continue
         if not answers_to(snapshot.hostname, host, aliases):
@@ -109,11 +115,13 @@ def gather(ctx: SourceContext) -> SourceReport:
                 target=path, host=host, error=f"Node claims to be {snapshot.hostname[:80]!r}, not {host!r}: refused"))
             continue
         if snapshot.collected_at <= 0:
-            snapshot.collected_at = info.st_mtime
+            snapshot = dataclasses.replace(snapshot, collected_at=info.st_mtime)
         seen[name] = (signature, snapshot)
         report.snapshots.append(snapshot)
     for gone in set(seen) - present:
         del seen[gone]
+    for gone in set(reader.names()) - present:
+        reader.forget(gone)
     return report
 
 
