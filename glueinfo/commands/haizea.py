@@ -1,18 +1,67 @@
-"""`glueinfo haizea`: the site as a Haizea ``<site>``; with --lwf, its batch jobs as a Haizea lease workload."""
+"""`glueinfo haizea`: the site as a Haizea ``<site>``; with --lwf, its batch jobs as a Haizea lease workload.
+
+The site is assembled as every command assembles it (glueinfo.commands.site_options
+make_assembler, glueinfo.site.assemble: the enabled [sources], the [node]
+site_snapshots files, the state directory, each CE's LRMS asked once), then
+rendered by glueinfo.haizea.site: one ``<node-set>`` per distinct capacity,
+hosts Offline or Unknown left out and named in the document's comment.
+
+``--lwf`` adds the CEs' batch jobs (glueinfo.lrms.registry.site_jobs: every
+non-fork CE's jobs once, current and finished as long as the LRMS keeps
+them) as a ``<lease-workload>`` (glueinfo.haizea.workload).  A CE whose LRMS
+cannot list its jobs is logged on stderr and the exit code is 1; the others'
+jobs are still printed.  A site with no host left to describe is a one-line
+error, exit 1, and nothing on stdout.  docs/haizea.md has the details.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from glueinfo.core.config import Config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lwf", action="store_true",
-                        help="print a Haizea <lease-workload> (LWF) of the CEs' jobs instead of the <site>")
+                        help="print a Haizea <lease-workload> (LWF) of the CEs' batch jobs on the site, not only the <site>")
+    parser.add_argument("--name", metavar="NAME",
+                        help="the workload's name (--lwf; default: [site] name, else the site's unique id, else glueinfo)")
+    parser.add_argument("--preemptible", choices=("yes", "no"),
+                        help="write preemptible=\"yes\"/\"no\" on every lease (--lwf): this site's preemption policy, "
+                             "which no batch system plugin reports; by default the attribute is left out")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.cli import UsageError
+    from glueinfo.cli import long_lived_objects
+    from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
+    from glueinfo.haizea.site import HaizeaError, site_element, site_nodes, to_bytes
+    from glueinfo.site.node_settings import node_settings
 
-    raise UsageError("haizea: not implemented yet")
+    config = site_config(args, config)
+    settings = node_settings(config)
+    clock = clock_from_environment()
+    with long_lived_objects():
+        site = make_assembler(args, config, clock=clock).once()
+    now = clock()
+    nodes = site_nodes(site, now, settings)
+    failed: list[str] = []
+    try:
+        if not args.lwf:
+            document = to_bytes(site_element(nodes))
+        else:
+            from glueinfo.haizea.workload import workload_document
+            from glueinfo.lrms.registry import site_jobs
+
+            jobs, failed = site_jobs(site.model.ces, clock=clock)  # each failure is logged once by the registry
+            info = site.model.site
+            name = args.name or info.name or info.unique_id or "glueinfo"
+            ces = [ce.unique_id for ce in site.model.ces if ce.lrms != "fork"]
+            preemptible = None if args.preemptible is None else args.preemptible == "yes"
+            document = workload_document(name, ces, nodes, jobs, now, preemptible)
+    except HaizeaError as exc:
+        print(f"glueinfo: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.buffer.write(document)
+    sys.stdout.flush()
+    return 1 if failed else 0
