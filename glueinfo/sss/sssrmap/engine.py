@@ -32,8 +32,12 @@ Semantics:
 - Match searches the text of each value with RE2 (request.py): a match
   anywhere in the value, as Python's ``re.search`` did; never backtracks.
 - Get ops Sort/Tros order the results (objects without the field last);
-  Count/Sum/Average/Min/Max aggregate, per GroupBy group.  No Get returns
-  whole objects; records keep the nesting of the Get names.
+  Count/Sum/Average/Min/Max aggregate, per GroupBy group, each result
+  marked with the op that made it (``<Processors op="Sum">``).  No Get
+  returns whole objects; records keep the nesting of the Get names and the
+  request's order (a Get shares ``<Configured>`` only with the Get before
+  it); a Get ``alias`` names its result instead (Gold's form).
+- Options Unique, Offset, Limit (request.py) apply to the records.
 
 Budget: :func:`run_query` takes a :class:`Budget` (a deadline on a clock
 the caller passes in) and checks it every CHECK_EVERY objects in each loop
@@ -510,22 +514,34 @@ def order(objects: ObjectSet, chosen: list[int], gets: Sequence[GetField], budge
     return result
 
 
-class _Trie:
-    """Get paths merged by common prefix, so Configured/Memory and Configured/Swap share one <Configured>."""
+class _Layout:
+    """Gets laid out in the request's order (message format: "Multiple Get elements cause the fields to be
+    returned in the order specified"): a Get shares an enclosing element (``<Configured>``) only with the Get
+    just before it, so Configured/Memory, Configured/Swap give one ``<Configured>`` while Configured/Memory, Id,
+    Configured/Swap give two.  A Get with an alias is one top-level element of that name (Gold's column alias)."""
 
     def __init__(self) -> None:
-        self.children: dict[str, _Trie] = {}
-        self.leaves: list[GetField] = []  # the Gets ending here (several: Min and Max of one field)
-
-    @property
-    def leaf(self) -> Optional[GetField]:
-        return self.leaves[0] if self.leaves else None
+        self.children: list[tuple[str, Union[_Layout, GetField]]] = []
 
     def add(self, get: GetField) -> None:
+        steps = (get.alias,) if get.alias else get.path.steps
         node = self
-        for step in get.path.steps:
-            node = node.children.setdefault(step, _Trie())
-        node.leaves.append(get)
+        for step in steps[:-1]:
+            last = node.children[-1] if node.children else None
+            if last is not None and last[0] == step and isinstance(last[1], _Layout):
+                node = last[1]
+            else:
+                inner = _Layout()
+                node.children.append((step, inner))
+                node = inner
+        node.children.append((steps[-1], get))
+
+    @classmethod
+    def of(cls, gets: Sequence[GetField]) -> _Layout:
+        layout = cls()
+        for get in gets:
+            layout.add(get)
+        return layout
 
 
 def _open_tag(step: str) -> tuple[bytes, bytes]:
@@ -534,52 +550,61 @@ def _open_tag(step: str) -> tuple[bytes, bytes]:
     return f"<{tag}{attributes}>".encode(), f"</{tag}>".encode()
 
 
-def _converted(objects: ObjectSet, get: GetField, units: str, index: int, budget: Budget) -> bytes:
-    """The path's elements with their numeric text converted to ``units`` (the Get's)."""
+def _renamed(fragment: bytes, tag: str, alias: str) -> bytes:
+    """A serialized element (``<Tag ...>...</Tag>`` or ``<Tag .../>``, as lxml writes it) under another name."""
+    old, new = tag.encode(), alias.encode()
+    body = new + fragment[1 + len(old):]
+    if body.endswith(b"</" + old + b">"):
+        body = body[:-len(old) - 3] + b"</" + new + b">"
+    return b"<" + body
+
+
+def _rendered(objects: ObjectSet, get: GetField, index: int, budget: Budget) -> bytes:
+    """One object's elements for a Get with units (numeric text converted) or an alias (renamed)."""
     parts = []
     for element in objects.matches(get.path, budget)[index]:
+        tag = get.alias or str(element.tag)
         number = _number_of(element.text)
         unit = objects.unit_of(element)
-        if number is None or not unit or len(element):
-            parts.append(etree.tostring(element, encoding="UTF-8", with_tail=False))
+        if not get.units or number is None or not unit or len(element):
+            fragment = etree.tostring(element, encoding="UTF-8", with_tail=False)
+            parts.append(_renamed(fragment, str(element.tag), get.alias) if get.alias else fragment)
             continue
         try:
-            value = convert(number, unit, units)
+            value = convert(number, unit, get.units)
         except UnitError as exc:
-            raise SSSRMAPError(BAD_GET, f"Get {get.path.text} units={units!r}: {exc}") from None
+            raise SSSRMAPError(BAD_GET, f"Get {get.path.text} units={get.units!r}: {exc}") from None
         attributes = "".join(f' {k}="{escape_attribute(v)}"'  # type: ignore[str-bytes-safe,arg-type]  # lxml-stubs: attrib items are str, not str|bytes
                              for k, v in element.attrib.items() if k != "units")
-        parts.append(f'<{element.tag}{attributes} units="{escape_attribute(units)}">{format_number(value)}</{element.tag}>'.encode())
+        parts.append(f'<{tag}{attributes} units="{escape_attribute(get.units)}">{format_number(value)}</{tag}>'.encode())
     return b"".join(parts)
 
 
 def project(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField], budget: Optional[Budget] = None) -> list[bytes]:
-    """One serialized record per chosen object: the whole object, or the Get paths, nested.
+    """One serialized record per chosen object: the whole object, or the Gets in the request's order, nested.
 
-    Built column by column (one list per Get path, joined level by level) rather
+    Built column by column (one list per Get, joined level by level) rather
     than object by object: list comprehensions over cached fragments.
     """
     budget = budget or Budget()
     if not gets:
         whole = objects.whole(budget)
         return [whole[i] for i in chosen]
-    trie = _Trie()
-    for get in gets:
-        trie.add(get)
 
-    def column(node: _Trie) -> list[bytes]:
-        """For each chosen object, the concatenated output of this trie node's children."""
+    def column(node: _Layout) -> list[bytes]:
+        """For each chosen object, the concatenated output of this layout node's children."""
         parts: list[list[bytes]] = []
-        for step, child in node.children.items():
-            get = child.leaf
-            if get is not None:
-                if get.units:
-                    converted: list[bytes] = []
-                    for part in budget.slices(len(chosen), f"converting {get.path.text[:80]} to {get.units[:20]}"):
-                        converted.extend([_converted(objects, get, get.units, chosen[n], budget) for n in part])
-                    parts.append(converted)
+        for step, child in node.children:
+            if isinstance(child, GetField):
+                if child.units or child.alias:
+                    rendered: list[bytes] = []
+                    doing = f"converting {child.path.text[:80]} to {child.units[:20]}" if child.units else \
+                        f"writing {child.path.text[:80]} as {child.alias}"
+                    for part in budget.slices(len(chosen), doing):
+                        rendered.extend([_rendered(objects, child, chosen[n], budget) for n in part])
+                    parts.append(rendered)
                 else:
-                    parts.append(objects.fragments(get.path, chosen, budget))
+                    parts.append(objects.fragments(child.path, chosen, budget))
                 continue
             inner = column(child)
             opening, closing = _open_tag(step)
@@ -590,7 +615,7 @@ def project(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField],
         return [b"".join(row) for row in zip(*parts, strict=True)]
 
     root_open, root_close = f"<{objects.name}>".encode(), f"</{objects.name}>".encode()
-    return [root_open + text + root_close for text in column(trie)]
+    return [root_open + text + root_close for text in column(_Layout.of(gets))]
 
 
 def _aggregate_values(objects: ObjectSet, get: GetField, members: Sequence[int], budget: Budget) -> tuple[Optional[str], Optional[str]]:
@@ -662,10 +687,29 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
             ranks.append((1, "") if k is None else (0, number) if number is not None else (0.5, k))
         return tuple(ranks)
 
-    trie = _Trie()
-    for get in gets:
-        trie.add(get)
+    layout = _Layout.of(gets)
     index_of = {id(get): position for position, get in enumerate(gets)}
+
+    def render(node: _Layout, values: dict[int, tuple[Optional[str], Optional[str]]]) -> bytes:
+        """An aggregate is marked with the op that made it (op="Sum"), so Sum and Average of one field differ."""
+        parts = []
+        for step, child in node.children:
+            if isinstance(child, GetField):
+                text, unit = values[index_of[id(child)]]
+                if text is None:
+                    continue
+                opening, closing = _open_tag(step)
+                marks = (f' op="{child.op}"' if child.op in AGGREGATES else "") + (f' units="{escape_attribute(unit)}"' if unit else "")
+                if marks:
+                    opening = opening[:-1] + marks.encode() + b">"
+                parts.append(opening + escape_text(text).encode() + closing)
+            else:
+                inner = render(child, values)
+                if inner:
+                    opening, closing = _open_tag(step)
+                    parts.append(opening + inner + closing)
+        return b"".join(parts)
+
     records = []
     budget.check("ordering the groups")
     for number, key in enumerate(sorted(groups, key=group_order)):
@@ -678,27 +722,7 @@ def aggregate(objects: ObjectSet, chosen: Sequence[int], gets: Sequence[GetField
                 values[position] = (key[group_gets.index(get)], None)
             else:
                 values[position] = _aggregate_values(objects, get, members, budget)
-
-        def render(node: _Trie, values: dict[int, tuple[Optional[str], Optional[str]]]) -> bytes:
-            parts = []
-            for step, child in node.children.items():
-                if child.leaf is not None:
-                    for get in child.leaves:
-                        text, unit = values[index_of[id(get)]]
-                        if text is None:
-                            continue
-                        opening, closing = _open_tag(step)
-                        if unit:
-                            opening = opening[:-1] + f' units="{escape_attribute(unit)}">'.encode()
-                        parts.append(opening + escape_text(text).encode() + closing)
-                else:
-                    inner = render(child, values)
-                    if inner:
-                        opening, closing = _open_tag(step)
-                        parts.append(opening + inner + closing)
-            return b"".join(parts)
-
-        records.append(f"<{objects.name}>".encode() + render(trie, values) + f"</{objects.name}>".encode())
+        records.append(f"<{objects.name}>".encode() + render(layout, values) + f"</{objects.name}>".encode())
     return records
 
 
@@ -730,6 +754,9 @@ def check_get(objects: ObjectSet, get: GetField) -> None:
 def run_query(objects: ObjectSet, request: QueryRequest, budget: Optional[Budget] = None) -> list[bytes]:
     """The records (serialized objects) a Query returns, in order.
 
+    Options: Unique drops repeated records (the first kept), then Offset skips
+    and Limit cuts, counting records (groups, for an aggregate query).
+
     SSSRMAPError: 315/316 for names and values the object class refuses
     (checked before any work), QUERY_BUDGET (740) once ``budget`` runs out.
     """
@@ -738,8 +765,23 @@ def run_query(objects: ObjectSet, request: QueryRequest, budget: Optional[Budget
         check_get(objects, get)
     chosen = select(objects, request.wheres, budget)
     if any(g.op in AGGREGATES for g in request.gets):
-        return aggregate(objects, chosen, request.gets, budget)
-    chosen = order(objects, chosen, request.gets, budget)
-    return project(objects, chosen, request.gets, budget)
+        records = aggregate(objects, chosen, request.gets, budget)
+    else:
+        chosen = order(objects, chosen, request.gets, budget)
+        if not request.unique:  # Offset and Limit count records: cut before writing them
+            chosen = _window(chosen, request)
+        records = project(objects, chosen, request.gets, budget)
+        if not request.unique:
+            return records
+    if request.unique:
+        budget.check("removing duplicate records")
+        records = list(dict.fromkeys(records))  # the first of identical records kept, in order
+    return _window(records, request)
+
+
+def _window(items: list[Any], request: QueryRequest) -> list[Any]:
+    """Option Offset then Limit, as Gold's LIMIT .. OFFSET .. does."""
+    end = None if request.limit is None else request.offset + request.limit
+    return items[request.offset:end]
 
 

@@ -16,8 +16,19 @@ The shape accepted (message format 3.0.3 + NOTES.md)::
 - Get ops Sort/Tros order; Count/Sum/Average/Min/Max aggregate, per group
   when some Get has op GroupBy (every other Get must then be aggregated or
   grouped).
+- Get ``alias`` (Gold's attribute): the result is returned under that name,
+  at the top level of the record, instead of under the Get's path.
 - ``chunking="True"`` with ``chunkSize`` (objects per chunk, default 1000,
   from 1 to MAX_CHUNK_SIZE).
+- ``<Option name="..">value</Option>``: Unique, Limit and Offset are honoured
+  (as Gold does: distinct records, at most Limit records after skipping
+  Offset); Time (Gold's time travel), ShowHidden, ShowUsage and unknown
+  options are ignored, as are Count, Data and File elements and elements of
+  other namespaces (the schema's ``##other``): each one ignored is named in
+  :attr:`QueryRequest.ignored`, which the service answers with a Warning.
+- An action other than Query is not refused here: the request is returned
+  with only its action and object, and the service answers it with Gold's
+  "not a valid action" Failure naming both.
 - Match patterns are RE2 syntax, run by RE2 (google-re2), which never
   backtracks: time linear in the text for a given pattern.  What RE2 does
   not support (backreferences, lookaround, possessive quantifiers, ``\\Z``)
@@ -51,7 +62,6 @@ from glueinfo.sss.sssrmap.status import (
     NO_ACTION_OR_ACTOR,
     NO_OBJECT,
     NO_REQUEST,
-    UNSUPPORTED_ACTION,
     UNSUPPORTED_FEATURE,
     SSSRMAPError,
 )
@@ -136,6 +146,12 @@ class GetField:
     path: Path
     op: Optional[str] = None
     units: Optional[str] = None
+    alias: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """The Get as a peer wrote it, for messages: ``Configured/Processors`` or ``Sum of Configured/Processors``."""
+        return f"{self.op} of {self.path.text}" if self.op in AGGREGATES else self.path.text
 
 
 @dataclass(frozen=True)
@@ -162,6 +178,10 @@ class QueryRequest:
     request_id: Optional[str] = None
     chunking: bool = False
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    unique: bool = False  # Option Unique: identical records returned once
+    limit: Optional[int] = None  # Option Limit: at most this many records (after Offset)
+    offset: int = 0  # Option Offset: records skipped first
+    ignored: tuple[str, ...] = ()  # parts of the request not acted on, each described for the Warning
 
 
 def _canonical_op(table: Mapping[str, str], raw: Optional[str], code: str, what: str) -> Optional[str]:
@@ -214,34 +234,91 @@ def _chunk_size(raw: Optional[str]) -> int:
     return int(digits)
 
 
-def parse_request(request: etree._Element) -> QueryRequest:
-    """A ``<Request>`` element -> QueryRequest; SSSRMAPError (3xx) for anything malformed or unsupported."""
+# Options a Query honours (Gold's select) and those it answers with a Warning: why each is ignored.
+HONOURED_OPTIONS = ("Unique", "Limit", "Offset")
+IGNORED_OPTIONS = {
+    "time": "glueinfo keeps no history: the answer is the current state",
+    "showhidden": "glueinfo objects have no hidden fields",
+    "showusage": "no usage text is served: see docs/sss.md",
+}
+_ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
+SSSRMAP_NAMESPACE = "http://www.scidac.org/ScalableSystems/SSSRMAP"
+
+
+def _whole(raw: Optional[str], what: str) -> int:
+    """A whole number >= 0 in decimal digits (Limit, Offset); SSSRMAPError(317) naming it otherwise."""
+    text = (raw or "").strip()
+    if not re.fullmatch(r"\+?\d{1,12}", text):
+        raise SSSRMAPError(BAD_ATTRIBUTE, f"{what}={text[:20]!r} is not a whole number of records (0 to 999999999999)")
+    return int(text)
+
+
+def _option(child: etree._Element, honoured: dict[str, str], ignored: list[str]) -> None:
+    """One ``<Option name="..">value</Option>``: kept in ``honoured`` (canonical name -> value) or described in ``ignored``."""
+    name = (child.get("name") or "").strip()
+    if not name:
+        raise SSSRMAPError(BAD_ATTRIBUTE, "Option needs a name attribute (e.g. <Option name=\"Limit\">10</Option>)")
+    value = (child.text or "").strip()
+    key = name.lower()
+    canonical = next((o for o in HONOURED_OPTIONS if o.lower() == key), None)
+    if canonical is not None:
+        if canonical in honoured:
+            raise SSSRMAPError(BAD_ATTRIBUTE, f"Option {canonical} is given twice")
+        honoured[canonical] = value
+        return
+    if key.endswith("time") and value and not value.isdigit():  # Gold refuses a time stamp that is not epoch seconds
+        raise SSSRMAPError(BAD_ATTRIBUTE, f"Option {name[:40]} value {value[:40]!r} is not a time stamp (seconds since the epoch)")
+    why = IGNORED_OPTIONS.get(key, "not an option glueinfo knows (it honours Unique, Limit and Offset)")
+    ignored.append(f"Option {name[:40]} ({why})")
+
+
+def parse_request(request: etree._Element, foreign: Optional[Mapping[int, str]] = None) -> QueryRequest:
+    """A ``<Request>`` element -> QueryRequest; SSSRMAPError (3xx) for anything malformed or unsupported.
+
+    ``foreign`` maps the position of each child element (among element
+    children) that was in a namespace other than SSSRMAP's to its qualified
+    name; the caller reads it before namespaces are stripped.  Such elements
+    are the schema's ``##other`` extensions: ignored, and named in
+    :attr:`QueryRequest.ignored`.  A request whose action is not Query comes
+    back with only action, actor and object (the service refuses it naming
+    both); nothing else of it is checked.
+    """
+    foreign = foreign or {}
     action = (request.get("action") or "").strip()
     actor = (request.get("actor") or "").strip()
     if not action:
         raise SSSRMAPError(NO_ACTION_OR_ACTOR, "Request has no action attribute")
     if not actor:
         raise SSSRMAPError(NO_ACTION_OR_ACTOR, "Request has no actor attribute")
-    if action.lower() != "query":
-        raise SSSRMAPError(UNSUPPORTED_ACTION, f"action {action[:40]!r} is not supported: this service only answers Query")
     children = [c for c in request if isinstance(c.tag, str)]
     if len(children) > MAX_CONDITIONS:
         raise SSSRMAPError(UNSUPPORTED_FEATURE, f"Request has {len(children)} elements, more than the {MAX_CONDITIONS} accepted")
-    objects = [(c.text or "").strip() for c in children if c.tag == "Object"]
+    objects = [(c.text or "").strip() for i, c in enumerate(children) if c.tag == "Object" and i not in foreign]
     if not objects or not objects[0]:
         raise SSSRMAPError(NO_OBJECT, "Request names no Object")
     if len(objects) > 1:
         raise SSSRMAPError(UNSUPPORTED_FEATURE, "multi-object queries (joins) are not supported: send one Object per Request")
     object_name = objects[0]
+    if action.lower() != "query":
+        return QueryRequest(action=action[:40], actor=actor, object_name=object_name, request_id=request.get("id"))
     gets: list[GetField] = []
     wheres: list[WhereCondition] = []
-    for child in children:
+    honoured: dict[str, str] = {}
+    ignored: list[str] = []
+    for index, child in enumerate(children):
+        if index in foreign:
+            ignored.append(f"element {foreign[index][:120]} (another namespace's extension)")
+            continue
         if child.get("object") not in (None, "", object_name):
             raise SSSRMAPError(UNSUPPORTED_FEATURE, f"{child.tag} names object {child.get('object')!r}, not {object_name!r}")
         if child.tag == "Get":
             path = Path.parse(child.get("name"), BAD_GET, "Get")
             op = _canonical_op(GET_OPS, child.get("op"), BAD_GET, f"Get {path.text} op")
-            gets.append(GetField(path, op, (child.get("units") or "").strip() or None))
+            alias = (child.get("alias") or "").strip() or None
+            if alias is not None and not _ALIAS.match(alias):
+                raise SSSRMAPError(BAD_GET, f"Get {path.text} alias={alias[:40]!r} is not an element name (a letter, then "
+                                            "letters and digits, at most 64)")
+            gets.append(GetField(path, op, (child.get("units") or "").strip() or None, alias))
         elif child.tag == "Where":
             path = Path.parse(child.get("name"), BAD_WHERE, "Where")
             where_op = _canonical_op(WHERE_OPS, child.get("op"), BAD_WHERE, f"Where {path.text} op") or "EQ"
@@ -261,14 +338,27 @@ def parse_request(request: etree._Element) -> QueryRequest:
                                          _group(child.get("group"), path), (child.get("units") or "").strip() or None))
         elif child.tag == "Set":
             raise SSSRMAPError(UNSUPPORTED_FEATURE, "Set belongs in Create or Modify requests, not in a Query")
-        elif child.tag not in ("Object", "Option", "Count", "Data"):
-            raise SSSRMAPError(NO_REQUEST, f"unexpected element {child.tag!r} in Request")
+        elif child.tag == "Option":
+            _option(child, honoured, ignored)
+        elif child.tag == "Count":
+            ignored.append("Count (a Query's answer counts its own records)")
+        elif child.tag == "Data":
+            ignored.append("Data (a Query takes its objects from the server, not from the request)")
+        elif child.tag == "File":
+            ignored.append("File (a Query takes no file)")
+        elif child.tag != "Object":
+            raise SSSRMAPError(NO_REQUEST, f"unexpected element {child.tag!r} in Request: an SSSRMAP Request holds Object, Get, "
+                                           "Set, Where, Option, Data, Count and File (extensions go in another namespace)")
     chunking = _truthy(request.get("chunking"), "chunking")
     chunk_size = _chunk_size(request.get("chunkSize"))
+    unique = _truthy(honoured["Unique"], "Option Unique") if "Unique" in honoured else False
+    limit = _whole(honoured["Limit"], "Option Limit") if "Limit" in honoured else None
+    offset = _whole(honoured["Offset"], "Option Offset") if "Offset" in honoured else 0
     _check_groups(wheres)
     _check_aggregation(gets)
     return QueryRequest(action="Query", actor=actor, object_name=object_name, gets=tuple(gets), wheres=tuple(wheres),
-                        request_id=request.get("id"), chunking=chunking, chunk_size=chunk_size)
+                        request_id=request.get("id"), chunking=chunking, chunk_size=chunk_size, unique=unique,
+                        limit=limit or None, offset=offset, ignored=tuple(ignored))
 
 
 def _matcher_options() -> Any:

@@ -14,19 +14,45 @@ import time
 from collections.abc import Callable
 from typing import Optional
 
+from lxml import etree
+
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml, strip_namespaces
 from glueinfo.sss.sssrmap.engine import Budget, ObjectSet, run_query
 from glueinfo.sss.sssrmap.envelope import envelope, failure_bytes, response_bytes, verify_signature
-from glueinfo.sss.sssrmap.request import QueryRequest, parse_request
+from glueinfo.sss.sssrmap.request import SSSRMAP_NAMESPACE, QueryRequest, parse_request
 from glueinfo.sss.sssrmap.status import (
+    IGNORED_PARTS,
     MALFORMED_XML,
     NO_REQUEST,
     SERVER_ERROR,
     SIGNATURE_REQUIRED,
     SUCCESS,
     UNKNOWN_OBJECT,
+    UNSUPPORTED_ACTION,
     SSSRMAPError,
 )
+
+
+def _foreign_children(root: etree._Element) -> dict[int, str]:
+    """Before namespaces are stripped: the Request's child elements in a namespace other than SSSRMAP's.
+
+    Position among the Request's element children -> ``{uri}Name``.  The
+    schema's ``<any namespace="##other">`` lets such extensions stand in a
+    Request; they are ignored (and named), never taken for SSSRMAP elements.
+    """
+    request = root if etree.QName(root).localname == "Request" else None
+    if request is None:
+        body = next((c for c in root if isinstance(c.tag, str) and etree.QName(c).localname == "Body"), None)
+        request = next((c for c in body if isinstance(c.tag, str) and etree.QName(c).localname == "Request"), None) \
+            if body is not None else None
+    if request is None:
+        return {}
+    found = {}
+    for index, child in enumerate(c for c in request if isinstance(c.tag, str)):
+        uri = etree.QName(child).namespace
+        if uri not in (None, SSSRMAP_NAMESPACE):
+            found[index] = str(child.tag)
+    return found
 
 
 class QueryService:
@@ -64,21 +90,37 @@ class QueryService:
         """Serialized Response(s) for a parsed request: one, or one per chunk.
 
         ``budget`` defaults to a new one of ``budget_s`` starting now.
+        SSSRMAPError 313 for an object not served, 740 (Gold's answer) for an
+        action other than Query, naming the action and the object.
+
+        Chunks (``chunking="True"``): ``chunk_size`` records each, ``chunkNum``
+        from 1, ``chunkMax="-1"`` on every chunk but the last, which carries
+        ``chunkMax`` = its own ``chunkNum``: Gold's convention, so a Gold or
+        Maui peer's "last chunk" tests (chunkMax 0 or equal to chunkNum; more
+        while -1) all hold.  A chunked answer that fits in one chunk is
+        ``chunkNum="1" chunkMax="1"``.  Ignored parts of the request make every
+        chunk a Warning (IGNORED_PARTS) naming them; the data is unchanged.
         """
         source = self._sources.get(request.object_name)
         if source is None:
             known = ", ".join(self.object_names) or "none"
             raise SSSRMAPError(UNKNOWN_OBJECT, f"object {request.object_name[:40]!r} is not served here (served: {known})")
+        if request.action != "Query":
+            raise SSSRMAPError(UNSUPPORTED_ACTION, f"{request.action} is not a valid action for a {request.object_name[:40]} "
+                                                   f"object: glueinfo answers Query only (on {', '.join(self.object_names)})")
         records = run_query(source(), request, budget or Budget(self.budget_s, self._clock))
         noun = request.object_name
+        value, code, note = "Success", SUCCESS, ""
+        if request.ignored:
+            value, code = "Warning", IGNORED_PARTS
+            note = "; ignored: " + "; ".join(request.ignored)
         if not request.chunking or len(records) <= request.chunk_size:
-            message = f"{len(records)} {noun} object(s)"
             chunk = (1, 1) if request.chunking else None
-            return [response_bytes("Success", SUCCESS, message, records, request.request_id, chunk)]
+            return [response_bytes(value, code, f"{len(records)} {noun} object(s){note}", records, request.request_id, chunk)]
         size = request.chunk_size
         total = (len(records) + size - 1) // size
-        return [response_bytes("Success", SUCCESS, f"{len(records)} {noun} object(s), chunk {n + 1} of {total}",
-                               records[n * size:(n + 1) * size], request.request_id, (n + 1, total))
+        return [response_bytes(value, code, f"{len(records)} {noun} object(s), chunk {n + 1} of {total}{note}",
+                               records[n * size:(n + 1) * size], request.request_id, (n + 1, n + 1 if n + 1 == total else -1))
                 for n in range(total)]
 
     def handle(self, raw: bytes) -> list[bytes]:
@@ -91,6 +133,7 @@ class QueryService:
                 root = parse_xml(raw, max_bytes=self.max_bytes, what="SSSRMAP request")
             except XMLInputError as exc:
                 raise SSSRMAPError(MALFORMED_XML, str(exc)) from None
+            foreign = _foreign_children(root)
             strip_namespaces(root)
             if root.tag == "Envelope":
                 body = root.find("Body")
@@ -107,7 +150,7 @@ class QueryService:
                 raise SSSRMAPError(NO_REQUEST, f"expected an Envelope, got <{str(root.tag)[:40]}>")
             if request_el is None:
                 raise SSSRMAPError(NO_REQUEST, "the Envelope has no Body/Request")
-            request = parse_request(request_el)
+            request = parse_request(request_el, foreign)
             responses = self.answer(request, budget)
         except SSSRMAPError as exc:
             responses = [failure_bytes(exc.code, exc.message, request_id)]

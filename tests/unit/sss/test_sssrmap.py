@@ -231,7 +231,8 @@ def test_chunking():
     assert len(responses) == 8
     seen = []
     for number, response in enumerate(responses, 1):
-        assert (response.get("chunkNum"), response.get("chunkMax"), response.get("id")) == (str(number), "8", "q42")
+        # Gold's convention: -1 while more chunks follow, the last one's own number on the last
+        assert (response.get("chunkNum"), response.get("chunkMax"), response.get("id")) == (str(number), "8" if number == 8 else "-1", "q42")
         assert response.findtext("Status/Value") == "Success"
         assert int(response.findtext("Count")) == len(response.find("Data")) == (7 if number < 8 else 1)
         seen.extend(ids(response.find("Data")))
@@ -258,7 +259,7 @@ def test_an_empty_answer_is_a_success_with_count_zero():
     (request("", 'actor="x"'), "312", "no action"),
     (request("", 'action="Query"'), "312", "no actor"),
     (b'<Envelope><Body><Request action="Query" actor="x"/></Body></Envelope>', "311", "names no Object"),
-    (request("", 'action="Delete" actor="x"'), "314", "'Delete' is not supported"),
+    (request("", 'action="Delete" actor="x"'), "740", "Delete is not a valid action for a Node object"),
     (b'<Envelope><Body><Request action="Query" actor="x"><Object>Job</Object></Request></Body></Envelope>', "313", "'Job' is not served"),
     (b'<Envelope><Body><Request action="Query" actor="x"><Object>Node</Object><Object>Job</Object></Request></Body></Envelope>',
      "318", "joins"),
