@@ -38,7 +38,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     from glueinfo.cli import UsageError
     from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config
+    from glueinfo.run.history import History
     from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
+    from glueinfo.run.stats import Observed, timed_queue_state, timed_sources
     from glueinfo.site.node_settings import node_settings as read_node_settings
 
     try:
@@ -61,6 +63,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
     assembler = make_assembler(args, config, clock=clock)
     assembler.gatherer.probe = probe
     assembler.open_state()
+    # Monitoring (/metrics, the status page): each source's and LRMS query's time and outcome,
+    # and the CEs' last 24 hours, kept in the state directory when this process holds it.
+    observed = Observed()
+    assembler.gatherer.sources = timed_sources(assembler.gatherer.sources, observed.sources, clock)
+    assembler.queue_state = timed_queue_state(observed.lrms, assembler.queue_state)
+    state = assembler.state
+    history = History(state.directory if state is not None and state.writable else None, clock)
+    history.load()
 
     def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str], Optional[str]]:
         """(LDIF, why the build failed, why none is built on purpose)."""
@@ -88,15 +98,18 @@ def run(args: argparse.Namespace, config: Config) -> int:
         assembled as every command assembles it (/nodes.xml, /ldif)."""
         local = probe_here()
         local_probe_result[:] = [local]
-        assembler.gather()
-        assembler.refresh_lrms()
+        gathered = assembler.gather()
+        observed.hosts_dropped += len(gathered.dropped)
+        history.record(clock(), assembler.refresh_lrms())
         site = assembler.assemble()
+        observed.site = site
         assembler.save_state()
         ldif, ldif_error, ldif_off = build_ldif(site)
         return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), ldif=ldif,
                          ldif_error=ldif_error, ldif_off=ldif_off)
 
-    store = NodeStore(refresh, node_settings, clock=clock)
+    store = NodeStore(refresh, node_settings, clock=clock, observed=observed, history=history,
+                      role="agent" if args.no_ldif else "site")
     started = time.perf_counter()
     store.refresh_once(raise_errors=True)  # before listening, so the first request has data; bad collector names stop here
     try:
@@ -114,7 +127,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         jobs.start(settings.refresh_interval_s)
     host, port = server.address
     shown = f"[{host}]" if ":" in host else host
-    print(f"glueinfo: serving http://{shown}:{port}/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3), "
+    print(f"glueinfo: serving http://{shown}:{port}/ (status page /, node.xml, nodes.xml, ldif, health, metrics; "
+          f"POST SSSRMAP3), "
           f"first refresh took {time.perf_counter() - started:.2f} s, refreshing every {settings.refresh_interval_s:g} s"
           f"{', signed SSSRMAP requests required' if settings.key else ''}", file=sys.stderr, flush=True)
 
@@ -137,6 +151,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         server.stop(min(grace, 2.0))
         if jobs is not None:
             jobs.stop()
+        history.save()
         assembler.close()
     return 0
 

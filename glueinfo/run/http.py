@@ -5,7 +5,10 @@ Endpoints (GET and HEAD unless said):
 - ``/node.xml``   this host as an SSS Node
 - ``/nodes.xml``  every host known here as a ``<Data>`` of Nodes
 - ``/ldif``       the current GLUE 1.3 LDIF (503 until one has been built)
-- ``/health``     JSON: refresh and collector outcomes, snapshot age, host states
+- ``/health``     JSON: refresh and collector outcomes, snapshot age, host states, and under
+  "monitor" the figures ``glueinfo check`` reads
+- ``/metrics``    the same figures in the Prometheus exposition format (glueinfo.run.metrics)
+- ``/``           a status page for a person (glueinfo.run.status_page)
 - ``POST /SSSRMAP3`` an SSSRMAP Envelope; the answer is one Envelope, or one
   per chunk.  Bodies may be framed with Content-Length, correct chunked
   encoding, or the chunked framing Gold/Maui peers really send
@@ -39,9 +42,19 @@ from typing import Any, Optional
 
 from glueinfo import __version__
 from glueinfo.core.model import CollectorResult, HostSnapshot
+from glueinfo.run.history import History
 from glueinfo.run.http_server import HttpServer, IPNetwork, Limits, Request, Response, is_loopback, parse_allow, text_response
+from glueinfo.run.stats import CeStatus, HealthRow, HostRow, Observed, PublishStatus, Status, SubClusterRow
 from glueinfo.sss import vocabulary as sss_node
-from glueinfo.sss.node_xml import NodeMarkupCache, NodeRenderError, NodeSettings, data_element, node_element, node_state, to_bytes
+from glueinfo.sss.node_xml import (
+    NodeMarkupCache,
+    NodeRenderError,
+    NodeSettings,
+    data_element,
+    node_element,
+    node_state,
+    to_bytes,
+)
 from glueinfo.sss.sssrmap import (
     WIRE_BAD_FRAMING,
     WIRE_BODY_TOO_LARGE,
@@ -190,8 +203,13 @@ class NodeStore:
     """
 
     def __init__(self, refresh: Callable[[], Refreshed], settings: NodeSettings = NodeSettings(),
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, observed: Optional[Observed] = None,
+                 history: Optional[History] = None, role: str = "site"):
         self._refresh = refresh
+        self.observed = observed if observed is not None else Observed()
+        self.history = history
+        self.role = role  # "agent": a worker's serve, whose status page shows its one host
+        self._entries: tuple[int, int] = (0, 0)  # (id of the LDIF text, its entries)
         self.settings = settings
         self.clock = clock
         self._data: Optional[Refreshed] = None
@@ -240,6 +258,10 @@ class NodeStore:
         elif data.ldif_off is not None:
             self._ldif_error = data.ldif_off
         self.refreshes += 1
+        if data.local is not None:  # serve's collectors run once per refresh: count their failures
+            for result in data.local.collectors:
+                if not result.success:
+                    self.observed.collector_failures[result.name] = self.observed.collector_failures.get(result.name, 0) + 1
         self.last_refresh = {"started_at": started, "duration_s": time.perf_counter() - began, "success": True, "error": None}
         for problem in data.problems:
             log.warning("%s", problem)
@@ -363,6 +385,114 @@ class NodeStore:
         }
 
 
+    # -- monitoring -------------------------------------------------------------------------
+    def ldif_entries(self) -> Optional[int]:
+        """Entries in the LDIF served now (counted once per LDIF), None without one."""
+        text = self._ldif
+        if text is None:
+            return None
+        if self._entries[0] != id(text):
+            self._entries = (id(text), text.count("\ndn:") + text.startswith("dn:"))
+        return self._entries[1]
+
+    def status(self) -> Status:
+        """What monitoring shows now (/metrics, the status page, /health's "monitor"); never raises
+        on missing data: what is not known yet is left out."""
+        now = self.clock()
+        data, view, observed = self._data, self.view(), self.observed
+        site = observed.site
+        local = data.local if data is not None else None
+        notable: list[HostRow] = []
+        stale = 0
+        ces: list[CeStatus] = []
+        subclusters: list[SubClusterRow] = []
+        site_name = ""
+        if site is not None:
+            site_name = site.model.site.name or site.model.site.unique_id
+            for host in site.hosts:
+                stale += host.stale
+                state = node_state(host.snapshot, now, self.settings)
+                if host.stale or state == "Unknown":
+                    notable.append(HostRow(host.snapshot.hostname, state, host.stale, host.snapshot.collected_at,
+                                           tuple(sorted(host.sources))))
+            for ce in site.model.ces:
+                queue = site.states.get(ce.unique_id)
+                record = observed.lrms.get((ce.lrms, ce.queue))
+                ces.append(CeStatus(
+                    unique_id=ce.unique_id, name=ce.section, cluster=ce.cluster, lrms=ce.lrms, queue=ce.queue,
+                    status=queue.status if queue else None, total_cpus=queue.total_cpus if queue else None,
+                    free_cpus=queue.free_cpus if queue else None, running_jobs=queue.running_jobs if queue else None,
+                    waiting_jobs=queue.waiting_jobs if queue else None, total_jobs=queue.total_jobs if queue else None,
+                    collected_at=queue.collected_at if queue else 0.0, error=queue.error if queue else "not asked yet",
+                    query_duration_s=record.last_duration_s if record else None, query_runs=record.runs if record else 0,
+                    query_failures=record.failures if record else 0))
+            for cluster in site.groups.clusters:
+                for group in cluster.subclusters:
+                    subclusters.append(SubClusterRow(group.unique_id, group.name, cluster.unique_id,
+                                                     tuple(h.hostname for h in group.hosts),
+                                                     hardware_rows(group.shared, group.physical_cpus, group.logical_cpus)))
+        elif data is not None:
+            for snapshot in data.snapshots:
+                state = node_state(snapshot, now, self.settings)
+                stale += state == "Unknown"
+                if state == "Unknown":
+                    notable.append(HostRow(snapshot.hostname, state, True, snapshot.collected_at, (snapshot.source,)))
+        collectors = tuple(HealthRow(c.name, c.success, c.duration_s, failures=observed.collector_failures.get(c.name, 0),
+                                     error=c.error, runs=self.refreshes) for c in (local.collectors if local else ()))
+        sources = tuple(HealthRow(name, None if r.runs == 0 else r.last_error is None, r.last_duration_s, r.runs, r.failures,
+                                  r.last_error, r.last_success_at, snapshots=r.snapshots, failed_targets=r.failed_targets)
+                        for name, r in sorted(observed.sources.items()))
+        text, why = self.ldif()
+        publish = None
+        if self.role != "agent":
+            publish = PublishStatus(runs=self.refreshes, ok=why is None, entries=self.ldif_entries(), error=why,
+                                    last_at=self.last_refresh.get("started_at"),
+                                    last_duration_s=self.last_refresh.get("duration_s"))
+        problems = tuple(data.problems) if data is not None else ()
+        return Status(
+            generated_at=now, version=__version__, role=self.role, site_name=site_name,
+            hostname=local.hostname if local is not None else None,
+            host_state=node_state(local, now, self.settings) if local is not None else None,
+            states=dict(view.states) if view is not None else {}, hosts_total=sum(view.states.values()) if view else 0,
+            hosts_stale=stale, hosts_dropped=observed.hosts_dropped, ces=tuple(ces), subclusters=tuple(subclusters),
+            notable_hosts=tuple(notable), local_host=host_rows(local) if local is not None else (),
+            collectors=collectors, sources=sources, publish=publish,
+            refresh_ok=bool(self.last_refresh.get("success")) if self.last_refresh else None, problems=problems,
+            history=self.history.series() if self.history is not None else {})
+
+
+_HARDWARE = (("cpu_model", "CPU"), ("cpu_vendor", "vendor"), ("cpu_clock", "clock (MHz)"), ("logical_cpus", "CPUs per host"),
+             ("sockets", "sockets"), ("ram", "RAM (MB)"), ("platform", "platform"), ("os_name", "OS"),
+             ("os_release", "OS release"))
+
+
+def hardware_rows(shared: dict[str, Any], physical: Optional[int], logical: Optional[int]) -> tuple[tuple[str, str], ...]:
+    """The facts a SubCluster's hosts share, as (label, text); unknown ones left out."""
+    rows = [(label, str(shared[key])) for key, label in _HARDWARE if shared.get(key) not in (None, "")]
+    if logical is not None:
+        rows.append(("CPUs in all", str(logical)))
+    if physical is not None:
+        rows.append(("sockets in all", str(physical)))
+    return tuple(rows)
+
+
+def host_rows(snapshot: HostSnapshot) -> tuple[tuple[str, str], ...]:
+    """One host's main facts as (label, text), for a worker agent's page; unknown ones left out."""
+    rows: list[tuple[str, str]] = []
+    cpu, memory, load, os_info = snapshot.cpu, snapshot.memory, snapshot.load, snapshot.os
+    if cpu is not None:
+        for label, value in (("CPU", cpu.model_name), ("CPUs", cpu.logical_cpus), ("sockets", cpu.sockets)):
+            if value not in (None, ""):
+                rows.append((label, str(value)))
+    if memory is not None and memory.ram_mb is not None:
+        rows.append(("RAM (MB)", str(memory.ram_mb)))
+    if load is not None and load.load1 is not None:
+        rows.append(("load (1, 5, 15 min)", " ".join(f"{v:.2f}" for v in (load.load1, load.load5, load.load15) if v is not None)))
+    if os_info is not None and os_info.name:
+        rows.append(("OS", " ".join(str(v) for v in (os_info.name, os_info.release) if v)))
+    return tuple(rows)
+
+
 # -- HTTP ----------------------------------------------------------------------------------------
 
 
@@ -374,6 +504,16 @@ class Routes:
                  transport_stats: Callable[[], dict[str, int]]):
         self.store, self.service, self.settings = store, service, settings
         self.transport_stats = transport_stats
+        self._registry: Any = None
+
+    def registry(self) -> Any:
+        """The Prometheus registry of this server (made at the first scrape: prometheus_client is
+        imported only by a server that is scraped)."""
+        if self._registry is None:
+            from glueinfo.run.metrics import make_registry
+
+            self._registry = make_registry(self.store.status)
+        return self._registry
 
     def needs_body(self, request: Request) -> bool:
         return request.method == "POST" and request.path in QUERY_PATHS
@@ -392,10 +532,10 @@ class Routes:
         if request.path in ("/node.xml", "/nodes.xml"):
             view = self.store.current_view()
             return self._document(request.path, view) if view is not None else None
-        if request.path in ("/health", "/ldif"):
+        if request.path in ("/health", "/ldif", "/metrics", "/"):
             return None
-        return text_response(404, f"no such document {request.path[:100]!r}: try /node.xml, /nodes.xml, /ldif, /health, "
-                                  "POST /SSSRMAP3")
+        return text_response(404, f"no such document {request.path[:100]!r}: try /, /node.xml, /nodes.xml, /ldif, /health, "
+                                  "/metrics, POST /SSSRMAP3")
 
     def answer(self, request: Request) -> Response:
         if request.method == "POST":
@@ -406,7 +546,18 @@ class Routes:
         if request.path == "/health":
             report = self.store.health()
             report["http"] = self.transport_stats()
+            report["monitor"] = self.store.status().summary()
             return Response(200, json.dumps(report, indent=1).encode() + b"\n", "application/json")
+        if request.path == "/metrics":
+            from glueinfo.run.metrics import CONTENT_TYPE, exposition
+
+            return Response(200, exposition(self.registry()), CONTENT_TYPE)
+        if request.path == "/":
+            from glueinfo.run.status_page import CONTENT_TYPE as HTML_TYPE
+            from glueinfo.run.status_page import render
+
+            reload_s = int(max(5.0, min(60.0, self.settings.refresh_interval_s)))
+            return Response(200, render(self.store.status(), reload_s), HTML_TYPE)
         if request.path == "/ldif":
             text, why = self.store.ldif()
             if text is None:

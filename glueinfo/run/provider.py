@@ -52,11 +52,12 @@ from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.identity import host_key
 from glueinfo.glue.build import RenderCache
+from glueinfo.run.history import History
 from glueinfo.run.ldap_retry import LdapOutcome, LdapSync, make_ldap_sync
 from glueinfo.run.local_host import LocalHost, combine_local
 from glueinfo.run.outputs import OutputFiles
 from glueinfo.run.plan import Plan, RunSettings, ServiceError, make_plan
-from glueinfo.run.stats import JobStats, _one_line
+from glueinfo.run.stats import JobStats, Observed, ObservedAssembler, OutputStatus, _one_line, timed_queue_state, timed_sources, with_run
 from glueinfo.site.assemble import LOCAL, AssembledSite, SiteAssembler
 from glueinfo.sss.node_xml import NodeMarkupCache
 
@@ -89,6 +90,9 @@ class Provider:
         self.stopping = threading.Event()
         self._publish_lock = threading.Lock()
         self.local_host = LocalHost(self.plan, clock, host_root, self.cli_enable, self.cli_disable)
+        # Monitoring (/metrics, the status page): figures the assembler does not keep, and the CEs' last 24 hours.
+        self.history = History(self.plan.settings.state_dir or None, clock)
+        self.observed = Observed(on_lrms=self.history.record)
         self.assembler = self._new_assembler(self.plan)
         self.job_stats: dict[str, JobStats] = {name: JobStats() for name in (*JOB_NAMES, "publish")}
         self.outputs = OutputFiles()
@@ -104,8 +108,10 @@ class Provider:
     # -- construction helpers ------------------------------------------------------------------
     def _new_assembler(self, plan: Plan) -> SiteAssembler:
         try:
-            return SiteAssembler(plan.config, clock=self.clock, sources=plan.remote_sources, state_dir=plan.settings.state_dir,
-                                 queue_state=self.queue_state)
+            return ObservedAssembler(plan.config, observed=self.observed, clock=self.clock,
+                                     sources=timed_sources(plan.remote_sources, self.observed.sources, self.clock),
+                                     state_dir=plan.settings.state_dir,
+                                     queue_state=timed_queue_state(self.observed.lrms, self.queue_state))
         except Exception as exc:  # a site model that cannot be built: the config is refused
             raise ServiceError(_one_line(exc)) from None
 
@@ -133,8 +139,11 @@ class Provider:
                     report["reasons"].append(f"the last publication failed: {failed}")
                 return report
 
+            def status(self) -> Any:
+                return provider.monitor_status(super().status())
+
         self._latest = Refreshed(local=None, snapshots=[])
-        return RunStore(lambda: self._latest, plan.node_settings, clock=self.clock)
+        return RunStore(lambda: self._latest, plan.node_settings, clock=self.clock, observed=self.observed, history=self.history)
 
     @property
     def settings(self) -> RunSettings:
@@ -170,6 +179,7 @@ class Provider:
         server), so an upgrade renames nothing.  Returns how many hosts were restored."""
         OutputFiles.clean([self.settings.ldif_file, self.settings.node_xml_file])
         restored = self.assembler.open_state(writer=True)
+        self.history.load()
         if self.assembler.ids.is_empty():
             self._adopt_published_ids()
         return restored
@@ -278,6 +288,22 @@ class Provider:
             "ldap": self.ldap.to_dict() if self.ldap is not None else None,
             "publishes": self.publishes,
         }
+
+    def monitor_status(self, status: Any) -> Any:
+        """serve's status (glueinfo.run.stats.Status) with the run's jobs, publication and files."""
+        import os
+
+        interval = min(self.intervals().values())  # every job publishes: the files are this fresh at worst
+        outputs = []
+        for kind, path in (("ldif", self.settings.ldif_file), ("node_xml", self.settings.node_xml_file)):
+            if path:
+                try:
+                    age: Optional[float] = self.clock() - os.stat(path).st_mtime
+                except OSError:
+                    age = None
+                outputs.append(OutputStatus(kind, path, age, interval, self.outputs.errors.get(path)))
+        return with_run(status, jobs=self.job_stats, collectors=self.local_host.stats_copy(), ldap=self.ldap,
+                        outputs=outputs, entries=self.store.ldif_entries())
 
     def _with_metrics(self, snapshot: HostSnapshot) -> HostSnapshot:
         """A copy of this host's snapshot carrying the self-metrics as Extension facts."""
