@@ -232,7 +232,8 @@ def test_chunking():
     seen = []
     for number, response in enumerate(responses, 1):
         # Gold's convention: -1 while more chunks follow, the last one's own number on the last
-        assert (response.get("chunkNum"), response.get("chunkMax"), response.get("id")) == (str(number), "8" if number == 8 else "-1", "q42")
+        last = "8" if number == 8 else "-1"
+        assert (response.get("chunkNum"), response.get("chunkMax"), response.get("id")) == (str(number), last, "q42")
         assert response.findtext("Status/Value") == "Success"
         assert int(response.findtext("Count")) == len(response.find("Data")) == (7 if number < 8 else 1)
         seen.extend(ids(response.find("Data")))
