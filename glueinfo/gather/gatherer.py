@@ -149,6 +149,8 @@ class Gatherer:
         self.lock = lock if lock is not None else threading.RLock()
         self._memory: dict[str, dict[str, Any]] = {}
         self._dropped_told: dict[tuple[str, str], list[str]] = {}  # (host key, source) -> fields last warned about
+        # host key -> (what its last merge read: each live snapshot and whether it was stale, the merged snapshot)
+        self._merged: dict[str, tuple[tuple[tuple[HostSnapshot, bool], ...], HostSnapshot]] = {}
 
     # One thread per source, so a slow Ganglia port never holds up the agents.
     def _run_sources(self, deadline: float) -> list[tuple[Source, Optional[SourceReport], Optional[str]]]:
@@ -273,8 +275,17 @@ class Gatherer:
                 if live:
                     groups.setdefault(canonical[key], []).extend(live)
         hosts = []
+        merged_before, self._merged = self._merged, {}  # only this call's hosts are kept (two calls at once: a miss, never a wrong hit)
         for key in sorted(groups):
-            merged = merge(groups[key], now, stale_after)
+            # A merge reads its snapshots and, of several, which are stale: the same ones (by identity
+            # first; snapshots are never changed once kept) give the same merged snapshot, kept from last time.
+            inputs = tuple((s, is_stale(s, now, stale_after)) for s in groups[key])
+            before = merged_before.get(key)
+            if before is not None and before[0] == inputs:
+                merged = before[1]
+            else:
+                merged = merge(groups[key], now, stale_after)
+            self._merged[key] = (inputs, merged)
             hosts.append(GatheredHost(snapshot=merged, stale=is_stale(merged, now, stale_after), age_s=now - merged.collected_at,
                                       sources=dict(merged.extra["gather"]["sources"])))
         return hosts

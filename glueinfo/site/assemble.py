@@ -187,6 +187,9 @@ class SiteAssembler:
         self.ids = SubClusterIds()
         self.states: Optional[dict[str, QueueState]] = None
         self.failures: list[str] = []
+        # The last aggregation of each kind (with the ids: assemble; without: refresh_lrms): its hosts
+        # and groups, reused while the same snapshot objects come in the same order.
+        self._groups: dict[str, tuple[list[HostSnapshot], Optional[SubClusterIds], SiteGroups]] = {}
         directory = config.get("run", "state_dir") if state_dir is None else state_dir
         self.state = SiteState(directory, clock=clock) if directory else None
 
@@ -207,6 +210,7 @@ class SiteAssembler:
             ids = state.load_ids()
             if ids is not None:
                 self.ids = ids
+                self._groups.clear()
             return self._restore_hosts(state.load_hosts())
 
     def _restore_hosts(self, states: dict[str, dict[str, HostSnapshot]]) -> int:
@@ -247,6 +251,7 @@ class SiteAssembler:
             for cluster, subclusters in memberships_from_entries(entries).items():
                 self.ids.adopt(cluster, subclusters)
                 adopted += len(subclusters)
+            self._groups.clear()  # made with the ids before
         if adopted:
             log.info("adopted %d SubCluster id(s) already published in %s", adopted, origin)
         return adopted
@@ -285,7 +290,7 @@ class SiteAssembler:
         now = self.clock()
         with self._lock:
             hosts = [h.snapshot for h in self._hosts(now) if not h.stale]
-        groups = aggregate(self.model, hosts)  # which hosts each cluster has; ids are not needed here
+            groups = self._aggregate("lrms", hosts, None, now)  # which hosts each cluster has; ids are not needed here
         states = query_states(self.model, groups, self.clock, self.queue_state)
         with self._lock:
             self.states = states
@@ -314,6 +319,20 @@ class SiteAssembler:
             hosts.sort(key=lambda h: host_key(h.snapshot.hostname))
         return hosts
 
+    def _aggregate(self, kind: str, snapshots: list[HostSnapshot], ids: Optional[SubClusterIds], now: float) -> SiteGroups:
+        """glueinfo.site.aggregate.aggregate, or the groups it gave last time for the very same
+        snapshot objects in the same order and the same ids object: aggregation reads only the
+        snapshots (never changed once gathered), and with the same members each id is assigned
+        again as it was, so it would give equal groups.  ``now`` only dates new members.
+        Called with the lock held."""
+        last = self._groups.get(kind)
+        if last is not None and last[1] is ids and len(last[0]) == len(snapshots) \
+                and all(a is b for a, b in zip(last[0], snapshots, strict=True)):
+            return last[2]
+        groups = aggregate(self.model, snapshots, ids, now)
+        self._groups[kind] = (snapshots, ids, groups)
+        return groups
+
     def assemble(self) -> AssembledSite:
         """The site now: hosts, aggregation with stable ids, and the latest LRMS state (asked
         first if it never was)."""
@@ -325,7 +344,7 @@ class SiteAssembler:
             failures = list(self.failures)  # the last gather's
             hosts = with_scheduler_views(self._hosts(now, failures), self.model, self.states or {})
             local = next((h.snapshot for h in hosts if LOCAL in h.sources), None)
-            groups = aggregate(self.model, [h.snapshot for h in hosts], self.ids, now)
+            groups = self._aggregate("site", [h.snapshot for h in hosts], self.ids, now)
             return AssembledSite(assembled_at=now, model=self.model, hosts=hosts, local=local, groups=groups,
                                  states=dict(self.states or {}), failures=failures)
 
