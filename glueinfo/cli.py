@@ -3,7 +3,8 @@
 Subcommand modules live in glueinfo.commands; each has ``add_arguments`` and
 ``run(args, config) -> int`` and keeps heavy imports (lxml, ldap3, apscheduler)
 inside ``run`` so that ``glueinfo probe`` starts fast.  Errors are one line on
-stderr; exit codes: 0 ok, 1 the job failed, 2 bad usage or config.
+stderr; exit codes: 0 ok, 1 the job failed, 2 bad usage or config (a command's
+``USAGE_EXIT`` instead when it has one: ``check`` answers Nagios's 3, UNKNOWN).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs-xml": ("jobs_xml", "print the CEs' batch jobs as SSS Job objects (XML <Data> of <Job>)"),
     "haizea": ("haizea", "print the site as a Haizea <site>, or with --lwf its batch jobs as a lease workload (LWF)"),
     "run": ("run", "the periodic provider: refresh, write the LDIF and Node XML files, sync LDAP, until SIGTERM"),
+    "check": ("check", "a Nagios-compatible probe of a running glueinfo (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)"),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -105,8 +107,10 @@ def common_options() -> OneLineErrorParser:
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
 
+    usage_exit = EXIT_USAGE
+
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(self.usage_exit, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
@@ -133,6 +137,8 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
             command = importlib.import_module(f"glueinfo.commands.{module}")
             command.add_arguments(sp)
             sp.set_defaults(_module=command)
+            if isinstance(sp, OneLineErrorParser):
+                sp.usage_exit = getattr(command, "USAGE_EXIT", EXIT_USAGE)
     return parser
 
 
@@ -157,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(args._module.run(args, config) or 0)
     except (ConfigError, UsageError) as exc:
         print(f"glueinfo: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(getattr(args._module, "USAGE_EXIT", EXIT_USAGE))
     except BrokenPipeError:  # `glueinfo ldif | head` is fine
         return EXIT_OK
     except KeyboardInterrupt:
