@@ -31,7 +31,7 @@ from glueinfo.core.model import HostSnapshot
 ENTRY_POINT_GROUP = "glueinfo.sources"
 
 BUILTIN_PACKAGE = "glueinfo.gather.sources"
-BUILTIN_MODULES = ("local", "agents", "spool", "ganglia")
+BUILTIN_MODULES = ("local", "agents", "spool", "ganglia", "prometheus", "node_exporter")
 
 
 @dataclass

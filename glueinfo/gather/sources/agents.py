@@ -76,21 +76,23 @@ class PullOutcome:
     received_at: float = 0.0
 
 
-def agent_targets(section: dict[str, Any]) -> list[Target]:
+def agent_targets(section: dict[str, Any], keys: tuple[str, str, str] = ("agents", "agents_file", "agent_port")) -> list[Target]:
     """Every agent the config lists, expanded, in order, without repeats (the first listing of
-    an address and port wins); HostRangeError if a pattern is bad."""
+    an address and port wins); HostRangeError if a pattern is bad.  ``keys`` name the list, file
+    and default port keys of ``section`` (the node_exporter source lists its targets alike)."""
+    list_key, file_key, port_key = keys
     specs: dict[str, Optional[str]] = {}
     try:
-        for spec, name in expand_named_list(section["agents"]):
+        for spec, name in expand_named_list(section[list_key]):
             specs.setdefault(spec, name)
     except HostRangeError as exc:
-        raise HostRangeError(f"[sources] agents: {exc}") from None
-    if section["agents_file"]:
-        for spec, name in read_named_host_file(section["agents_file"]):
+        raise HostRangeError(f"[sources] {list_key}: {exc}") from None
+    if section[file_key]:
+        for spec, name in read_named_host_file(section[file_key]):
             specs.setdefault(spec, name)
     targets: dict[tuple[str, int], Target] = {}
     for spec, name in specs.items():
-        where = parse_target(spec, section["agent_port"])
+        where = parse_target(spec, section[port_key])
         targets.setdefault((where.host, where.port), Target(where.host, where.port, name))
     return list(targets.values())
 

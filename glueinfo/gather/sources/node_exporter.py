@@ -1,0 +1,169 @@
+"""Source ``node_exporter``: pull ``/metrics`` straight from node_exporter on every worker.
+
+For sites without a Prometheus server.  Targets are listed in ``[sources]
+node_exporters`` and/or ``node_exporters_file`` exactly as agents are (names,
+ranges, ``ADDRESS=NAME``); a target written without a port uses
+``node_exporter_port`` (9100).  The pulls are the agents' (glueinfo.gather.sources.agents):
+at most ``pool_size`` in flight, ``timeout`` seconds each, retries included,
+``retries`` and ``retry_backoff``, a body capped at ``max_body``, the whole
+source stopping at the gather deadline.
+
+Each pull asks node_exporter only for the collectors the mapping reads
+(``collect[]=cpu&collect[]=meminfo&...``, glueinfo.gather.sources._node_metrics.COLLECTORS):
+a full page of a many-core worker is thousands of lines.  The page is parsed
+with prometheus_client's parser after the lines of families the mapping does
+not read (Go runtime, process, scrape statistics) are cut out, and mapped by
+glueinfo.gather.sources._node_metrics, the same mapping the ``prometheus`` source uses.
+A page that is not the exposition format, or has none of the families read,
+is a failure of that target; its host keeps its last good snapshot.
+
+Identity (``node_exporter_identity``):
+
+- ``target`` (default): the host is the target's listed name, the name written
+  beside its address, else the address's reverse DNS name; node_exporter's
+  ``nodename`` is not read (containers and test rigs report the machine's).
+  An address nothing names takes the nodename it first reports, pinned to that
+  address as the agents source pins Node Ids (refused if that name is another
+  target's or a host other sources know).
+- ``nodename``: the host is ``node_uname_info``'s nodename, which must be the
+  target's listed name (short or full form, or a ``[sources] aliases`` alias)
+  when the target has one; a nodename naming another target's host is refused.
+
+The snapshot's time is when the page was received (node_exporter reads the
+kernel at that moment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Optional
+
+from glueinfo.core.hostrange import HostRangeError
+from glueinfo.gather.identity import Claims, answers_to, host_key, parse_aliases
+from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
+from glueinfo.gather.sources._node_metrics import COLLECTORS, FAMILIES, NodeFacts
+from glueinfo.gather.sources.agents import PullSettings, _is_address, agent_targets, identities, pull_all, reverse_names
+
+SOURCE_NAME = "node_exporter"
+TARGET_KEYS = ("node_exporters", "node_exporters_file", "node_exporter_port")
+METRICS_PATH = "/metrics?" + "&".join(f"collect%5B%5D={name}" for name in COLLECTORS)
+
+
+class ExpositionError(ValueError):
+    """A /metrics page that is not the Prometheus text exposition format."""
+
+
+def _wanted_lines(text: str) -> Iterable[str]:
+    """The page's lines of the families read: comments naming them, and their samples."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("TYPE", "HELP") and parts[2] in FAMILIES:
+                yield line
+            continue
+        end = len(line)
+        for stop in ("{", " "):
+            at = line.find(stop)
+            if at != -1 and at < end:
+                end = at
+        if line[:end] in FAMILIES:
+            yield line
+
+
+def parse_page(body: bytes) -> NodeFacts:
+    """A node_exporter /metrics page -> NodeFacts; ExpositionError (one line) when it is not
+    UTF-8 text in the exposition format or has none of the families the mapping reads."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExpositionError(f"not UTF-8 text (byte {exc.start})") from None
+    facts = NodeFacts()
+    try:
+        for family in text_string_to_metric_families("\n".join(_wanted_lines(text)) + "\n"):
+            for sample in family.samples:
+                facts.add(sample.name, sample.labels, sample.value)
+    except (ValueError, TypeError, IndexError) as exc:  # the parser's ways of saying "not the format"
+        raise ExpositionError(f"not the Prometheus exposition format: {str(exc)[:80]}") from None
+    if facts.empty:
+        raise ExpositionError("no node_exporter metrics on the page (is this node_exporter?)")
+    return facts
+
+
+def gather(ctx: SourceContext) -> SourceReport:
+    section = ctx.config.section("sources")
+    report = SourceReport()
+    try:
+        targets = agent_targets(section, TARGET_KEYS)
+        aliases = parse_aliases(section["aliases"])
+    except (HostRangeError, ValueError) as exc:
+        report.failures.append(SourceFailure(target="[sources] node_exporters", error=str(exc)))
+        return report
+    by_nodename = section["node_exporter_identity"] == "nodename"
+    settings = PullSettings.from_section(section)
+    settings.path = METRICS_PATH
+    drop_after = float(section["drop_after"])
+    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
+    now = ctx.clock()
+    for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
+        del pins[target_name]
+
+    unnamed = sorted({t.host for t in targets if not t.name and _is_address(t.host)})
+    rdns = reverse_names(unnamed, ctx.memory.setdefault("rdns", {}), now, min(2.0, ctx.remaining() / 4))
+    identity_of = identities(targets, rdns)
+    owners = {host_key(identity): target for target, identity in identity_of.items() if identity}
+    for target_name, (key, _) in pins.items():
+        owners.setdefault(key, target_name)
+    claims = Claims(owners, ctx.known_hosts())
+
+    for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
+        name = str(outcome.target)
+        identity = identity_of[name]
+        pinned = pins.get(name)
+        expected = identity or (pinned[0] if pinned else None)
+        if outcome.error is not None:
+            report.failures.append(SourceFailure(target=name, host=expected, error=outcome.error))
+            continue
+        try:
+            facts = parse_page(outcome.body or b"")
+        except ExpositionError as exc:
+            report.failures.append(SourceFailure(target=name, host=expected, error=str(exc)))
+            continue
+        hostname, error = _hostname(name, identity, expected, pinned is not None, facts.nodename, by_nodename,
+                                    claims, aliases)
+        if error is not None or hostname is None:
+            report.failures.append(SourceFailure(target=name, host=expected or (facts.nodename or "")[:80] or None,
+                                                 error=error or "no host name"))
+            continue
+        if identity is None:  # an address nothing names: its first nodename is pinned to it
+            pins[name] = (host_key(hostname), outcome.received_at)
+            claims.claim(hostname, name)
+        report.snapshots.append(facts.snapshot(hostname, outcome.received_at))
+    return report
+
+
+def _hostname(target: str, identity: Optional[str], expected: Optional[str], pinned: bool, nodename: Optional[str],
+              by_nodename: bool, claims: Claims, aliases: dict[str, frozenset[str]]) -> tuple[Optional[str], Optional[str]]:
+    """(host name, None) or (None, why refused) for one target's page."""
+    if identity is not None and not by_nodename:
+        return identity, None
+    if nodename is None:
+        if expected is not None and not by_nodename:
+            return expected, None
+        return None, "no node_uname_info nodename on the page, and nothing names the target (write it as ADDRESS=NAME)"
+    shown = repr(nodename[:80])
+    owner = claims.owner(nodename, target)
+    if owner is not None:
+        return None, f"nodename {shown} is {owner}'s host: refused"
+    if expected is not None and not answers_to(nodename, expected, aliases):
+        if not by_nodename and pinned:
+            return expected, None  # pinned by an earlier answer: the pin names the host
+        return None, f"nodename {shown} is not {expected!r}: refused"
+    if identity is None and not pinned and claims.known_host(nodename):
+        return None, (f"nodename {shown} is a host {claims.known_host(nodename)!r} other sources report, and nothing says "
+                      f"{target} is that host (write it as {target}={nodename[:80]} in [sources] node_exporters): refused")
+    return (expected if expected is not None and not by_nodename else nodename), None
+
+
+SOURCE = Source(SOURCE_NAME, gather, "node_exporter /metrics pulled from workers ([sources] node_exporters)")
