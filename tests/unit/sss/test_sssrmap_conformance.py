@@ -232,16 +232,16 @@ def peer_exchange(served: Served, request: bytes) -> tuple[bytes, bytes]:
 
 
 def http_chunks(rest: bytes) -> list[bytes]:
-    """The HTTP chunks of a correctly framed chunked body (RFC 9112 7.1)."""
+    """The chunks of a chunked body, whether each chunk's data is followed by CRLF (HTTP) or not (the peers' framing)."""
     chunks = []
     while True:
-        line, _, rest = rest.partition(b"\r\n")
-        size = int(line.split(b";")[0], 16)
+        line, _, rest = rest.partition(b"\n")
+        size = int(line.strip().split(b";")[0], 16)
         if size == 0:
             return chunks
         chunks.append(rest[:size])
-        assert rest[size:size + 2] == b"\r\n"
-        rest = rest[size + 2:]
+        rest = rest[size:]
+        rest = rest[2:] if rest.startswith(b"\r\n") else rest
 
 
 def served_ids(served: Served) -> list[str]:
