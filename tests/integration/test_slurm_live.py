@@ -377,3 +377,54 @@ def test_jobs_under_different_accounts_are_counted_per_vo(slurm, busy):
         assert counts.total >= 1 and state.vo_counts["atlas"].total >= 2
     finally:
         slurm.run("scancel", *held, check=False)
+
+
+def test_haizea_workload_matches_squeue(slurm, busy, tmp_path):
+    """Issue 14: `glueinfo haizea --lwf` replays the live queue: one lease request per job squeue
+    lists (less the jobs it cannot replay: no time limit, cancelled before running), with
+    squeue's own submit times, limits, node and CPU counts, read here from its %-format."""
+    import math
+
+    def rows() -> dict[str, list[str]]:
+        text = slurm.run("squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%V|%l|%D|%C|%M|%N",
+                         extra_env={"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"})
+        return {line.split("|")[0]: line.split("|") for line in text.splitlines() if line.strip()}
+
+    def seconds(text: str) -> int:
+        days, _, clock = text.rpartition("-")
+        parts = [int(p) for p in clock.split(":")]
+        parts = [0] * (3 - len(parts)) + parts
+        return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+    def replayable(row: list[str]) -> bool:
+        finished = row[1] not in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING")
+        return row[3] not in ("UNLIMITED", "INVALID") and not (finished and not row[7] and seconds(row[6]) == 0)
+
+    config = write_config(slurm, tmp_path)
+    before = rows()
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "haizea", "--lwf", "--config", str(config)],
+                          capture_output=True, timeout=120)
+    after = rows()
+    assert proc.returncode == 0, proc.stderr.decode()
+    root = etree.fromstring(proc.stdout)
+    etree.XMLSchema(etree.parse(str(REPO / "glueinfo" / "haizea" / "xsd" / "haizea.xsd"))).assertValid(root)
+    requests = {}
+    for request in root.iter("lease-request"):
+        job_id = request.getprevious().text.split()[1]  # " job ID of CLUSTER "
+        requests[job_id] = request
+    stable = {i for i in before if i in after and replayable(before[i]) and replayable(after[i])}
+    assert stable <= set(requests) <= set(before) | set(after)
+    assert {busy["hostile"], busy["long"], busy["held"], *busy["running"]} <= set(requests)
+    first = min(calendar.timegm(time.strptime(after[i][2], "%Y-%m-%dT%H:%M:%S")) for i in requests)
+    for job_id in stable:
+        row, request = after[job_id], requests[job_id]
+        submitted = calendar.timegm(time.strptime(row[2], "%Y-%m-%dT%H:%M:%S"))
+        node_set = request.find("lease/nodes/node-set")
+        limit = seconds(row[3])
+        arrival = int(submitted - first)
+        for got, total in ((request.get("arrival"), arrival), (request.find("lease/duration").get("time"), limit)):
+            assert got == f"{total // 86400:02d}:{total % 86400 // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
+        assert node_set.get("numnodes") == row[4]
+        assert node_set.find("res[@type='CPU']").get("amount") == str(math.ceil(100 * int(row[5]) / int(row[4])))
+    # the node itself: busy for Slurm, so described (its CPUs at 100 each)
+    assert 100 * slurm.cpus in [int(r.get("amount")) for r in root.iterfind("site/nodes/node-set/res[@type='CPU']")]
