@@ -326,9 +326,10 @@ def bdii_entries(url: str, base: str, timeout: float) -> dict[str, dict[str, set
 
     from glueinfo.core.ldif import normalise_dn
 
+    seconds = max(1, int(timeout))  # ldap3 takes whole seconds
     try:
-        server = ldap3.Server(url, connect_timeout=timeout)
-        with ldap3.Connection(server, auto_bind=True, receive_timeout=timeout, read_only=True) as connection:
+        server = ldap3.Server(url, connect_timeout=seconds)
+        with ldap3.Connection(server, auto_bind=True, receive_timeout=seconds, read_only=True) as connection:
             found = connection.extend.standard.paged_search(base, "(objectClass=*)", ldap3.SUBTREE, attributes=["*"],
                                                             paged_size=1000, generator=False)
     except LDAPException as exc:

@@ -169,7 +169,7 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
         body.append(f'<section><h2>This host: {esc(status.hostname or "unknown")}</h2><table>'
                     f'<tr><th>State</th><td>{esc(status.host_state or "unknown")}</td></tr>{rows}</table></section>')
 
-    if status.ces:
+    if status.ces and not agent:
         legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{esc(label)}</span>' for label, c in COLOURS)
         for ce in status.ces:
             state = esc(ce.status or "unknown")
@@ -186,7 +186,7 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
             body.append(f'<section><h2>CE {esc(ce.unique_id)}</h2><table>{figures}</table>'
                         f'<div class="legend">{legend}</div>{chart(history, now)}</section>')
 
-    if status.subclusters:
+    if status.subclusters and not agent:
         out = ['<section class="wide"><h2>SubClusters</h2><table><tr><th>SubCluster</th><th>hardware</th><th>hosts</th></tr>']
         for sc in status.subclusters:
             hardware = "<br>".join(f"{esc(label)}: {esc(value)}" for label, value in sc.hardware) or '<span class="muted">unknown</span>'
