@@ -261,7 +261,7 @@ class QueueInstance:
     states: str
 
 
-@dataclass
+@dataclass(slots=True)
 class SgeJob:
     number: str
     task: Optional[str]
@@ -313,28 +313,18 @@ def _split_instance(name: str) -> tuple[str, str]:
     return queue, host
 
 
-_JOB_FIELDS = frozenset({"JB_job_number", "state", "slots", "JB_owner", "JB_name", "full_job_name", "JB_project",
-                         "JB_department", "JAT_start_time", "JB_submission_time", "tasks", "hard_req_queue",
-                         "hard_request", "JAT_prio"})
+# The job_list children read: the counts need these; a published job list (full) also the rest.
+_JOB_TAGS_COUNTS = ("JB_job_number", "state", "slots", "JB_owner", "JAT_start_time", "JB_submission_time", "tasks",
+                    "hard_req_queue", "hard_request")
+_JOB_TAGS_FULL = (*_JOB_TAGS_COUNTS, "JB_name", "full_job_name", "JB_project", "JB_department", "JAT_prio")
+_CONTAINERS = ("queue_info", "job_info", "Queue-List", "job_list")
 
 
-def _job(element: Any, instance: Optional[str], full: bool, read: _Readers) -> list[SgeJob]:
-    """One ``job_list`` element -> its jobs (one per array task)."""
-    values: dict[str, str] = {}
-    queues: list[str] = []
-    h_rt: Optional[int] = None
-    for child in element:
-        tag = child.tag
-        if tag not in _JOB_FIELDS:
-            continue
-        text = child.text or ""
-        if tag == "hard_req_queue":
-            queues.append(text.strip())
-        elif tag == "hard_request":
-            if child.get("name") == "h_rt":
-                h_rt = read.time_s(text)
-        else:
-            values[tag] = text
+def _job(values: Mapping[str, str], queues: list[str], h_rt: Optional[int], instance: Optional[str], full: bool,
+         read: _Readers) -> list[SgeJob]:
+    """One ``job_list`` element's values (its children's texts by tag, the last of a tag winning; its
+    ``hard_req_queue`` texts; its ``h_rt`` request) -> its jobs (one per array task).
+    ValueError naming the first malformed value."""
     number = values.get("JB_job_number", "").strip()
     state = values.get("state", "").strip()
     if not number.isdigit():
@@ -342,24 +332,23 @@ def _job(element: Any, instance: Optional[str], full: bool, read: _Readers) -> l
     glue_status, sss_state, finished = read.state(state)
     slots = int(values.get("slots", "1").strip() or "1")
     tasks_text = values.get("tasks", "").strip()
-    tasks: Sequence[Optional[str]] = expand_tasks(tasks_text) if tasks_text else [None]
+    tasks: Sequence[Optional[str]] = expand_tasks(tasks_text) if tasks_text else (None,)
     start = read.timestamp(values.get("JAT_start_time") or "")
     submit = read.timestamp(values.get("JB_submission_time") or "")
+    # The owner is cheap and [vos] user: rules need it every cycle.
+    owner = values.get("JB_owner", "").strip() or None
+    instances = [instance] if instance else []
     if full:
         name = values.get("full_job_name", values.get("JB_name"))
-        owner = values.get("JB_owner", "").strip() or None
         project = values.get("JB_project", "").strip() or None
         department = values.get("JB_department", "").strip() or None
         prio_text = values.get("JAT_prio", "").strip()
         prio = float(prio_text) if prio_text else None
         return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner,
                        _undo_lt(name) if name is not None else None, project, department, start, submit, h_rt,
-                       queues, [instance] if instance else [], prio) for task in tasks]
-    # The owner is cheap and [vos] user: rules need it every cycle.
-    owner = values.get("JB_owner", "").strip() or None
-    return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner, start_time=start, submit_time=submit,
-                   h_rt_s=h_rt, requested_queues=queues, instances=[instance] if instance else [])
-            for task in tasks]
+                       queues, instances if len(tasks) == 1 else list(instances), prio) for task in tasks]
+    return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner, None, None, None, start, submit,
+                   h_rt, queues, instances if len(tasks) == 1 else list(instances)) for task in tasks]
 
 
 def _memo(function: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -385,12 +374,70 @@ class _Readers:
     timestamp: Callable[[str], Any] = field(default_factory=lambda: _memo(_timestamp))
 
 
+def _instance(queue: Any) -> tuple[QueueInstance, str]:
+    """A ``Queue-List`` element -> its instance and name; SgeOutputError naming it when malformed."""
+    name = queue.findtext("name") or ""
+    try:
+        cluster_queue, host = _split_instance(name)
+        states = (queue.findtext("state") or "").strip()
+        if not _QUEUE_LETTERS.fullmatch(states):
+            raise ValueError(f"state {states!r}")
+        return QueueInstance(cluster_queue, host, _int(queue.find("slots_used"), "slots_used"),
+                             _int(queue.find("slots_resv"), "slots_resv"),
+                             _int(queue.find("slots_total"), "slots_total"), states), name
+    except (ValueError, TypeError) as exc:
+        raise SgeOutputError(f"qstat -xml: queue instance {clip(name, 60)!r}: {exc}") from None
+
+
+class _QstatJobs:
+    """The jobs of one ``qstat -xml`` parse, added one ``job_list`` at a time in document order."""
+
+    def __init__(self, full: bool) -> None:
+        self.full = full
+        self.read = _Readers()
+        self.jobs: list[SgeJob] = []
+        self.running: dict[str, SgeJob] = {}
+
+    def add(self, values: Mapping[str, str], queues: list[str], h_rt: Optional[int], instance: Optional[str],
+            where: str) -> None:
+        """The jobs of one job_list (``instance``: the queue instance it runs in; None: pending);
+        SgeOutputError prefixed with ``where`` when malformed."""
+        try:
+            made = _job(values, queues, h_rt, instance, self.full, self.read)
+        except (ValueError, TypeError) as exc:
+            raise SgeOutputError(f"{where}: {exc}") from None
+        if instance is None:
+            self.jobs.extend(made)
+            return
+        for job in made:
+            key = job.local_id
+            seen = self.running.get(key)
+            if seen is None:
+                self.running[key] = job
+                self.jobs.append(job)
+            else:  # a parallel job's share on another instance
+                seen.slots += job.slots
+                seen.instances.append(instance)
+
+    def h_rt(self, text: str, where: str) -> Optional[int]:
+        try:
+            return self.read.time_s(text)  # type: ignore[no-any-return]
+        except (ValueError, TypeError) as exc:
+            raise SgeOutputError(f"{where}: {exc}") from None
+
+
 def parse_qstat(text: str, full: bool = True) -> QstatReport:
     """``qstat -xml -f -r -u '*'`` (with or without ``-ext -pri``) -> queue instances and jobs.
 
-    Any malformed instance or job fails the whole parse, naming it: counts from a
-    partly understood queue would be wrong, not just incomplete.  A parallel job
-    listed under several instances is one job with their slots summed.
+    Read: ``job_info/queue_info/Queue-List`` (each a queue instance, with its
+    running ``job_list`` children) and ``job_info/job_info/job_list`` (pending
+    jobs); a job's fields are its direct children.  Elements anywhere else are
+    ignored.  Any malformed instance or job fails the whole parse, naming it
+    (the first in document order): counts from a partly understood queue
+    would be wrong, not just incomplete.  A parallel job listed under several
+    instances is one job with their slots summed.  ``full=False`` reads only
+    what the counts, per-VO counts and estimates need (no names, projects,
+    departments or priorities).
     """
     try:
         root = parse_xml(text, max_bytes=MAX_XML_BYTES, what="qstat -xml")
@@ -399,41 +446,64 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
     if root.tag != "job_info":
         raise SgeOutputError(f"qstat -xml: root element <{clip(str(root.tag), 40)}>, not <job_info>")
     instances: list[QueueInstance] = []
-    jobs: list[SgeJob] = []
-    running: dict[str, SgeJob] = {}
-    read = _Readers()
-    for section in root:
-        if section.tag == "queue_info":
-            for queue in section:
-                if queue.tag != "Queue-List":
-                    continue
-                name = queue.findtext("name") or ""
-                try:
-                    cluster_queue, host = _split_instance(name)
-                    states = (queue.findtext("state") or "").strip()
-                    if not _QUEUE_LETTERS.fullmatch(states):
-                        raise ValueError(f"state {states!r}")
-                    instances.append(QueueInstance(cluster_queue, host, _int(queue.find("slots_used"), "slots_used"),
-                                                   _int(queue.find("slots_resv"), "slots_resv"),
-                                                   _int(queue.find("slots_total"), "slots_total"), states))
-                    for element in queue.iterchildren("job_list"):
-                        for job in _job(element, name, full, read):
-                            seen = running.get(job.local_id)
-                            if seen is None:
-                                running[job.local_id] = job
-                                jobs.append(job)
-                            else:  # a parallel job's share on another instance
-                                seen.slots += job.slots
-                                seen.instances.append(name)
-                except (ValueError, TypeError) as exc:
-                    raise SgeOutputError(f"qstat -xml: queue instance {clip(name, 60)!r}: {exc}") from None
-        elif section.tag == "job_info":
-            for number, element in enumerate(section.iterchildren("job_list"), 1):
-                try:
-                    jobs.extend(_job(element, None, full, read))
-                except (ValueError, TypeError) as exc:
-                    raise SgeOutputError(f"qstat -xml: pending job record {number}: {exc}") from None
-    return QstatReport(instances, jobs)
+    found = _QstatJobs(full)
+    fields = frozenset(_JOB_TAGS_FULL if full else _JOB_TAGS_COUNTS)
+    section: Any = None  # the job_info/queue_info or job_info/job_info being read
+    section_tag = ""
+    queue: Any = None  # the Queue-List being read
+    queue_name = queue_where = ""
+    pending = 0
+    job: Any = None  # the job_list being read, and what is known of it
+    instance: Optional[str] = None
+    where = ""
+    values: dict[str, str] = {}
+    queues: list[str] = []
+    h_rt: Optional[int] = None
+    # One pass in document order over only the elements read, filtered by libxml2 (50,000 jobs carry
+    # ~1.5 million elements; a job's other children never reach Python).  Where each belongs is told
+    # by its parent: getparent() of a child of an element held here returns that element's own Python
+    # object, so the identity tests cost no new object.
+    for element in root.iter(*_CONTAINERS, *fields):
+        tag = element.tag
+        if tag in fields:
+            if element.getparent() is job:  # never true while job is None: only the root has no parent
+                if tag == "hard_req_queue":
+                    queues.append((element.text or "").strip())
+                elif tag == "hard_request":
+                    if element.get("name") == "h_rt":
+                        h_rt = found.h_rt(element.text or "", where)
+                else:
+                    values[tag] = element.text or ""
+            continue
+        parent = element.getparent()
+        if tag == "job_list":
+            if queue is not None and parent is queue:
+                where_next, instance_next = queue_where, queue_name
+            elif section_tag == "job_info" and parent is section:
+                pending += 1
+                where_next, instance_next = f"qstat -xml: pending job record {pending}", None
+            else:
+                continue
+        elif tag == "Queue-List":
+            if section_tag != "queue_info" or parent is not section:
+                continue
+        elif parent is not root:  # queue_info or job_info, not a section
+            continue
+        if job is not None:
+            found.add(values, queues, h_rt, instance, where)
+            job = None
+        if tag == "job_list":
+            job, instance, where = element, instance_next, where_next
+            values, queues, h_rt = {}, [], None
+        elif tag == "Queue-List":
+            one, queue_name = _instance(element)
+            instances.append(one)
+            queue, queue_where = element, f"qstat -xml: queue instance {clip(queue_name, 60)!r}"
+        else:
+            section, section_tag, queue, pending = element, tag, None, 0
+    if job is not None:
+        found.add(values, queues, h_rt, instance, where)
+    return QstatReport(instances, found.jobs)
 
 
 # -- qhost -xml -----------------------------------------------------------------------
@@ -531,11 +601,38 @@ def response_times(jobs: Sequence[SgeJob], free_slots: int, usable_slots: int, q
     return int(round(first + spread)), int(round(last + spread))
 
 
-def job_info(job: SgeJob, queue: str, lookup: Mapping[str, str]) -> JobInfo:
+def _jobs_of_queue(jobs: Iterable[SgeJob], queue: str) -> list[SgeJob]:
+    """The unfinished jobs of cluster queue ``queue`` (:func:`in_queue`), in order; pending jobs'
+    requests are matched once per distinct list of requests."""
+    requested: dict[tuple[str, ...], bool] = {}
+    mine = []
+    for job in jobs:
+        if job.finished:
+            continue
+        if job.instances:
+            if not any(name.split("@", 1)[0] == queue for name in job.instances):
+                continue
+        else:
+            key = tuple(job.requested_queues)
+            wanted = requested.get(key)
+            if wanted is None:
+                wanted = requested[key] = requests_queue(job, queue)
+            if not wanted:
+                continue
+        mine.append(job)
+    return mine
+
+
+def _account(job: SgeJob) -> Optional[str]:
+    """JB_project, else JB_department unless it is SGE's ``defaultdepartment``."""
+    return job.project or (job.department if job.department and job.department != "defaultdepartment" else None)
+
+
+def job_info(job: SgeJob, queue: str, lookup: dict[str, str]) -> JobInfo:
     """The model's view of one Grid Engine job (GLUE CE Job / SSS Job)."""
     started = bool(job.instances)
-    hosts = [site_host(name.split("@", 1)[1], dict(lookup)) for name in job.instances] if started else []
-    account = job.project or (job.department if job.department and job.department != "defaultdepartment" else None)
+    hosts = [site_host(name.split("@", 1)[1], lookup) for name in job.instances] if started else []
+    account = _account(job)
     return JobInfo(
         local_id=job.local_id, name=job.name, local_owner=job.owner, account=account, queue=queue,
         lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
@@ -585,7 +682,10 @@ def query(ctx: LrmsContext) -> QueueState:
     full = _needs_accounts(ctx)
     args = ["-xml", "-f", "-r", *(("-ext", "-pri") if full else ()), "-u", "*"]
     try:
-        report = parse_qstat(tools("qstat", *args), full=full)
+        text = tools("qstat", *args)
+        with commands.gc_paused():  # 50,000 jobs' records: see gc_paused
+            report = parse_qstat(text, full=full)
+        del text
     except SgeOutputError as exc:
         errors.append(str(exc))
         report = None
@@ -608,27 +708,38 @@ def query(ctx: LrmsContext) -> QueueState:
             errors.append(f"qconf -sq {queue}: {exc}")
 
     if report is not None:
-        mine = [i for i in report.instances if i.cluster_queue == queue]
-        if not mine and config is None:
-            errors.append(f"no cluster queue {queue!r} in qstat's output")
-        _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
-        jobs = [j for j in report.jobs if not j.finished and in_queue(j, queue)]
-        state.running_jobs = sum(1 for j in jobs if j.running)
-        state.total_jobs = len(jobs)
-        state.waiting_jobs = state.total_jobs - state.running_jobs
-        lookup = host_matcher([h.hostname for h in ctx.hosts])
-        infos = [job_info(j, queue, lookup) for j in jobs]
-        ctx.vo_map.assign(infos)
-        state.vo_counts = count_by_vo(infos)
-        if ctx.with_jobs:
-            state.jobs = infos
-        if state.status == "Production" and state.free_job_slots is not None:
-            usable = sum(i.total for i in mine if _usable(i, hosts))
-            state.estimated_response_time_s, state.worst_response_time_s = response_times(
-                jobs, state.free_job_slots, usable, default_wall_s, now)
+        with commands.gc_paused():
+            _fill_jobs(state, ctx, report, hosts, config is not None, default_wall_s, now, errors)
     if errors:
         state.error = "sge: " + "; ".join(dict.fromkeys(errors))
     return state
+
+
+def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: Optional[dict[str, HostInfo]],
+               config_known: bool, default_wall_s: Optional[int], now: float, errors: list[str]) -> None:
+    """The queue's nodes, status, job counts, per-VO counts, jobs and response times from qstat's report."""
+    queue = state.queue or ""
+    mine = [i for i in report.instances if i.cluster_queue == queue]
+    if not mine and not config_known:
+        errors.append(f"no cluster queue {queue!r} in qstat's output")
+    _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
+    jobs = _jobs_of_queue(report.jobs, queue)
+    state.running_jobs = sum(1 for j in jobs if j.running)
+    state.total_jobs = len(jobs)
+    state.waiting_jobs = state.total_jobs - state.running_jobs
+    if ctx.with_jobs:
+        lookup = host_matcher([h.hostname for h in ctx.hosts])
+        infos = [job_info(j, queue, lookup) for j in jobs]
+        commands.assign_vos(ctx.vo_map, infos)
+        state.vo_counts = count_by_vo(infos)
+        state.jobs = infos
+    else:  # the counts-only refresh: no JobInfo per job, the same counts
+        state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.owner, None, _account(j), None, j.glue_status)
+                                                          for j in jobs])
+    if state.status == "Production" and state.free_job_slots is not None:
+        usable = sum(i.total for i in mine if _usable(i, hosts))
+        state.estimated_response_time_s, state.worst_response_time_s = response_times(
+            jobs, state.free_job_slots, usable, default_wall_s, now)
 
 
 def _usable(instance: QueueInstance, hosts: Optional[Mapping[str, HostInfo]]) -> bool:
