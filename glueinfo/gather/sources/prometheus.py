@@ -78,7 +78,7 @@ def queries(selector: str) -> dict[str, str]:
 
     ``up``/``seen``: which targets are scraped and when last; ``cpus``, ``cores``,
     ``sockets``, ``cpu_models``: the per-CPU families counted per target; then one
-    query per family the mapping reads, returned as they are."""
+    query per family the mapping reads, with only the labels it reads."""
     def series(name: str, *matchers: str) -> str:
         inner = ",".join(m for m in (*matchers, selector.strip().strip("{}").strip()) if m)
         return f"{name}{{{inner}}}" if inner else name
@@ -94,8 +94,17 @@ def queries(selector: str) -> dict[str, str]:
         "sockets": f"count by (job, instance) (count by (job, instance, package) ({placed}))",
         "cpu_models": f"count by (job, instance, model_name, vendor) ({series('node_cpu_info')})",
     }
-    for name in (*MEMORY, *LOAD, *FILESYSTEM, *NETWORK, "node_network_info", "node_os_info", "node_uname_info"):
-        found[name] = series(name)
+    # Only the labels the mapping reads come back (``max by``): a 10,000-host answer stays small.
+    for name in (*MEMORY, *LOAD):
+        found[name] = f"max by (job, instance) ({series(name)})"
+    for name in FILESYSTEM:
+        found[name] = f"max by (job, instance, device, fstype, mountpoint) ({series(name)})"
+    for name in NETWORK:
+        found[name] = f"max by (job, instance, device) ({series(name)})"
+    for name, labels in (("node_network_info", "device, address, operstate"),
+                         ("node_os_info", "name, version_id, version_codename, version, pretty_name"),
+                         ("node_uname_info", "nodename, machine, release, version")):
+        found[name] = f"max by (job, instance, {labels}) ({series(name)})"
     return found
 
 
@@ -294,7 +303,9 @@ def target_facts(results: dict[str, list[dict[str, Any]]]) -> dict[TargetKey, No
             if keyed is None or number is None:
                 continue
             key, labels = keyed
-            target = facts.setdefault(key, NodeFacts())
+            target = facts.get(key)
+            if target is None:
+                target = facts[key] = NodeFacts()
             if name in counts:
                 target.set_counts(**{counts[name]: number[1]})
             elif name == "cpu_models":
