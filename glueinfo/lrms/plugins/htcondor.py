@@ -119,8 +119,18 @@ def parse_ads(text: str, what: str) -> list[dict[str, Any]]:
         raise HTCondorOutputError(f"{what}: not JSON ({exc}): {clip(text, 80)!r}") from None
     if not isinstance(data, list) or not all(isinstance(ad, dict) for ad in data):
         raise HTCondorOutputError(f"{what}: not a JSON list of ClassAds: {clip(text, 80)!r}")
-    ads = [{str(k).lower(): v for k, v in ad.items()} for ad in data]
+    # Keys lower-cased through one cache per listing: every ad repeats the same few dozen names.
+    lower = _Lowered()
+    ads = [dict(zip(map(lower.__getitem__, ad), ad.values(), strict=True)) for ad in data]
     return [ad for ad in ads if ad.get("mytype") != "Summary"]
+
+
+class _Lowered(dict[str, str]):
+    """name -> name.lower(), computed once per name (one listing's cache)."""
+
+    def __missing__(self, key: str) -> str:
+        value = self[key] = str(key).lower()
+        return value
 
 
 def literal(value: Any) -> Any:
@@ -132,7 +142,12 @@ def literal(value: Any) -> Any:
 
 
 def _int(ad: Mapping[str, Any], key: str) -> Optional[int]:
-    value = literal(ad.get(key))
+    value = ad.get(key)
+    if type(value) is int:  # the common cases first (bool is not int here)
+        return value
+    if value is None:
+        return None
+    value = literal(value)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
@@ -143,7 +158,12 @@ def _int(ad: Mapping[str, Any], key: str) -> Optional[int]:
 
 
 def _str(ad: Mapping[str, Any], key: str) -> Optional[str]:
-    value = literal(ad.get(key))
+    value = ad.get(key)
+    if type(value) is str:  # the common case, first: literal() inlined
+        return value if value and not (value.startswith("/Expr(") and value.endswith(")/")) else None
+    if value is None:
+        return None
+    value = literal(value)
     return value if isinstance(value, str) and value else None
 
 
@@ -380,14 +400,29 @@ class ScheddAnswer:
     schedd: str
     ads: Optional[list[dict[str, Any]]] = None
     error: Optional[str] = None
+    text: Optional[str] = None  # condor_q's output, not yet read (see read_answer)
 
 
 def ask_schedd(tools: Tools, name: str) -> ScheddAnswer:
+    """condor_q's output for schedd ``name`` (``text``), or the one-line ``error`` of a run that failed."""
     try:
         out = run_tool(tools, "condor_q", "-name", name, "-allusers", "-json", "-attributes", ",".join(JOB_ATTRS))
-        return ScheddAnswer(name, ads=parse_ads(out, f"condor_q -name {name}"))
+        return ScheddAnswer(name, text=out)
     except LrmsQueryError as exc:
         return ScheddAnswer(name, error=str(exc))
+
+
+def read_answer(answer: ScheddAnswer) -> None:
+    """Decode an answer's ``text`` into its ``ads`` (or its ``error``), in place.  Done in the query's
+    thread, one schedd after another, with the collector paused (the schedds are still asked at once:
+    decoding holds the GIL, so threads would not make it faster)."""
+    if answer.text is None:
+        return
+    text, answer.text = answer.text, None
+    try:
+        answer.ads = parse_ads(text, f"condor_q -name {answer.schedd}")
+    except LrmsQueryError as exc:
+        answer.error = str(exc)
 
 
 def _run_all(calls: Sequence[Callable[[], Any]]) -> list[Any]:
@@ -453,20 +488,25 @@ def query(ctx: LrmsContext) -> QueueState:
                 errors.append("the collector lists no schedd")
 
     answers: list[ScheddAnswer] = _run_all([functools.partial(ask_schedd, tools, s.name) for s in in_scope]) if in_scope else []
-    failed: dict[str, str] = {a.schedd: a.error for a in answers if a.error is not None}
     jobs: list[JobInfo] = []
-    for answer in answers:
-        if answer.ads is None:
-            continue
-        try:
-            mine = [job for ad in answer.ads if (job := job_from_ad(ad, answer.schedd, lookup, now)) is not None]
-        except LrmsQueryError as exc:
-            failed[answer.schedd] = str(exc)
-            continue
-        jobs.extend(job for job in mine if queue_by == "schedd" or in_group(job.account, queue))
-    if queue_by == "accounting_group":
-        for job in jobs:
-            job.queue = queue
+    with commands.gc_paused():  # 50,000 decoded ads and their JobInfos: see gc_paused
+        for answer in answers:
+            read_answer(answer)
+        failed: dict[str, str] = {a.schedd: a.error for a in answers if a.error is not None}
+        for answer in answers:
+            if answer.ads is None:
+                continue
+            try:
+                mine = [job for ad in answer.ads if (job := job_from_ad(ad, answer.schedd, lookup, now)) is not None]
+            except LrmsQueryError as exc:
+                failed[answer.schedd] = str(exc)
+                continue
+            answer.ads = None  # freed as soon as read
+            jobs.extend(job for job in mine if queue_by == "schedd" or in_group(job.account, queue))
+        if queue_by == "accounting_group":
+            for job in jobs:
+                job.queue = queue
+        commands.assign_vos(ctx.vo_map, jobs)
 
     complete = bool(answers) and not failed
     if failed:
@@ -479,7 +519,6 @@ def query(ctx: LrmsContext) -> QueueState:
             missing.append(f"{name}{seen}")
         errors.insert(0, "job counts left out, they would omit the jobs of schedd " + ", ".join(missing))
         errors.extend(failed.values())
-    ctx.vo_map.assign(jobs)
     if complete:
         active = [j for j in jobs if j.glue_status not in ("DONE", "ABORTED")]
         state.running_jobs = sum(1 for j in active if j.glue_status == "RUNNING")
