@@ -843,12 +843,12 @@ def query(ctx: LrmsContext) -> QueueState:
         queue: Optional[PbsQueue] = step(lambda: parse_queue_json(tools("qstat", "-Q", "-f", "-F", "json", queue_name),
                                                                   queue_name))
         all_nodes: Optional[list[PbsNode]] = step(lambda: parse_nodes_json(tools("pbsnodes", "-a", "-F", "json")))
-        jobs: Optional[list[PbsJob]] = step(lambda: parse_jobs_json(tools("qstat", "-f", "-t", "-F", "json", queue_name),
-                                                                      full=ctx.with_jobs))
+        jobs: Optional[list[PbsJob]] = step(lambda: _paused(parse_jobs_json, tools("qstat", "-f", "-t", "-F", "json",
+                                                                                   queue_name), ctx.with_jobs))
     else:
         queue = step(lambda: parse_queue_text(tools("qstat", "-Q", "-f", queue_name), queue_name))
         all_nodes = step(lambda: parse_nodes_xml(tools("pbsnodes", "-x")))
-        jobs = step(lambda: parse_jobs_xml(tools("qstat", "-f", "-x", "-t", queue_name), full=ctx.with_jobs))
+        jobs = step(lambda: _paused(parse_jobs_xml, tools("qstat", "-f", "-x", "-t", queue_name), ctx.with_jobs))
 
     if queue is not None:
         state.status = glue_status_of_queue(queue.enabled, queue.started)
@@ -882,15 +882,15 @@ def query(ctx: LrmsContext) -> QueueState:
         def node_name(host: str) -> str:
             return short_of.get(host) or site_host(host, lookup)
 
-        if ctx.with_jobs:
-            infos = [job_info(j, node_name) for j in jobs]
-        else:  # the cheap path: what the per-VO counts need
-            infos = [JobInfo(local_id=j.job_id, local_owner=j.owner, local_group=j.group, account=j.account,
-                             glue_status=j.glue_status) for j in active]
-        ctx.vo_map.assign(infos)
-        state.vo_counts = count_by_vo(infos)
-        if ctx.with_jobs:
-            state.jobs = infos
+        with commands.gc_paused():  # 50,000 JobInfos: see gc_paused
+            if ctx.with_jobs:
+                infos = [job_info(j, node_name) for j in jobs]
+                commands.assign_vos(ctx.vo_map, infos)
+                state.vo_counts = count_by_vo(infos)
+                state.jobs = infos
+            else:  # the cheap path: the per-VO counts without a JobInfo per job
+                state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.owner, j.group, j.account, None, j.glue_status)
+                                                                  for j in active])
     if state.free_cpus is not None and state.status is not None:
         slots = state.free_cpus if state.status == "Production" else 0
         if state.max_running_jobs is not None and state.running_jobs is not None:
@@ -902,6 +902,13 @@ def query(ctx: LrmsContext) -> QueueState:
     if errors:
         state.error = f"{state.lrms_type}: " + "; ".join(dict.fromkeys(errors))
     return state
+
+
+def _paused(parse: Callable[[str, bool], list[PbsJob]], text: str, full: bool) -> list[PbsJob]:
+    """``parse(text, full)`` with the collector paused: the job list of 50,000 jobs makes hundreds of
+    thousands of objects, none in a cycle (see glueinfo.lrms.commands.gc_paused)."""
+    with commands.gc_paused():
+        return parse(text, full)
 
 
 def iter_states() -> Iterable[tuple[str, str, str]]:
