@@ -6,7 +6,9 @@ last time can be taken from the last run instead of being made again.
 (readable) and what this run produces (written, and read by the next one).
 Anything the last run made that this run did not ask for is dropped at the
 next :meth:`LastRun.start`, so memory follows the site and never grows with
-hosts that left.  Not thread-safe: one run at a time.
+hosts that left; a run that calls :meth:`LastRun.finish` when it is done
+drops the last run's values at once, so only one generation is held between
+runs.  Not thread-safe: one run at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class LastRun(Generic[K, V]):
         if self._current:
             self._previous, self._current = self._current, {}
         self.reused = self.made = 0
+
+    def finish(self) -> None:
+        """End a run that completed: the last run's values are no longer needed (what this run
+        carried over or made is kept for the next)."""
+        self._previous = {}
 
     def previous(self, key: K) -> Optional[V]:
         """What the last run kept under ``key`` (not yet carried over: see :meth:`reuse`)."""

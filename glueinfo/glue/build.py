@@ -116,6 +116,11 @@ class RenderCache:
         self._entries.start()
         self.hosts.start()
 
+    def finish(self) -> None:
+        """The render is done: only its entries are kept for the next one (the last render's go)."""
+        self._entries.finish()
+        self.hosts.finish()
+
     def known(self, entry: Entry) -> Optional[tuple[Entry, str]]:
         hit = self._entries.previous(entry.dn)
         if hit is None or (hit[0] is not entry and hit[0] != entry):
@@ -458,6 +463,7 @@ def _checked_entries(prepared: _Prepared, checker: TreeChecker, cache: Optional[
             cache.keep(entry, fixed, text)
             texts.append(text)
             yield fixed
+    cache.finish()  # reached only when the whole tree was taken: a partial render keeps the last one's too
 
 
 def render_site(assembled: AssembledSite, *, publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,

@@ -412,6 +412,11 @@ class HostEntryCache:
         self._hosts.start()
         self._derived = {}
 
+    def finish(self) -> None:
+        """The render is done: let the last render's entries go (only this one's are kept)."""
+        self._hosts.finish()
+        self._derived = {}
+
     def derived_from(self, entry: Entry) -> Optional[Entry]:
         """The last render's entry that ``entry`` (of this render) was made from by changing
         only the values of HOST_VOLATILE attributes, or None."""

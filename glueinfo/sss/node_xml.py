@@ -657,6 +657,10 @@ class NodeMarkupCache:
         self._nodes.start()
         self.filled = 0
 
+    def finish(self) -> None:
+        """The render is done: only its Nodes are kept for the next one."""
+        self._nodes.finish()
+
     def _text(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> Union[str, bytes]:
         """The Node in ``form``: compact markup as text, pretty lines as UTF-8 (kept in the form the
         document is put together in, so no copy of it is made per render)."""
@@ -710,6 +714,7 @@ def render_data_streamed(snapshots: Sequence[HostSnapshot], now: float, settings
         return to_bytes(etree.Element("Data"))
     parts = [XML_DECLARATION + _DATA_OPEN]
     parts.extend([cache.pretty(snapshot, now, settings) for snapshot in snapshots])
+    cache.finish()
     parts.append(_DATA_CLOSE)
     return b"".join(parts)  # the document's one copy
 
@@ -721,6 +726,7 @@ def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSe
     if cache is not None:
         cache.start()
         parts = [cache.markup(snapshot, now, settings) for snapshot in snapshots]
+        cache.finish()
     else:
         parts = [node_markup(snapshot, now, settings) for snapshot in snapshots]
     markup = f"<Data>{''.join(parts)}</Data>".encode()
