@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from lxml import etree
 
@@ -138,17 +138,13 @@ def site_nodes(site: AssembledSite, now: float, settings: NodeSettings) -> SiteN
             within: dict[tuple[int, Optional[int], tuple[tuple[str, int], ...]], list[tuple[int, str]]] = {}
             for member in subcluster.hosts:
                 snapshot = published.get(member.hostname, member)
-                reason = _left_out_reason(snapshot, now, settings)
-                if reason is not None:
+                described = _threads_and_ram(snapshot, now, settings)
+                resources = host_resources(snapshot)
+                if isinstance(described, str) or resources is None:
+                    reason = described if isinstance(described, str) else CLASHING  # its state first
                     left_out.setdefault(reason, []).append(snapshot.hostname)
                     continue
-                resources = host_resources(snapshot)
-                if resources is None:
-                    left_out.setdefault(CLASHING, []).append(snapshot.hostname)
-                    continue
-                threads = snapshot.cpu.logical_cpus if snapshot.cpu else None
-                ram = snapshot.memory.ram_mb if snapshot.memory else None
-                assert threads is not None and ram is not None  # _left_out_reason checked both
+                threads, ram = described
                 key = (threads * CPU_PER_THREAD, ram_bucket(ram, granularity), resources)
                 within.setdefault(key, []).append((ram, snapshot.hostname))
             for (cpu, _, resources), members in within.items():
@@ -167,7 +163,8 @@ def _reason_order(item: tuple[str, list[str]]) -> int:
     return order.index(item[0]) if item[0] in order else len(order)
 
 
-def _left_out_reason(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> Optional[str]:
+def _threads_and_ram(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> Union[tuple[int, int], str]:
+    """(hardware threads, RAM MB) of a host a simulation may plan on, else why it is left out."""
     state = node_state(snapshot, now, settings)
     if state in LEFT_OUT_STATES:
         return state
@@ -175,7 +172,7 @@ def _left_out_reason(snapshot: HostSnapshot, now: float, settings: NodeSettings)
     ram = snapshot.memory.ram_mb if snapshot.memory else None
     if not threads or threads <= 0 or not ram or ram <= 0:
         return NO_CAPACITY
-    return None
+    return threads, ram
 
 
 # -- XML ------------------------------------------------------------------------------------------

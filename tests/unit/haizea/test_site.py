@@ -191,3 +191,12 @@ def test_the_spec_examples_validate_and_the_broken_documents_do_not():
         assert SCHEMA.validate(etree.parse(str(path))), (path.name, SCHEMA.error_log.last_error)
     for path in bad:
         assert not SCHEMA.validate(etree.parse(str(path))), path.name
+
+
+def test_a_resource_named_like_haizeas_own_types_leaves_its_host_out():
+    hosts = fixture_hosts()
+    hosts[0]["extra"]["node_resources"] = {"resources": [
+        {"name": "Memory", "type": None, "configured": 8.0, "available": None, "utilized": None, "units": None}]}
+    root = document(hosts)
+    assert "resource named CPU or Memory: 1 (wn001.example.org)" in root[0].text
+    assert sum(int(s.get("numnodes")) for s in root.iter("node-set")) == 44 - 1
