@@ -271,6 +271,7 @@ class _Connection:
         self.parser: Optional[h11.Connection] = None  # the request being read or answered
         self.method = "GET"
         self.keep_alive = False  # the request being answered allows another after it
+        self.peers_framing = False  # the request came in the Gold/Maui chunk framing: answer in it too
         self._timer: Optional[asyncio.TimerHandle] = None
         self._expires = 0.0
         self._task: Optional[asyncio.Task[Any]] = None  # reading, while it reads
@@ -396,6 +397,7 @@ class _Connection:
         rest = parser.trailing_data[0]
         del self.buffer[:max(0, len(self.buffer) - len(rest))]
         self.method = event.method.decode("ascii", "replace")
+        self.peers_framing = False
         return event
 
     # -- request bodies ----------------------------------------------------------------------------------------
@@ -456,7 +458,12 @@ class _Connection:
         head = [b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nServer: %s\r\n" % (
             response.status, _reason(response.status), response.content_type.encode("latin-1"), self.server.server_name_bytes)]
         head.extend(b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers)
-        if chunks is not None:
+        if chunks is not None and self.peers_framing:
+            # Gold/Maui peers read each size line straight after the previous chunk's data and stop
+            # at "0": the answer mirrors the framing they sent (no CRLF after the data, no final one)
+            head.append(b"Transfer-Encoding: chunked\r\n")
+            payload = b"".join(b"%X\r\n%s" % (len(c), c) for c in chunks if c) + b"0\r\n"
+        elif chunks is not None:
             head.append(b"Transfer-Encoding: chunked\r\n")
             payload = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks if c) + b"0\r\n\r\n"
         else:
@@ -551,6 +558,7 @@ class _Connection:
                                          "([serve] request_deadline)"))
                 return False
             request = Request(request.method, request.path, headers, self.peer, body, chunked)
+            self.peers_framing = peers_framing
             close_after = peers_framing  # such peers send nothing after "0\r\n": do not wait for more
         else:
             close_after = bool(chunked or length)  # a body nobody reads: answer, then close rather than skip it

@@ -66,12 +66,49 @@ def keyed(tmp_path_factory):
     stop_server(served)
 
 
+class PeerResponse:
+    """An answer in the Gold/Maui peers' own chunk framing (``<HEX>\r\n<data>`` per chunk, then
+    ``0\r\n``, then the server closes), read the way Gold's reply reader does: each size line
+    straight after the previous chunk's data."""
+
+    def __init__(self, raw: bytes) -> None:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1])
+        self.headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+        chunks = []
+        while True:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line, 16)  # an empty or CRLF-led size line (correct HTTP framing) fails here
+            if size == 0:
+                assert rest == b"", f"bytes after the last chunk: {rest[:40]!r}"
+                break
+            chunks.append(rest[:size])
+            rest = rest[size:]
+        self.chunks = chunks
+        self.body = b"".join(chunks)
+
+    def getheader(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+def is_peer_framed(raw: bytes) -> bool:
+    return b"Transfer-Encoding: chunked" in raw and raw.endswith(b"0\r\n") and not raw.endswith(b"\r\n0\r\n\r\n")
+
+
 def exchange(served: Served, raw: bytes, shut: bool = False, source: str | None = None) -> http.client.HTTPResponse:
-    """Send hand-built request bytes on a new connection (from ``source``, a loopback address) and read one response."""
+    """Send hand-built request bytes on a new connection (from ``source``, a loopback address) and read one
+    response: as HTTP, or, for a request in the peers' chunk framing, as those peers read the answer."""
     sock = served.connect(source=source)
     sock.sendall(raw)
     if shut:
         sock.shutdown(socket.SHUT_WR)
+    if is_peer_framed(raw):  # the server answers in the same framing and closes
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        sock.close()
+        return PeerResponse(data)  # type: ignore[return-value]
     response = http.client.HTTPResponse(sock, method=raw.split(b" ", 1)[0].decode())
     response.begin()
     response.body = response.read()  # type: ignore[attr-defined]
@@ -174,7 +211,7 @@ def test_health_ldif_and_unknown_paths(server):
 def test_sssrmap_query_with_each_framing(server, framing):
     response = exchange(server, post(BIG, framing))
     assert response.status == 200 and response.getheader("Content-Type") == 'text/xml; charset="utf-8"'
-    # the answer mirrors the framing: chunked for chunked requests
+    # the answer mirrors the framing: chunked for chunked requests, in the peers' own form for theirs
     assert (response.getheader("Transfer-Encoding") == "chunked") == (framing != "length")
     check_big_answer(response.body)
 
@@ -183,15 +220,13 @@ def test_peer_framing_raw_answer_starts_with_a_hex_length(server):
     sock = server.connect()
     sock.sendall(post(BIG, "peer"))
     raw = b""
-    while not raw.endswith(b"0\r\n\r\n"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
+    while chunk := sock.recv(65536):  # the server closes after a peer-framed answer
         raw += chunk
     sock.close()
     head, _, body = raw.partition(b"\r\n\r\n")
     size_line, _, rest = body.partition(b"\r\n")
-    assert rest[:int(size_line, 16)].startswith(b"<Envelope>") and rest.endswith(b"</Envelope>\r\n0\r\n\r\n")
+    # the peers' framing mirrored: no CRLF after the data, "0\r\n" and nothing more
+    assert rest[:int(size_line, 16)].startswith(b"<Envelope>") and rest.endswith(b"</Envelope>0\r\n")
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(server):
@@ -213,7 +248,8 @@ def test_chunked_sssrmap_answer_over_http(server):
     envelopes = re.findall(rb"<Envelope>.*?</Envelope>", response.body, re.S)
     assert len(envelopes) == 3
     numbers = [(response_of(e).get("chunkNum"), response_of(e).get("chunkMax"), response_of(e).findtext("Count")) for e in envelopes]
-    assert numbers == [("1", "3", "20"), ("2", "3", "20"), ("3", "3", "11")]
+    # Gold's convention: chunkMax -1 until the last chunk, which carries its own number
+    assert numbers == [("1", "-1", "20"), ("2", "-1", "20"), ("3", "3", "11")]
 
 
 # -- signatures ---------------------------------------------------------------------------------------------

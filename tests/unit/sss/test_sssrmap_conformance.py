@@ -284,11 +284,6 @@ def test_served_answers_to_actions_options_and_aggregates(served):
     assert big <= {n.findtext("Id") for n in response.find("Data")}
 
 
-@pytest.mark.xfail(strict=True, reason="glueinfo/run/http_server.py writes a CRLF after each chunk's data (correct HTTP); "
-                   "Gold's reply reader (Gold::Reply::receiveChunk) reads the next size line straight after the data, so "
-                   "it reads an empty size (hex '' = 0: 'Invalid payload size') and never sees chunk 2. The transport "
-                   "should answer a request framed the peers' way in the same framing: '<HEX>\\r\\n<Envelope>' per chunk, "
-                   "then '0\\r\\n', then close")
 def test_a_gold_style_reader_reads_the_served_chunks_one_by_one(served):
     _, rest = peer_exchange(served, fixture("query-chunked.xml"))
     numbers = []
