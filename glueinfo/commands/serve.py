@@ -106,7 +106,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         assembler.save_state()
         ldif, ldif_error, ldif_off = build_ldif(site)
         return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), ldif=ldif,
-                         ldif_error=ldif_error, ldif_off=ldif_off)
+                         ldif_error=ldif_error, ldif_off=ldif_off, site=site)
 
     store = NodeStore(refresh, node_settings, clock=clock, observed=observed, history=history,
                       role="agent" if args.no_ldif else "site")

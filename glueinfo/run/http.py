@@ -169,6 +169,7 @@ class Refreshed:
     ldif: Optional[str] = None  # set when the refresher builds LDIF too
     ldif_error: Optional[str] = None  # the LDIF build failed (why): /health is not ok
     ldif_off: Optional[str] = None  # no LDIF is built, on purpose (why): /ldif says so, /health does not mind
+    site: Optional[Any] = None  # the glueinfo.site.assemble.AssembledSite refreshed (for /haizea/site.xml)
 
 
 @dataclass(frozen=True)
@@ -348,6 +349,19 @@ class NodeStore:
     def ldif(self) -> tuple[Optional[str], Optional[str]]:
         """(LDIF text or None, why not / the last build's error)."""
         return self._ldif, self._ldif_error
+
+    def haizea_site(self) -> tuple[Optional[bytes], str]:
+        """(the site as a Haizea ``<site>`` now, or None and why not): rendered on request from the
+        last refreshed site, its hosts' States as of now (glueinfo.haizea.site.site_document)."""
+        from glueinfo.haizea.site import HaizeaError, site_document
+
+        data = self._data
+        if data is None or data.site is None:
+            return None, "starting: no site assembled yet" if data is None else "this server assembles no site"
+        try:
+            return site_document(data.site, self.clock(), self.settings), ""
+        except HaizeaError as exc:
+            return None, str(exc)
 
     def health(self) -> dict[str, Any]:
         now = self.clock()
@@ -532,10 +546,10 @@ class Routes:
         if request.path in ("/node.xml", "/nodes.xml"):
             view = self.store.current_view()
             return self._document(request.path, view) if view is not None else None
-        if request.path in ("/health", "/ldif", "/metrics", "/"):
+        if request.path in ("/health", "/ldif", "/metrics", "/", "/haizea/site.xml"):
             return None
         return text_response(404, f"no such document {request.path[:100]!r}: try /, /node.xml, /nodes.xml, /ldif, /health, "
-                                  "/metrics, POST /SSSRMAP3")
+                                  "/metrics, /haizea/site.xml, POST /SSSRMAP3")
 
     def answer(self, request: Request) -> Response:
         if request.method == "POST":
@@ -558,6 +572,11 @@ class Routes:
 
             reload_s = int(max(5.0, min(60.0, self.settings.refresh_interval_s)))
             return Response(200, render(self.store.status(), reload_s), HTML_TYPE)
+        if request.path == "/haizea/site.xml":
+            document, reason = self.store.haizea_site()
+            if document is None:
+                return text_response(503, f"no Haizea site to serve: {reason}")
+            return Response(200, document, XML_TYPE)
         if request.path == "/ldif":
             text, why = self.store.ldif()
             if text is None:

@@ -375,7 +375,7 @@ class Provider:
         nodes_xml: Optional[bytes] = None
         if self.server is not None:
             local = self._with_metrics(site.local) if site.local is not None else None
-            self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif.decode("utf-8"))
+            self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif.decode("utf-8"), site=site)
             if hosts_unchanged and self.store.update_local(local):
                 view = self.store.view()
             else:
