@@ -32,16 +32,18 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from lxml import etree
 
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot
 from glueinfo.site.aggregate import ram_bucket
-from glueinfo.site.assemble import AssembledSite
 from glueinfo.sss.node_xml import NodeSettings, node_state, xml_text
 from glueinfo.sss.vocabulary import RESOURCES_EXTRA
+
+if TYPE_CHECKING:  # a renderer: it is handed the assembled site, and never imports the assembler (or the config)
+    from glueinfo.site.assemble import AssembledSite
 
 XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
