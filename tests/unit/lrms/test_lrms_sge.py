@@ -301,3 +301,45 @@ def test_bad_time_values(text):
 ])
 def test_job_state_letters(letters, glue, sss):
     assert map_job_state(letters)[:2] == (glue, sss)
+
+
+# -- the one-pass reader: what it reads and what it leaves -------------------------------------
+
+def test_elements_out_of_place_are_ignored_as_before():
+    # qstat -xml's layout is job_info/queue_info/Queue-List/job_list and job_info/job_info/job_list,
+    # a job's fields its direct children; the reader takes nothing from anywhere else.
+    text = (DIR / "qstat_states.xml").read_text()
+    text = text.replace("<JB_name>mpi</JB_name>", "<JB_name>mpi</JB_name><x><state>z</state><slots>9</slots></x>"
+                        "<job_list><JB_job_number>900</JB_job_number><state>r</state></job_list>", 1)
+    text = text.replace("<queue_info>", "<queue_info><x><job_list><JB_job_number>901</JB_job_number>"
+                        "<state>r</state></job_list></x>", 1)
+    text = text.replace("</job_info>\n</job_info>", "<Queue-List><name>grid@node9</name></Queue-List></job_info>"
+                        "<x><job_info><job_list><JB_job_number>902</JB_job_number><state>qw</state></job_list>"
+                        "</job_info></x>\n</job_info>")
+    assert "<JB_job_number>902" in text
+    plain = state_of("grid", base=handmade, now=HANDMADE_NOW)
+    odd = state_of("grid", base=handmade, now=HANDMADE_NOW, overrides={"qstat": (0, text, "")})
+    assert odd.error is None and repr(odd) == repr(plain)
+
+
+def test_counts_only_vo_counts_equal_those_of_the_job_list():
+    vo_map = VoMap.from_values(["user:atlas*=atlas", "user:cms*=cms", "user:root=dteam"])
+    for queue, base, now in (("grid", handmade, HANDMADE_NOW), ("short", recorded, RECORDED_NOW), ("long", recorded, RECORDED_NOW)):
+        cheap = state_of(queue, base=base, now=now, with_jobs=False, vo_map=vo_map)
+        full = state_of(queue, base=base, now=now, with_jobs=True, vo_map=vo_map)
+        assert cheap.vo_counts and cheap.vo_counts == full.vo_counts, queue
+
+
+def test_the_collector_is_left_as_it_was_found():
+    import gc
+
+    assert gc.isenabled()
+    state_of("short", overrides={"qstat": (0, (DIR / "qstat_truncated.xml").read_text(), "")})
+    state_of("short")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        state_of("short")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
