@@ -153,3 +153,26 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class Steps:
+    """The steps of one query that may fail alone.  ``steps(lambda: ...)`` runs one and gives its
+    value, or None when it raised LrmsQueryError (its figures stay unknown, its message is kept);
+    ``steps.note(text)`` keeps another reason; ``steps.error(prefix)`` is the state's one-line
+    error (each reason once, in order), or None when every step went well."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def __call__(self, what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except LrmsQueryError as exc:
+            self.errors.append(str(exc))
+            return None
+
+    def note(self, reason: str) -> None:
+        self.errors.append(reason)
+
+    def error(self, prefix: str) -> Optional[str]:
+        return f"{prefix}: " + "; ".join(dict.fromkeys(self.errors)) if self.errors else None

@@ -37,9 +37,10 @@ from typing import Any, Optional
 
 from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.commands import Steps, Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.response import drain
 from glueinfo.lrms.vo_map import count_by_vo
 
 JSON_SINCE = (10, 1, 0, 2)
@@ -560,25 +561,11 @@ def response_times(jobs: Sequence[LsfJob], free_slots: Optional[int], usable_slo
     def limit(job: LsfJob) -> Optional[int]:
         return job.run_limit_s if job.run_limit_s is not None else queue_run_limit_s
 
-    first = 0.0
-    if not free_slots:
-        remaining = []
-        for job in jobs:
-            if job.running:
-                job_limit = limit(job)
-                if job_limit is None:
-                    return None, None
-                remaining.append(max(0, job_limit - (job.run_time_s or 0)))
-        if not remaining:
-            return None, None
-        first = float(min(remaining))
-    work = 0.0
-    for job in pending:
-        job_limit = limit(job)
-        if job_limit is None:
-            return None, None
-        work += (job.slots or 1) * job_limit
-    worst = first + work / usable_slots
+    figures = drain([None if (lim := limit(j)) is None else lim - (j.run_time_s or 0) for j in jobs if j.running],
+                    [(j.slots or 1, limit(j)) for j in pending], usable_slots, bool(free_slots))
+    if figures is None:
+        return None, None
+    worst = figures.first + figures.spread
     return int(round(worst / 2)), int(round(worst))
 
 
@@ -616,14 +603,8 @@ def query(ctx: LrmsContext) -> QueueState:
         raise LrmsQueryError("lsf: no queue named for this CE (set its queue)")
     queue_name = ctx.queue
     state = QueueState(lrms_type="lsf", queue=queue_name, collected_at=now)
-    errors: list[str] = []
-
-    def step(what: Callable[[], Any]) -> Any:
-        try:
-            return what()
-        except LrmsQueryError as exc:
-            errors.append(str(exc))
-            return None
+    step = Steps()
+    errors = step.errors
 
     state.lrms_version = step(lambda: parse_version(tools("lsid")))
     json_mode = uses_json(state.lrms_version)
@@ -683,8 +664,7 @@ def query(ctx: LrmsContext) -> QueueState:
     if jobs is not None and state.free_cpus is not None and state.status == "Production":
         limit = queue.run_limit_min * 60 if queue is not None and queue.run_limit_min is not None else None
         state.estimated_response_time_s, state.worst_response_time_s = response_times(jobs, state.free_cpus, usable, limit)
-    if errors:
-        state.error = "lsf: " + "; ".join(dict.fromkeys(errors))
+    state.error = step.error("lsf")
     return state
 
 

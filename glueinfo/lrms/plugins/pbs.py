@@ -50,6 +50,7 @@ from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.response import drain
 from glueinfo.lrms.vo_map import count_by_vo
 
 FLAVOURS = ("openpbs", "torque")
@@ -779,25 +780,11 @@ def response_times(jobs: Sequence[PbsJob], free_cpus: Optional[int], usable_cpus
     def limit(job: PbsJob) -> Optional[int]:
         return job.walltime_limit_s if job.walltime_limit_s is not None else fallback
 
-    first = 0.0
-    if not free_cpus:
-        remaining = []
-        for job in jobs:
-            if job.running:
-                job_limit = limit(job)
-                if job_limit is None:
-                    return None, None
-                remaining.append(max(0, job_limit - (job.walltime_used_s or 0)))
-        if not remaining:
-            return None, None
-        first = float(min(remaining))
-    work = 0.0
-    for job in queued:
-        job_limit = limit(job)
-        if job_limit is None:
-            return None, None
-        work += (job.cpus or 1) * job_limit
-    worst = first + work / usable_cpus
+    figures = drain([None if (lim := limit(j)) is None else lim - (j.walltime_used_s or 0) for j in jobs if j.running],
+                    [(j.cpus or 1, limit(j)) for j in queued], usable_cpus, bool(free_cpus))
+    if figures is None:
+        return None, None
+    worst = figures.first + figures.spread
     return int(round(worst / 2)), int(round(worst))
 
 

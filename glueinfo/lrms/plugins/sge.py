@@ -55,9 +55,10 @@ from typing import Any, Optional
 from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.commands import Steps, Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.response import drain
 from glueinfo.lrms.vo_map import count_by_vo
 
 # qstat -xml of 50,000 jobs with -ext -pri is about 50 MB: well beyond the
@@ -578,27 +579,12 @@ def response_times(jobs: Sequence[SgeJob], free_slots: int, usable_slots: int, q
     def limit(job: SgeJob) -> Optional[int]:
         return job.h_rt_s if job.h_rt_s is not None else queue_wall_s
 
-    if free_slots > 0:
-        first = last = 0.0
-    else:
-        remaining = []
-        for job in jobs:
-            if job.running:
-                job_limit = limit(job)
-                if job_limit is None or job.start_time is None:
-                    return None, None
-                remaining.append(max(0.0, job.start_time + job_limit - now))
-        if not remaining:  # slots held by other queues' jobs: nothing here to go by
-            return None, None
-        first, last = min(remaining), max(remaining)
-    work = 0.0
-    for job in waiting:
-        job_limit = limit(job)
-        if job_limit is None:
-            return None, None
-        work += job.slots * job_limit
-    spread = work / usable_slots
-    return int(round(first + spread)), int(round(last + spread))
+    figures = drain([None if (lim := limit(j)) is None or j.start_time is None else j.start_time + lim - now
+                     for j in jobs if j.running],
+                    [(j.slots, limit(j)) for j in waiting], usable_slots, free_slots > 0)
+    if figures is None:
+        return None, None
+    return int(round(figures.first + figures.spread)), int(round(figures.last + figures.spread))
 
 
 def _jobs_of_queue(jobs: Iterable[SgeJob], queue: str) -> list[SgeJob]:
@@ -666,14 +652,8 @@ def query(ctx: LrmsContext) -> QueueState:
     tools = tools_for(ctx, deadline)
     now = ctx.clock()
     state = QueueState(lrms_type="sge", queue=ctx.queue, collected_at=now)
-    errors: list[str] = []
-
-    def step(what: Callable[[], Any]) -> Any:
-        try:
-            return what()
-        except LrmsQueryError as exc:
-            errors.append(str(exc))
-            return None
+    step = Steps()
+    errors = step.errors
 
     if not ctx.queue:
         raise LrmsQueryError("sge: no cluster queue named for this CE (set its queue)")
@@ -710,8 +690,7 @@ def query(ctx: LrmsContext) -> QueueState:
     if report is not None:
         with commands.gc_paused():
             _fill_jobs(state, ctx, report, hosts, config is not None, default_wall_s, now, errors)
-    if errors:
-        state.error = "sge: " + "; ".join(dict.fromkeys(errors))
+    state.error = step.error("sge")
     return state
 
 

@@ -55,9 +55,10 @@ from typing import Any, Optional
 from glueinfo.core.hostrange import expand_list
 from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Tools, environment
+from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.response import drain
 from glueinfo.lrms.vo_map import count_by_vo
 
 # -- job states ----------------------------------------------------------------------
@@ -669,26 +670,11 @@ def response_times(jobs: Sequence[SlurmJob], free_cpus: Optional[int], usable_cp
     def limit(job: SlurmJob) -> Optional[int]:
         return job.time_limit_s if job.time_limit_s is not None else partition_max_time_s
 
-    if free_cpus:
-        first = 0.0
-    else:
-        remaining = []
-        for job in jobs:
-            if job.running:
-                job_limit = limit(job)
-                if job_limit is None:
-                    return None, None
-                remaining.append(max(0, job_limit - (job.elapsed_s or 0)))
-        if not remaining:  # CPUs busy with other partitions' jobs: nothing here to go by
-            return None, None
-        first = float(min(remaining))
-    work = 0.0
-    for job in waiting:
-        job_limit = limit(job)
-        if job_limit is None:
-            return None, None
-        work += (job.cpus or 1) * job_limit
-    worst = first + work / usable_cpus
+    figures = drain([None if (lim := limit(j)) is None else lim - (j.elapsed_s or 0) for j in jobs if j.running],
+                    [(j.cpus or 1, limit(j)) for j in waiting], usable_cpus, bool(free_cpus))
+    if figures is None:
+        return None, None
+    worst = figures.first + figures.spread
     ratios = [min(1.0, (j.elapsed_s or 0) / limit_s) for j in jobs
               if j.finished and (limit_s := limit(j)) and j.elapsed_s is not None]
     used = sum(ratios) / len(ratios) if ratios else 1.0
@@ -716,14 +702,8 @@ def query(ctx: LrmsContext) -> QueueState:
     tools = tools_for(ctx, deadline)
     now = ctx.clock()
     state = QueueState(lrms_type="slurm", queue=ctx.queue, collected_at=now)
-    errors: list[str] = []
-
-    def step(what: Callable[[], Any]) -> Any:
-        try:
-            return what()
-        except LrmsQueryError as exc:
-            errors.append(str(exc))
-            return None
+    step = Steps()
+    errors = step.errors
 
     if not ctx.queue:
         raise LrmsQueryError("slurm: no partition named for this CE (set its queue)")
@@ -784,8 +764,7 @@ def query(ctx: LrmsContext) -> QueueState:
     if jobs is not None and nodes is not None and state.status == "Production":
         state.estimated_response_time_s, state.worst_response_time_s = response_times(
             jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)
-    if errors:
-        state.error = "slurm: " + "; ".join(dict.fromkeys(errors))  # sinfo runs twice: say it once
+    state.error = step.error("slurm")  # each reason once: sinfo runs twice
     return state
 
 
