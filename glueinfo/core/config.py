@@ -163,6 +163,31 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "assigned_job_slots": Option("int", None, "GlueCEPolicyAssignedJobSlots", minimum=0),
         "priority": Option("int", None, "GlueCEPolicyPriority, when the LRMS does not report it"),
         "publish_jobs": Option("bool", False, "Publish one GlueCEJob entry per job under the CE"),
+        # GLUE 2 (glueinfo/glue/glue2, docs/glue2-mapping.md): values the CE type's defaults do not give
+        "endpoint_url": Option("str", "", "GLUE2EndpointURL (default from implementation_name: HTCondorCE condor://HOST:PORT, "
+                               "ARC-CE https://HOST:PORT/arex, CREAM https://HOST:PORT/ce-cream/services)"),
+        "interface_name": Option("str", "", "GLUE2EndpointInterfaceName (default from implementation_name)"),
+        "interface_version": Option("str", "", "GLUE2EndpointInterfaceVersion"),
+        "service_type": Option("str", "", "GLUE2ServiceType (default from implementation_name)"),
+        "quality_level": Option("str", "production", "GLUE2 Service and Endpoint QualityLevel",
+                                choices=("development", "testing", "pre-production", "production")),
+        "daemon_process": Option("str", "", "Process name of the CE daemon, looked for when the CE runs on this host "
+                                 "(default from implementation_name: HTCondorCE condor_master, ARC-CE arched)"),
+        "health_timeout": Option("float", 3.0, "Seconds the GLUE 2 health check's TCP connect to the endpoint may take",
+                                 minimum=0.1),
+        "close_se": Option("list", [], "Close storage services: SERVICE_ID or SERVICE_ID=LOCAL_PATH[:REMOTE_PATH] "
+                           "(GLUE 2 ToStorageService)"),
+        "benchmarks": Option("list", [], "Benchmarks of this CE's worker nodes, TYPE=VALUE, e.g. HEP-SPEC06=12.5 HEPscore23=14"),
+        "cpu_scaling_factor": Option("float", None, "GLUE2ExecutionEnvironmentCPUTimeScalingFactor of this CE's nodes",
+                                     minimum=0.0),
+        "wall_scaling_factor": Option("float", None, "GLUE2ExecutionEnvironmentWallTimeScalingFactor of this CE's nodes",
+                                      minimum=0.0),
+        "default_wall_clock_time": Option("int", None, "GLUE2ComputingShareDefaultWallTime in minutes", minimum=0),
+        "default_cpu_time": Option("int", None, "GLUE2ComputingShareDefaultCPUTime in minutes", minimum=0),
+        "max_main_memory": Option("int", None, "GLUE2ComputingShareMaxMainMemory in MB", minimum=0),
+        "guaranteed_main_memory": Option("int", None, "GLUE2ComputingShareGuaranteedMainMemory in MB", minimum=0),
+        "max_virtual_memory": Option("int", None, "GLUE2ComputingShareMaxVirtualMemory in MB", minimum=0),
+        "guaranteed_virtual_memory": Option("int", None, "GLUE2ComputingShareGuaranteedVirtualMemory in MB", minimum=0),
     },
     # -- jobs to VOs (glueinfo/lrms/vo_map.py): per-VO counts of every LRMS plugin ------------
     "vos": {
@@ -183,6 +208,13 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "templates_dir": Option("path", "", "Directory with site/cluster/subcluster/ce templates (default: the built-in ones)"),
         "static_ldif_dir": Option("path", "", "Directory of *.ldif files published as they are (like BDII's gip/ldif)"),
         "information_service_url": Option("str", "", "GlueInformationServiceURL, e.g. ldap://ce.example.org:2170/mds-vo-name=resource,o=grid"),
+        "versions": Option("list", ["1.3", "2.0"], "GLUE versions `ldif` prints and `publish`/`run` synchronise: 1.3 (o=grid), "
+                           "2.0 (o=glue) or both"),
+        "dit": Option("str", "resource", "GLUE 2 tree form: resource (under GLUE2GroupID=resource,o=glue, for a resource "
+                      "BDII) or site (under GLUE2DomainID=<[site] id>,o=glue, for a site BDII fed directly)",
+                      choices=("resource", "site")),
+        "validity": Option("int", 10800, "GLUE2EntityValidity in seconds; CreationTime is renewed when an entry changes "
+                           "or is older than half of it", minimum=600),
     },
     "ldap": {
         "url": Option("str", "", "LDAP server `glueinfo publish` synchronises, e.g. ldap://127.0.0.1:2170"),
