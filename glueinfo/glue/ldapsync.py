@@ -39,8 +39,10 @@ import math
 import os
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.errors import GlueinfoError
@@ -51,9 +53,14 @@ if TYPE_CHECKING:  # ldap3 is imported when a publish talks to a server, not whe
 
 log = logging.getLogger("glueinfo.publish")
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: several bases, the newest entryCSN per base
 # Above this many entries to compare in full, one subtree search beats one base search each.
 FULL_READ_THRESHOLD = 200
+# Writes in flight on the connection.  slapd answers in about 0.2 ms each; at 64 its
+# worker threads stay busy while we encode the next ones (benchmarks/ldap_bulk.py).
+DEFAULT_WINDOW = 64
+# Far above ldap3's own message ids (it counts up from 1 on the same connection).
+_FIRST_MESSAGE_ID = 0x40000000
 
 
 class PublishError(GlueinfoError):
@@ -68,6 +75,16 @@ class LdapTarget:
     base_dn: str
     timeout_s: float = 10.0
     state_file: Optional[str] = None  # None: no state file, every common entry is compared in full
+    extra_bases: tuple[str, ...] = ()  # further subtrees kept equal to ours, e.g. GLUE2GroupID=resource,o=glue
+    window: int = DEFAULT_WINDOW  # writes sent before their answers are read (1: one at a time)
+
+    @property
+    def bases(self) -> tuple[str, ...]:
+        """base_dn then the extra bases, each once."""
+        seen: dict[str, str] = {}
+        for base in (self.base_dn, *self.extra_bases):
+            seen.setdefault(dn_key(base), base)
+        return tuple(seen.values())
 
 
 @dataclass(frozen=True)
@@ -193,25 +210,30 @@ def default_state_file(url: str, base_dn: str) -> str:
 
 @dataclass
 class PublishState:
-    """What the state file remembers: dn key -> [entryCSN, digest], and the newest entryCSN seen."""
+    """What the state file remembers: dn key -> [entryCSN, digest], and per base (its
+    key) the newest entryCSN seen below it."""
 
     entries: dict[str, list[str]] = field(default_factory=dict)
-    max_csn: Optional[str] = None
+    max_csn: dict[str, str] = field(default_factory=dict)
 
 
-def load_state(path: Optional[str], url: str, base_dn: str) -> PublishState:
-    """The state file's content; empty when absent, unreadable or for another server/base."""
+def _bases_key(bases: Sequence[str]) -> list[str]:
+    return sorted(dn_key(b) for b in bases)
+
+
+def load_state(path: Optional[str], url: str, bases: Sequence[str]) -> PublishState:
+    """The state file's content; empty when absent, unreadable or for another server/bases."""
     if not path:
         return PublishState()
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-        if data.get("version") != STATE_VERSION or data.get("url") != url or data.get("base") != dn_key(base_dn):
+        if data.get("version") != STATE_VERSION or data.get("url") != url or data.get("bases") != _bases_key(bases):
             return PublishState()
         entries, max_csn = data.get("entries"), data.get("max_csn")
-        if not isinstance(entries, dict) or not (max_csn is None or isinstance(max_csn, str)):
+        if not isinstance(entries, dict) or not isinstance(max_csn, dict):
             return PublishState()
-        return PublishState(entries=entries, max_csn=max_csn)
+        return PublishState(entries=entries, max_csn={str(k): str(v) for k, v in max_csn.items()})
     except FileNotFoundError:
         return PublishState()
     except (OSError, ValueError, AttributeError) as exc:
@@ -219,7 +241,7 @@ def load_state(path: Optional[str], url: str, base_dn: str) -> PublishState:
         return PublishState()
 
 
-def save_state(path: Optional[str], url: str, base_dn: str, state: PublishState) -> None:
+def save_state(path: Optional[str], url: str, bases: Sequence[str], state: PublishState) -> None:
     """Write the state file atomically (temporary file + rename); a failure is a warning, not an error."""
     if not path:
         return
@@ -229,7 +251,7 @@ def save_state(path: Optional[str], url: str, base_dn: str, state: PublishState)
         fd, temporary = tempfile.mkstemp(prefix=".publish-", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": STATE_VERSION, "url": url, "base": dn_key(base_dn), "max_csn": state.max_csn,
+                json.dump({"version": STATE_VERSION, "url": url, "bases": _bases_key(bases), "max_csn": state.max_csn,
                            "entries": state.entries}, handle, separators=(",", ":"))
             os.replace(temporary, path)
         except BaseException:
@@ -323,25 +345,218 @@ def _changed_since(conn: Connection, base: str, csn: str) -> dict[str, str]:
     return {dn_key(item["dn"]): _csn(item) or "" for item in _search(conn, base, ["entryCSN"], filter=f"(entryCSN>={csn})")}
 
 
+# -- pipelined writes --------------------------------------------------------------------
+#
+# ldap3 spends about 1.4 ms of CPU encoding one add through pyasn1 (slapd needs about
+# 0.2 ms to store it), so writes are encoded here (BER, RFC 4511 section 4.7 to 4.9) and
+# sent on the bound ldap3 connection's own socket, many at a time; each answer is
+# matched to its request by message id.  Searches and the bind stay with ldap3.
+
+_MODIFY_OPERATIONS = {"MODIFY_ADD": 0, "MODIFY_DELETE": 1, "MODIFY_REPLACE": 2, "MODIFY_INCREMENT": 3}
+_ADD_REQUEST, _DELETE_REQUEST, _MODIFY_REQUEST = 0x68, 0x4A, 0x66
+_RESPONSES = {0x67: "modify", 0x69: "add", 0x6B: "delete"}
+_EXTENDED_RESPONSE = 0x78
+
+
+def _ber_length(length: int) -> bytes:
+    if length < 0x80:
+        return bytes((length,))
+    body = length.to_bytes((length.bit_length() + 7) // 8, "big")
+    return bytes((0x80 | len(body),)) + body
+
+
+def _tlv(tag: int, body: bytes) -> bytes:
+    return bytes((tag,)) + _ber_length(len(body)) + body
+
+
+def _octets(text: str) -> bytes:
+    return _tlv(0x04, text.encode("utf-8"))
+
+
+def _message(message_id: int, operation: bytes) -> bytes:
+    return _tlv(0x30, _tlv(0x02, message_id.to_bytes((message_id.bit_length() + 8) // 8, "big")) + operation)
+
+
+def _attribute(name: str, values: Sequence[str]) -> bytes:
+    return _tlv(0x30, _octets(name) + _tlv(0x31, b"".join(_octets(v) for v in values)))
+
+
+def encode_add(message_id: int, dn: str, attributes: dict[str, list[str]]) -> bytes:
+    """An LDAPMessage with an AddRequest."""
+    body = b"".join(_attribute(name, values) for name, values in attributes.items())
+    return _message(message_id, _tlv(_ADD_REQUEST, _octets(dn) + _tlv(0x30, body)))
+
+
+def encode_delete(message_id: int, dn: str) -> bytes:
+    """An LDAPMessage with a DelRequest."""
+    return _message(message_id, _tlv(_DELETE_REQUEST, dn.encode("utf-8")))
+
+
+def encode_modify(message_id: int, dn: str, changes: Changes) -> bytes:
+    """An LDAPMessage with a ModifyRequest (ldap3's change format, as changes_for gives it)."""
+    body = b"".join(_tlv(0x30, _tlv(0x0A, bytes((_MODIFY_OPERATIONS[operation],))) + _attribute(name, values))
+                    for name, operations in changes.items() for operation, values in operations)
+    return _message(message_id, _tlv(_MODIFY_REQUEST, _octets(dn) + _tlv(0x30, body)))
+
+
+def _read_header(data: bytes | bytearray, pos: int, end: int) -> Optional[tuple[int, int, int]]:
+    """(tag, start of the value, its end) of the TLV at pos; None when data ends before the value does."""
+    if pos + 2 > end:
+        return None
+    tag, first = data[pos], data[pos + 1]
+    pos += 2
+    if first & 0x80:
+        count = first & 0x7F
+        if pos + count > end:
+            return None
+        length = int.from_bytes(data[pos:pos + count], "big")
+        pos += count
+    else:
+        length = first
+    return (tag, pos, pos + length) if pos + length <= end else None
+
+
+class ConnectionLost(PublishError):
+    """The server closed the connection or stopped answering in the middle of the writes."""
+
+
+def decode_result(data: bytes | bytearray, start: int, end: int) -> tuple[int, int, int, str]:
+    """(message id, protocolOp tag, resultCode, diagnosticMessage) of one LDAPMessage whose
+    body is data[start:end]; ConnectionLost on anything that is not an LDAPResult."""
+    try:
+        header = _read_header(data, start, end)
+        if header is None or header[0] != 0x02:
+            raise ValueError("no message id")
+        message_id = int.from_bytes(data[header[1]:header[2]], "big")
+        op = _read_header(data, header[2], end)
+        if op is None:
+            raise ValueError("no operation")
+        code = _read_header(data, op[1], op[2])
+        matched = _read_header(data, code[2], op[2]) if code else None
+        diagnostic = _read_header(data, matched[2], op[2]) if matched else None
+        if code is None or diagnostic is None or code[0] != 0x0A:
+            raise ValueError("not an LDAPResult")
+        message = bytes(data[diagnostic[1]:diagnostic[2]]).decode("utf-8", "replace")
+        return message_id, op[0], int.from_bytes(data[code[1]:code[2]], "big"), message
+    except (ValueError, TypeError) as exc:
+        raise ConnectionLost(f"unreadable answer from the server ({exc})") from None
+
+
+@dataclass
+class _Answer:
+    tag: Any  # what the caller attached to the request
+    code: int
+    message: str
+
+
+class Pipeline:
+    """Requests on a bound connection's socket with at most ``window`` unanswered.
+
+    ``send`` queues a request (encoded with the message id it is given); ``answers``
+    sends what is queued and returns the answers read so far (at least one while any
+    request is unanswered).  ConnectionLost (a PublishError) when the server closes the
+    connection, sends something that is not an answer, or is silent for ``timeout_s``.
+    """
+
+    def __init__(self, sock: Any, window: int, timeout_s: float) -> None:
+        self.sock = sock
+        self.window = max(1, window)
+        self.timeout_s = timeout_s
+        self.next_id = _FIRST_MESSAGE_ID
+        self.unanswered: dict[int, Any] = {}
+        self.queued: list[bytes] = []
+        self.buffer = bytearray()
+
+    def room(self) -> int:
+        return self.window - len(self.unanswered) - len(self.queued)
+
+    def send(self, encode: Callable[[int], bytes], tag: Any) -> None:
+        message_id = self.next_id
+        self.next_id = self.next_id + 1 if self.next_id < 0x7FFFFFFF else _FIRST_MESSAGE_ID
+        self.queued.append(encode(message_id))
+        self.unanswered[message_id] = tag
+
+    def answers(self) -> list[_Answer]:
+        try:
+            if self.queued:
+                self.sock.sendall(b"".join(self.queued))
+                self.queued.clear()
+            if not self.unanswered:
+                return []
+            self.sock.settimeout(self.timeout_s)
+            found: list[_Answer] = []
+            while not found:
+                chunk = self.sock.recv(262144)
+                if not chunk:
+                    raise ConnectionLost(f"the server closed the connection with {len(self.unanswered)} writes unanswered")
+                self.buffer += chunk
+                found = self._parse()
+            return found
+        except TimeoutError:
+            raise ConnectionLost(f"no answer from the server within {self.timeout_s:g} s "
+                                 f"({len(self.unanswered)} writes unanswered)") from None
+        except OSError as exc:
+            raise ConnectionLost(f"connection lost during the writes: {exc.strerror or exc}") from None
+
+    def _parse(self) -> list[_Answer]:
+        found = []
+        data, pos, end = self.buffer, 0, len(self.buffer)
+        while True:
+            header = _read_header(data, pos, end)
+            if header is None:
+                break
+            message_id, op, code, message = decode_result(data, header[1], header[2])
+            pos = header[2]
+            if message_id == 0 and op == _EXTENDED_RESPONSE:  # notice of disconnection (RFC 4511 4.4.1)
+                raise ConnectionLost(f"the server ended the connection: {message or code}")
+            if op not in _RESPONSES or message_id not in self.unanswered:
+                raise ConnectionLost(f"unexpected answer from the server (message {message_id}, operation {op:#x})")
+            found.append(_Answer(self.unanswered.pop(message_id), code, message))
+        del self.buffer[:pos]
+        return found
+
+
+def _result_name(code: int) -> str:
+    from ldap3.core.results import RESULT_CODES
+
+    return str(RESULT_CODES.get(code, "other"))
+
+
 # -- the sync ------------------------------------------------------------------------------
 
-def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], float] = time.monotonic) -> PublishReport:
-    """Make the server's tree under target.base_dn equal to ``entries`` (see the module docstring).
+Progress = Callable[[int, int], None]  # (writes answered, writes planned), called as answers arrive
+
+
+def _below(key: str, base_keys: Sequence[str]) -> Optional[str]:
+    return next((b for b in base_keys if key.endswith("," + b)), None)
+
+
+def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], float] = time.monotonic,
+              progress: Optional[Progress] = None) -> PublishReport:
+    """Make the server's trees under target.bases equal to ``entries`` (see the module docstring).
 
     ``entries`` must be parents first (as pipeline.build_site gives them);
-    entries not below the base are not sent and are reported as refused.
-    Raises PublishError when the server cannot be used at all; refused
-    writes are in the report.
+    entries below none of the bases are not sent and are reported as refused.
+    ``progress`` is called with (writes answered, writes planned) as the
+    server answers.  Raises PublishError when the server cannot be used at
+    all (or the connection is lost during the writes: what was answered by
+    then stays written); refused writes are in the report.
     """
     start = clock()
     report = PublishReport()
-    base_key = dn_key(target.base_dn)
+    bases = target.bases
+    base_keys = [dn_key(b) for b in bases]
+    for key in base_keys:
+        inner = _below(key, base_keys)
+        if inner is not None:
+            raise PublishError(f"the bases overlap: {key} is below {inner}; give only one of them")
+    where = f"the base {bases[0]}" if len(bases) == 1 else f"any of the bases {', '.join(bases)}"
     ours: dict[str, Entry] = {}
     order: list[str] = []
     for entry in entries:
         key = dn_key(entry.dn)
-        if key == base_key or not key.endswith("," + base_key):  # e.g. a static GLUE 2 file under o=glue
-            report.rejected.append(Rejection(entry.dn, "add", 0, "notSent", f"not below the base {target.base_dn}"))
+        if _below(key, base_keys) is None:  # e.g. a static GLUE 2 file under o=glue, not published there
+            report.rejected.append(Rejection(entry.dn, "add", 0, "notSent", f"not below {where}"))
             continue
         if key not in ours:
             ours[key] = entry
@@ -350,29 +565,34 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
 
     conn = connect(target)
     try:
-        ensure_base(conn, target.base_dn)
-        state = load_state(target.state_file, target.url, target.base_dn)
+        for base in bases:
+            ensure_base(conn, base)
+        state = load_state(target.state_file, target.url, bases)
 
         # 1. What is there: DNs and entryCSNs.  With a state file only the DNs are
         #    listed, and the entryCSNs of what was written since the newest one we
         #    saw: every other entry still has the entryCSN we recorded.
         server_dn: dict[str, str] = {}
         server_csn: dict[str, Optional[str]] = {}
-        if state.entries and state.max_csn:
-            for item in _search(conn, target.base_dn, ["1.1"]):
-                key = dn_key(item["dn"])
-                if key != base_key:
-                    server_dn[key] = item["dn"]
-            changed = _changed_since(conn, target.base_dn, state.max_csn)
-            for key in server_dn:
-                known = state.entries.get(key)
-                server_csn[key] = changed[key] if key in changed else (known[0] if known else None)
-        else:
-            for item in _search(conn, target.base_dn, ["entryCSN"]):
-                key = dn_key(item["dn"])
-                if key != base_key:
-                    server_dn[key] = item["dn"]
-                    server_csn[key] = _csn(item)
+        for base, base_key in zip(bases, base_keys, strict=True):
+            newest = state.max_csn.get(base_key)
+            if state.entries and newest:
+                listed = []
+                for item in _search(conn, base, ["1.1"]):
+                    key = dn_key(item["dn"])
+                    if key != base_key:
+                        server_dn[key] = item["dn"]
+                        listed.append(key)
+                changed = _changed_since(conn, base, newest)
+                for key in listed:
+                    known = state.entries.get(key)
+                    server_csn[key] = changed[key] if key in changed else (known[0] if known else None)
+            else:
+                for item in _search(conn, base, ["entryCSN"]):
+                    key = dn_key(item["dn"])
+                    if key != base_key:
+                        server_dn[key] = item["dn"]
+                        server_csn[key] = _csn(item)
 
         # 2. Which common entries need a full comparison.
         to_compare = []
@@ -389,19 +609,21 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
         server_attrs: dict[str, dict[str, list[bytes]]] = {}
         if len(to_compare) > FULL_READ_THRESHOLD:
             wanted = set(to_compare)
-            for item in _search(conn, target.base_dn, ["*"]):
-                key = dn_key(item["dn"])
-                if key in wanted:
-                    server_attrs[key] = item.get("raw_attributes", {})
+            for base, base_key in zip(bases, base_keys, strict=True):
+                if any(_below(key, (base_key,)) for key in wanted):
+                    for item in _search(conn, base, ["*"]):
+                        key = dn_key(item["dn"])
+                        if key in wanted:
+                            server_attrs[key] = item.get("raw_attributes", {})
         else:
             for key in to_compare:
                 for item in _search(conn, server_dn[key], ["*"], scope="BASE"):
                     server_attrs[key] = item.get("raw_attributes", {})
 
-        # 3. Writes: modifications, additions (parents first), deletions (children first).
-        refused_adds: set[str] = set()
+        # 3. Writes: modifications, deletions (children first), additions (parents first).
         written: set[str] = set()
         replace: list[str] = []
+        modifies: list[tuple[str, Changes]] = []
         for key in to_compare:
             changes = changes_for(ours[key], server_attrs.get(key, {}))
             if changes is None:
@@ -410,51 +632,34 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
                 report.unchanged += 1
                 written.add(key)
             else:
-                report.writes += 1
-                conn.modify(server_dn[key], changes)  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
-                if _refused(conn, ours[key].dn, "modify", report):
-                    continue
-                report.modified += 1
-                written.add(key)
-        stale = sorted((key for key in server_dn if key not in ours), key=lambda k: (-k.count(","), k))
-        stale += sorted(replace, key=lambda k: (-k.count(","), k))
-        for key in stale:
-            report.writes += 1
-            conn.delete(server_dn[key])  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
-            if not _refused(conn, server_dn[key], "delete", report) and key not in ours:
-                report.deleted += 1
-        for key in order:
-            if key in server_dn and key not in replace:
-                continue
-            entry = ours[key]
-            parent = parent_dn(key)
-            if parent in refused_adds:
-                refused_adds.add(key)
-                report.rejected.append(Rejection(entry.dn, "add", 0, "notSent", "its parent entry was refused"))
-                continue
-            report.writes += 1
-            conn.add(entry.dn, attributes={name: _values(values) for name, values in entry.attributes.items()})  # type: ignore[no-untyped-call]  # types-ldap3 leaves add/modify/delete unannotated
-            if _refused(conn, entry.dn, "add", report):
-                refused_adds.add(key)
-                continue
-            if key in replace:
-                report.modified += 1
-            else:
-                report.added += 1
-            written.add(key)
+                modifies.append((key, changes))
+        stale = [key for key in server_dn if key not in ours] + replace
+        adds = [key for key in order if key not in server_dn or key in replace]
+        writer = _Writes(Pipeline(conn.socket, target.window, target.timeout_s), report, progress,
+                         len(modifies) + len(stale) + len(adds))
+        writer.modify([(key, server_dn[key], ours[key].dn, changes) for key, changes in modifies], written)
+        writer.delete({key: server_dn[key] for key in stale}, set(replace))
+        writer.add(adds, ours, set(replace), written)
 
         # 4. Remember what we know to be equal, with the entryCSN it has now: our
         #    writes have entryCSNs newer than anything read in step 1.
         if target.state_file:
             for key in stale:
                 server_csn.pop(key, None)
-            if report.writes:
-                since = max((c for c in server_csn.values() if c), default=None)
-                if since is None:
-                    server_csn = {dn_key(item["dn"]): _csn(item) for item in _search(conn, target.base_dn, ["entryCSN"])}
-                else:
-                    server_csn.update(_changed_since(conn, target.base_dn, since))
-            new_state = PublishState(max_csn=max((c for c in server_csn.values() if c), default=None))
+            new_state = PublishState()
+            for base, base_key in zip(bases, base_keys, strict=True):
+                mine = {k: c for k, c in server_csn.items() if _below(k, (base_key,))}
+                if base_key in writer.bases_written:
+                    since = max((c for c in mine.values() if c), default=None)
+                    if since is None:
+                        mine = {dn_key(item["dn"]): _csn(item) for item in _search(conn, base, ["entryCSN"])}
+                        mine.pop(base_key, None)
+                    else:
+                        mine.update(_changed_since(conn, base, since))
+                    server_csn.update(mine)
+                newest = max((c for c in mine.values() if c), default=None)
+                if newest:
+                    new_state.max_csn[base_key] = newest
             for key in order:
                 csn = server_csn.get(key)
                 if not csn:
@@ -464,7 +669,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
                 if key in written or unchanged_known:
                     new_state.entries[key] = [csn, digests[key]]
             if new_state != state or not os.path.exists(target.state_file):  # nothing new: no 40,000-entry rewrite
-                save_state(target.state_file, target.url, target.base_dn, new_state)
+                save_state(target.state_file, target.url, bases, new_state)
     finally:
         try:
             conn.unbind()
@@ -474,9 +679,112 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
     return report
 
 
-def _refused(conn: Connection, dn: str, operation: str, report: PublishReport) -> bool:
-    code, description, message = _result(conn)
-    if code == 0:
-        return False
-    report.rejected.append(Rejection(dn, operation, code, description, message))
-    return True
+class _Writes:
+    """Step 3 of sync_tree through a Pipeline, counting into the report."""
+
+    def __init__(self, pipeline: Pipeline, report: PublishReport, progress: Optional[Progress], planned: int) -> None:
+        self.pipeline, self.report, self.progress, self.planned = pipeline, report, progress, planned
+        self.answered = 0
+        self.bases_written: set[str] = set()  # ancestors of what was sent: the bases whose entryCSNs moved
+
+    def _sent(self, key: str) -> None:
+        self.report.writes += 1
+        parent = key
+        while parent:  # the base it is below: every ancestor but the root could be one
+            parent = parent_dn(parent)
+            self.bases_written.add(parent)
+
+    def _answers(self) -> list[_Answer]:
+        found = self.pipeline.answers()
+        self.answered += len(found)
+        if self.progress is not None and found:
+            self.progress(self.answered, self.planned)
+        return found
+
+    def _refused(self, answer: _Answer, dn: str, operation: str) -> bool:
+        if answer.code == 0:
+            return False
+        self.report.rejected.append(Rejection(dn, operation, answer.code, _result_name(answer.code),
+                                              " ".join(answer.message.split())))
+        return True
+
+    def modify(self, modifies: list[tuple[str, str, str, Changes]], written: set[str]) -> None:
+        """Each (key, server's DN, our DN, changes): independent of each other."""
+        pending = deque(modifies)
+        left = len(modifies)
+        while left:
+            while pending and self.pipeline.room() > 0:
+                key, server_dn, dn, changes = pending.popleft()
+                self.pipeline.send(partial(encode_modify, dn=server_dn, changes=changes), (key, dn))
+                self._sent(key)
+            for answer in self._answers():
+                left -= 1
+                key, dn = answer.tag
+                if not self._refused(answer, dn, "modify"):
+                    self.report.modified += 1
+                    written.add(key)
+
+    def delete(self, stale: dict[str, str], replaced: set[str]) -> None:
+        """Children before their parents: a parent is sent once all its children here were answered."""
+        children_left: dict[str, int] = {}
+        for key in stale:
+            parent = parent_dn(key)
+            if parent in stale:
+                children_left[parent] = children_left.get(parent, 0) + 1
+        ready = deque(sorted((k for k in stale if k not in children_left), key=lambda k: (-k.count(","), k)))
+        left = len(stale)
+        while left:
+            while ready and self.pipeline.room() > 0:
+                key = ready.popleft()
+                self.pipeline.send(partial(encode_delete, dn=stale[key]), key)
+                self._sent(key)
+            for answer in self._answers():
+                left -= 1
+                key = answer.tag
+                if not self._refused(answer, stale[key], "delete") and key not in replaced:
+                    self.report.deleted += 1
+                parent = parent_dn(key)
+                if parent in children_left:
+                    children_left[parent] -= 1
+                    if not children_left[parent]:
+                        ready.append(parent)
+
+    def add(self, adds: list[str], ours: dict[str, Entry], replaced: set[str], written: set[str]) -> None:
+        """Parents before children: a child is sent once the server confirmed its parent;
+        the children of a refused entry are not sent and are reported as such."""
+        to_add = set(adds)
+        waiting: dict[str, list[str]] = {}
+        ready: deque[str] = deque()
+        for key in adds:
+            parent = parent_dn(key)
+            if parent in to_add:
+                waiting.setdefault(parent, []).append(key)
+            else:
+                ready.append(key)
+        left = len(adds)
+        while left:
+            while ready and self.pipeline.room() > 0:
+                key = ready.popleft()
+                entry = ours[key]
+                attributes = {name: _values(values) for name, values in entry.attributes.items()}
+                self.pipeline.send(partial(encode_add, dn=entry.dn, attributes=attributes), key)
+                self._sent(key)
+            for answer in self._answers():
+                left -= 1
+                key = answer.tag
+                if self._refused(answer, ours[key].dn, "add"):
+                    below = list(waiting.pop(key, ()))
+                    while below:  # the whole subtree, parents first
+                        child = below.pop(0)
+                        left -= 1
+                        self.answered += 1
+                        self.report.rejected.append(Rejection(ours[child].dn, "add", 0, "notSent",
+                                                              "its parent entry was refused"))
+                        below[0:0] = waiting.pop(child, ())
+                    continue
+                if key in replaced:
+                    self.report.modified += 1
+                else:
+                    self.report.added += 1
+                written.add(key)
+                ready.extend(waiting.pop(key, ()))
