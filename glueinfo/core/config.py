@@ -221,8 +221,9 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "bind_dn": Option("str", "", "DN to bind as"),
         "password_file": Option("path", "", "File holding the bind password (first line)"),
         "timeout": Option("float", 10.0, "Seconds to wait for the server", minimum=0.1),
-        "extra_bases": Option("list", [], "Further subtrees kept equal to what glueinfo publishes below them, besides [glue] "
-                              "base_dn, e.g. GLUE2GroupID=resource,o=glue; everything else below them is deleted"),
+        "extra_bases": Option("str", "", "Further subtrees kept equal to what glueinfo publishes below them, besides [glue] "
+                              "base_dn, separated by ';' (DNs hold commas), e.g. GLUE2GroupID=resource,o=glue; everything "
+                              "else below them is deleted"),
         "window": Option("int", 64, "Writes sent before their answers are read (1: one at a time); keep it under slapd's "
                          "conn_max_pending_auth (1000)", minimum=1),
     },
