@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "haizea": ("haizea", "print the site as a Haizea <site>, or with --lwf its batch jobs as a lease workload (LWF)"),
     "run": ("run", "the periodic provider: refresh, write the LDIF and Node XML files, sync LDAP, until SIGTERM"),
     "check": ("check", "a Nagios-compatible probe of a running glueinfo (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)"),
+    "glue2-json": ("glue2_json", "print the GLUE 2 objects (the o=glue tree) in the OGF GLUE 2 JSON rendering"),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
