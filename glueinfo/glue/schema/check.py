@@ -118,6 +118,11 @@ def _closure(schema: Schema, classes: Sequence[str]) -> Closure:
     for name in classes:
         for definition in schema.superclasses(name):
             everything[definition.oid] = definition
+    # A class declared without SUP has top above it (RFC 4512 2.4.1; slapd reads it so): GLUE20.schema's
+    # GLUE2Entity and GLUE2Group name no superclass, yet their entries must carry objectClass.
+    top = schema.object_class("top") if classes else None
+    if top is not None:
+        everything.setdefault(top.oid, top)
     must: dict[str, str] = {}
     allowed: Optional[set[str]] = set()
     for definition in everything.values():

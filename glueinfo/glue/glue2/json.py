@@ -1,0 +1,78 @@
+"""The GLUE 2 objects in the OGF GLUE 2 JSON rendering.
+
+The same entries as the LDAP tree (glue2_entries), each object named by its
+GLUE 2 class (``ComputingService``, ``ComputingEndpoint``...) with its
+attributes without the ``GLUE2<Class>`` prefix, its foreign keys under
+``Associations`` (``ComputingServiceID``, ``ExecutionEnvironmentID``...),
+and its LDAP children nested by class, as lists.  Single-valued attributes
+are strings or numbers, multi-valued ones lists; nothing is added.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from glueinfo.core.ldif import Entry, normalise_dn, parent_dn
+
+# The most specific class of each entry, as JSON names it (LDAP lists its superclasses too).
+CLASSES = ("AdminDomain", "Location", "Contact", "ComputingService", "ComputingEndpoint", "AccessPolicy", "ComputingShare",
+           "MappingPolicy", "ComputingManager", "ApplicationEnvironment", "ExecutionEnvironment", "Benchmark",
+           "ToStorageService")
+INTEGER = re.compile(r"-?[0-9]+")
+MULTI = {"OtherInfo", "Capability", "Rule", "JobDescription", "ExecutionEnvironmentForeignKey", "ResourceForeignKey"}
+
+
+def _class(entry: Entry) -> str:
+    names = {c[5:] for c in entry.object_classes if c.startswith("GLUE2")}
+    return next((c for c in CLASSES if c in names), "Entity")
+
+
+def _strip(name: str) -> str:
+    """GLUE2ComputingShareMaxWallTime -> MaxWallTime (the longest class prefix goes)."""
+    rest = name[5:] if name.startswith("GLUE2") else name
+    for prefix in sorted(("Entity", "Domain", "AdminDomain", "Location", "Contact", "Service", "ComputingService",
+                          "Endpoint", "ComputingEndpoint", "Policy", "AccessPolicy", "MappingPolicy", "Share",
+                          "ComputingShare", "Manager", "ComputingManager", "Resource", "ExecutionEnvironment",
+                          "ApplicationEnvironment", "Benchmark", "ToStorageService"), key=len, reverse=True):
+        if rest.startswith(prefix) and len(rest) > len(prefix):
+            return rest[len(prefix):]
+    return rest
+
+
+def _value(name: str, values: list[Any]) -> Any:
+    converted = [int(v) if isinstance(v, str) and INTEGER.fullmatch(v) and not name.endswith("ID") else v for v in values]
+    return converted if len(converted) > 1 or name in MULTI else converted[0]
+
+
+def glue2_json(entries: Sequence[Entry]) -> dict[str, Any]:
+    """``{"AdminDomain": [...], "ComputingService": [...]}`` with the children nested (module docstring)."""
+    objects: dict[str, dict[str, Any]] = {}
+    roots: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        kind = _class(entry)
+        if kind == "Entity":
+            continue  # the GLUE2Group of the site form: a container, not an object
+        obj: dict[str, Any] = {}
+        associations: dict[str, Any] = {}
+        for name, values in entry.attributes.items():
+            if name == "objectClass":
+                continue
+            short = _strip(name)
+            if short.endswith("ForeignKey"):
+                target = short[: -len("ForeignKey")]
+                target = target[len(kind):] if target.startswith(kind) and target != kind else target
+                associations[target + "ID"] = _value(short, list(values))
+            else:
+                obj[short] = _value(short, list(values))
+        if associations:
+            obj["Associations"] = associations
+        key = normalise_dn(entry.dn)
+        objects[key] = obj
+        parent = objects.get(normalise_dn(parent_dn(entry.dn)))
+        if parent is not None:
+            parent.setdefault(kind, []).append(obj)
+        else:
+            roots.setdefault(kind, []).append(obj)
+    return roots

@@ -1,0 +1,495 @@
+"""The GLUE 2.0 LDAP tree (o=glue) of an assembled site, as glueinfo.core.ldif Entries.
+
+Input: the AssembledSite (site model, SubClusters, each CE's QueueState),
+typed options (:class:`Glue2Options`), the endpoints' health (checked by the
+publish step with glueinfo.glue.glue2.health, never here) and the time.
+Output, parents before children (docs/glue2-mapping.md has every attribute's
+source)::
+
+    GLUE2DomainID=<site>,<base>                       AdminDomain, Location, Contacts
+    GLUE2ServiceID=<service>,<base>                   ComputingService per CE host
+      GLUE2EndpointID=...                             ComputingEndpoint per endpoint URL
+        GLUE2PolicyID=...                             AccessPolicy
+      GLUE2ShareID=...                                ComputingShare per queue and VO
+        GLUE2PolicyID=...                             MappingPolicy
+      GLUE2ManagerID=...                              ComputingManager per LRMS
+        GLUE2ApplicationEnvironmentID=...             run-time environment tags
+      GLUE2ResourceID=...                             ExecutionEnvironment per SubCluster
+        GLUE2BenchmarkID=...
+      GLUE2ToStorageServiceID=...                     close storage
+
+``<base>`` is ``GLUE2GroupID=resource,o=glue`` (``[glue] dit = resource``),
+or ``GLUE2GroupID=resource,GLUE2DomainID=<site>,o=glue`` below the
+AdminDomain at ``GLUE2DomainID=<site>,o=glue`` (``dit = site``).
+
+Unknown values are left out, never replaced by a placeholder; an entity
+the schema cannot take without a value that is unknown (an
+ExecutionEnvironment without platform, memory, OS family or connectivity, a
+Share or Endpoint without a serving state) is left out with a warning and
+nothing refers to it.  Without ``[site] id`` no GLUE 2 tree is published
+(every Service must name its AdminDomain): one warning, no entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from glueinfo.core.ldif import Entry, make_dn
+from glueinfo.core.model import QueueState, VoJobCounts
+from glueinfo.glue.glue2.ces import CeView, ce_views
+from glueinfo.glue.glue2.health import EndpointHealth
+from glueinfo.glue.glue2.ids import Ids
+from glueinfo.glue.glue2.times import CreationTimes
+from glueinfo.lrms.registry import glue_lrms_type
+from glueinfo.site.aggregate import SubClusterGroup
+from glueinfo.site.assemble import AssembledSite
+
+PROFILE_NAME = "EGI"
+PROFILE_VERSION = "1.0"  # the EGI GLUE 2.0 profile version gLite's and ARC's providers published
+JOB_EXECUTION = "executionmanagement.jobexecution"
+POLICY_SCHEME = "org.glite.standard"
+RESOURCE_GROUP = "GLUE2GroupID=resource,o=glue"
+
+# /etc/os-release NAME -> the OSName vocabulary of EGI's profile, where it has one
+OS_NAMES = {"debian gnu/linux": "Debian", "centos linux": "CentOS", "centos stream": "CentOS", "ubuntu": "Ubuntu",
+            "scientific linux": "ScientificSL", "scientific linux cern slc": "ScientificCERNSLC",
+            "red hat enterprise linux": "RedhatEnterpriseAS", "red hat enterprise linux server": "RedhatEnterpriseAS",
+            "fedora": "Fedoracore", "fedora linux": "Fedoracore", "gentoo": "Gentoo", "suse linux": "SUSE LINUX"}
+SERVING = {"production": "production", "queueing": "queueing", "closed": "closed", "draining": "draining"}
+SERVING_ORDER = ("production", "queueing", "draining", "closed")  # an endpoint serves as its best queue
+
+
+@dataclass(frozen=True)
+class Glue2Options:
+    """How the GLUE 2 tree is laid out and stamped ([glue] dit and validity)."""
+
+    dit: str = "resource"  # resource | site
+    validity_s: int = 10800
+
+
+def vo_of_rule(rule: str) -> Optional[str]:
+    """The VO an access rule names: ``VO:atlas`` and ``VOMS:/atlas/Role=pilot`` -> atlas."""
+    kind, _, value = rule.partition(":")
+    if kind.upper() == "VO" and value:
+        return value
+    if kind.upper() == "VOMS" and value.startswith("/"):
+        return value[1:].split("/", 1)[0] or None
+    return None
+
+
+def vos_of(access: Sequence[str]) -> dict[str, list[str]]:
+    """VO -> its access rules, in the order the admin wrote them."""
+    result: dict[str, list[str]] = {}
+    for rule in access:
+        vo = vo_of_rule(rule)
+        if vo:
+            result.setdefault(vo, []).append(rule)
+    return result
+
+
+def serving_state(state: Optional[QueueState], configured: Optional[str]) -> Optional[str]:
+    """The LRMS's status, else the configured one, else production when the LRMS answered
+    without error (it takes jobs as far as anyone can tell), else unknown (None)."""
+    for value in ((state.status if state else None), configured):
+        if value:
+            return SERVING.get(value.lower())
+    if state is not None and state.error is None:
+        return "production"
+    return None
+
+
+def _seconds(minutes: Optional[int]) -> Optional[int]:
+    return None if minutes is None else minutes * 60
+
+
+def _policy(state: Optional[QueueState], ce: CeView, key: str, from_state: Optional[int]) -> Optional[int]:
+    return from_state if from_state is not None else ce.spec.policies.get(key)
+
+
+def cpu_multiplicity(sockets: Optional[int], cores: Optional[int]) -> Optional[str]:
+    if not sockets or not cores:
+        return None
+    per_socket = cores / sockets
+    return f"{'multicpu' if sockets > 1 else 'singlecpu'}-{'multicore' if per_socket > 1 else 'singlecore'}"
+
+
+def _bool(value: Any) -> Optional[str]:
+    return None if value is None else ("true" if value else "false")
+
+
+class _Tree:
+    """Entries as they are made, with the profile's OtherInfo on every entity."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+    def add(self, dn: str, classes: Sequence[str], pairs: Iterable[tuple[str, Any]], other_info: Sequence[str] = ()) -> Entry:
+        attributes: dict[str, list[Any]] = {"objectClass": list(classes)}
+        for name, value in pairs:
+            if value is None or value == "" or value == []:
+                continue
+            values = value if isinstance(value, list) else [value]
+            attributes.setdefault(name, []).extend(str(v) for v in values)
+        if "GLUE2Entity" in classes:
+            attributes["GLUE2EntityOtherInfo"] = [*other_info, f"ProfileName={PROFILE_NAME}", f"ProfileVersion={PROFILE_VERSION}"]
+        entry = Entry.from_lists(dn, attributes)
+        self.entries.append(entry)
+        return entry
+
+
+def _sum_known(values: Iterable[Optional[int]]) -> Optional[int]:
+    total = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+def glue2_entries(site: AssembledSite, options: Glue2Options = Glue2Options(), *,
+                  health: Optional[Mapping[str, EndpointHealth]] = None, now: Optional[float] = None,
+                  times: Optional[CreationTimes] = None, warnings: Optional[list[str]] = None) -> list[Entry]:
+    """Every GLUE 2 entry of the site, parents before children (module docstring).
+
+    ``health``: endpoint URL -> its checked health (missing: HealthState
+    unknown, "not checked").  ``now``: the render time (default: the
+    assembly's).  ``times``: the caller's CreationTimes memory (default: a
+    fresh one, so every entry is stamped ``now``).  ``warnings`` collects
+    one line per entity left out.  Raises Glue2Error for malformed GLUE 2
+    CE settings.
+    """
+    warnings = warnings if warnings is not None else []
+    model = site.model
+    site_id = model.site.unique_id
+    if not site_id:
+        warnings.append("GLUE 2: no [site] id; every ComputingService must name its AdminDomain, so no o=glue tree is published")
+        return []
+    now = site.assembled_at if now is None else now
+    health = health or {}
+    tree = _Tree()
+    if options.dit == "site":
+        domain_dn = make_dn("GLUE2DomainID", site_id, "o=glue")
+        base = "GLUE2GroupID=resource," + domain_dn
+    else:
+        base = RESOURCE_GROUP
+        domain_dn = make_dn("GLUE2DomainID", site_id, base)
+    _admin_domain(tree, model, domain_dn)
+    if options.dit == "site":
+        tree.add(base, ("GLUE2Group",), [("GLUE2GroupID", "resource")])
+
+    views = ce_views(model)
+    services: dict[tuple[str, str], list[CeView]] = {}
+    for view in views:
+        services.setdefault((view.spec.host.lower(), view.kind.key), []).append(view)
+    for ces in services.values():
+        _service(tree, site, ces, base, site_id, health, warnings, views)
+    entries = tree.entries
+    return (times or CreationTimes()).stamp(entries, now, options.validity_s)
+
+
+def _admin_domain(tree: _Tree, model: Any, dn: str) -> None:
+    info = model.site
+    site_id = info.unique_id
+    tree.add(dn, ("GLUE2Entity", "GLUE2Domain", "GLUE2AdminDomain"), [
+        ("GLUE2DomainID", site_id), ("GLUE2EntityName", info.name), ("GLUE2DomainDescription", info.description),
+        ("GLUE2DomainWWW", info.web)], other_info=list(info.other_info))
+    if info.location or info.latitude or info.longitude:
+        place, _, country = info.location.rpartition(",")
+        tree.add(make_dn("GLUE2LocationID", f"{site_id}_location", dn), ("GLUE2Entity", "GLUE2Location"), [
+            ("GLUE2LocationID", f"{site_id}_location"), ("GLUE2LocationPlace", place.strip() or info.location),
+            ("GLUE2LocationCountry", country.strip() if place else None),
+            ("GLUE2LocationLatitude", info.latitude), ("GLUE2LocationLongitude", info.longitude),
+            ("GLUE2LocationDomainForeignKey", site_id)])
+    for kind, detail in (("general", info.email), ("sysadmin", info.sysadmin_contact),
+                         ("usersupport", info.user_support_contact), ("security", info.security_contact)):
+        if not detail:
+            continue
+        if "@" in detail and ":" not in detail:
+            detail = "mailto:" + detail
+        contact_id = f"{site_id}_{kind}_contact"
+        tree.add(make_dn("GLUE2ContactID", contact_id, dn), ("GLUE2Entity", "GLUE2Contact"), [
+            ("GLUE2ContactID", contact_id), ("GLUE2ContactDetail", detail), ("GLUE2ContactType", kind),
+            ("GLUE2ContactDomainForeignKey", site_id)])
+
+
+def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, site_id: str,
+             health: Mapping[str, EndpointHealth], warnings: list[str], every_ce: list[CeView]) -> None:
+    first = ces[0]
+    ids = Ids(first.kind, first.spec.host)
+    service_id = ids.service
+    service_dn = make_dn("GLUE2ServiceID", service_id, base)
+    states = {view.spec.unique_id: site.states.get(view.spec.unique_id) for view in ces}
+    one_queue = len({view.spec.queue for view in ces}) == 1
+
+    # Managers (one per LRMS) and ExecutionEnvironments (one per SubCluster of the CEs' clusters)
+    managers: dict[str, str] = {}
+    for view in ces:
+        managers.setdefault(view.spec.lrms, ids.manager(view.spec.lrms))
+    environments: dict[str, tuple[SubClusterGroup, CeView]] = {}  # EE id -> (SubCluster, first CE on it)
+    cluster_ees: dict[str, list[str]] = {}
+    for view in ces:
+        try:
+            cluster = site.groups.cluster(view.spec.cluster)
+        except KeyError:
+            continue
+        for sc in cluster.subclusters:
+            ee_id = ids.execution_environment(sc.unique_id)
+            environments.setdefault(ee_id, (sc, view))
+    published_ees: dict[str, SubClusterGroup] = {}
+    for ee_id, (sc, _lead) in environments.items():
+        missing = [name for name, value in (("platform", sc.shared.get("platform")), ("RAM", sc.shared.get("ram")),
+                                            ("OS", sc.shared.get("os_name")),
+                                            ("inbound connectivity", sc.shared.get("inbound_ip")),
+                                            ("outbound connectivity", sc.shared.get("outbound_ip"))) if value is None]
+        if missing:
+            warnings.append(f"GLUE 2: ExecutionEnvironment {ee_id} left out: {', '.join(missing)} not known for all "
+                            f"its hosts (the schema requires them)")
+            continue
+        published_ees[ee_id] = sc
+    for view in ces:
+        try:
+            cluster = site.groups.cluster(view.spec.cluster)
+        except KeyError:
+            continue
+        cluster_ees[view.spec.unique_id] = [e for e in (ids.execution_environment(sc.unique_id) for sc in cluster.subclusters)
+                                            if e in published_ees]
+
+    # Endpoints: one per URL
+    endpoints: dict[str, list[CeView]] = {}
+    for view in ces:
+        endpoints.setdefault(view.url, []).append(view)
+    endpoint_ids: dict[str, str] = {}
+    endpoint_entries = []
+    for url, members in endpoints.items():
+        lead = members[0]
+        states_here = [serving_state(states[m.spec.unique_id], m.spec.status) for m in members]
+        known = [s for s in states_here if s]
+        if not known:
+            warnings.append(f"GLUE 2: endpoint {url} left out: no serving state (its batch system did not answer "
+                            f"and [ce:...] status is not set)")
+            continue
+        endpoint_id = ids.endpoint(url, lead.interface_name)
+        endpoint_ids[url] = endpoint_id
+        checked = health.get(url, EndpointHealth("unknown", "not checked"))
+        rules = list(dict.fromkeys(rule for m in members for rule in m.spec.access))
+        endpoint_entries.append((endpoint_id, lead, min(known, key=SERVING_ORDER.index), checked, rules))
+
+    # Service
+    counted = [states[v.spec.unique_id] for v in ces]
+    answered = all(s is not None for s in counted)
+    shares_planned = sum(len(vos_of(v.spec.access)) for v in ces)
+    tree.add(service_dn, ("GLUE2Entity", "GLUE2Service", "GLUE2ComputingService"), [
+        ("GLUE2ServiceID", service_id), ("GLUE2EntityName", f"Computing Service {first.spec.host}"),
+        ("GLUE2ServiceCapability", JOB_EXECUTION), ("GLUE2ServiceType", first.service_type),
+        ("GLUE2ServiceQualityLevel", first.quality_level),
+        ("GLUE2ServiceComplexity", f"endpointType={len(endpoint_entries)}, share={shares_planned}, "
+                                   f"resource={len(published_ees)}"),
+        ("GLUE2ServiceAdminDomainForeignKey", site_id),
+        ("GLUE2ComputingServiceTotalJobs", _sum_known(s.total_jobs for s in counted if s) if answered else None),
+        ("GLUE2ComputingServiceRunningJobs", _sum_known(s.running_jobs for s in counted if s) if answered else None),
+        ("GLUE2ComputingServiceWaitingJobs", _sum_known(s.waiting_jobs for s in counted if s) if answered else None)])
+
+    for endpoint_id, lead, serving, checked, rules in endpoint_entries:
+        endpoint_dn = make_dn("GLUE2EndpointID", endpoint_id, service_dn)
+        tree.add(endpoint_dn, ("GLUE2Entity", "GLUE2Endpoint", "GLUE2ComputingEndpoint"), [
+            ("GLUE2EndpointID", endpoint_id), ("GLUE2EntityName", f"{lead.spec.host} {lead.interface_name}"),
+            ("GLUE2EndpointURL", lead.url), ("GLUE2EndpointCapability", JOB_EXECUTION),
+            ("GLUE2EndpointTechnology", lead.kind.technology), ("GLUE2EndpointInterfaceName", lead.interface_name),
+            ("GLUE2EndpointInterfaceVersion", lead.interface_version), ("GLUE2EndpointImplementor", lead.kind.implementor),
+            ("GLUE2EndpointImplementationName", lead.implementation_name),
+            ("GLUE2EndpointImplementationVersion", lead.implementation_version),
+            ("GLUE2EndpointQualityLevel", lead.quality_level), ("GLUE2EndpointHealthState", checked.state),
+            ("GLUE2EndpointHealthStateInfo", checked.info), ("GLUE2EndpointServingState", serving),
+            ("GLUE2ComputingEndpointJobDescription", list(lead.kind.job_description)),
+            ("GLUE2EndpointServiceForeignKey", service_id), ("GLUE2ComputingEndpointComputingServiceForeignKey", service_id)])
+        if rules:
+            policy_id = ids.access_policy(endpoint_id)
+            tree.add(make_dn("GLUE2PolicyID", policy_id, endpoint_dn), ("GLUE2Entity", "GLUE2Policy", "GLUE2AccessPolicy"), [
+                ("GLUE2PolicyID", policy_id), ("GLUE2PolicyScheme", POLICY_SCHEME), ("GLUE2PolicyRule", rules),
+                ("GLUE2AccessPolicyEndpointForeignKey", endpoint_id)])
+
+    # Shares: per CE (queue) and VO
+    for view in ces:
+        share_endpoint = endpoint_ids.get(view.url)
+        state = states[view.spec.unique_id]
+        share_serving = serving_state(state, view.spec.status)
+        vos = vos_of(view.spec.access)
+        if not vos:
+            warnings.append(f"GLUE 2: CE {view.spec.unique_id}: no VO in its access rules, so no ComputingShare")
+        for vo, rules in vos.items():
+            if share_endpoint is None or share_serving is None:
+                warnings.append(f"GLUE 2: share of {vo} on queue {view.spec.queue} left out: no serving state")
+                continue
+            _share(tree, ids, view, state, vo, rules, share_serving, share_endpoint, service_id, service_dn,
+                   cluster_ees.get(view.spec.unique_id, []), one_queue)
+
+    # Managers
+    for lrms, manager_id in managers.items():
+        members = [v for v in ces if v.spec.lrms == lrms]
+        cluster_ids = list(dict.fromkeys(v.spec.cluster for v in members))
+        clusters = []
+        for cluster_id in cluster_ids:
+            try:
+                clusters.append(site.groups.cluster(cluster_id))
+            except KeyError:
+                pass
+        lead_state = states[members[0].spec.unique_id]
+        slots = []
+        for cluster_id in cluster_ids:  # CEs of one cluster share its slots: count each cluster once
+            first_state = next((states[v.spec.unique_id] for v in members if v.spec.cluster == cluster_id), None)
+            slots.append(first_state.total_cpus if first_state is not None else None)
+        manager_dn = make_dn("GLUE2ManagerID", manager_id, service_dn)
+        tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
+            ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {first.spec.host}"),
+            ("GLUE2ManagerProductName", (lead_state.lrms_type if lead_state and lead_state.lrms_type else glue_lrms_type(lrms))),
+            ("GLUE2ManagerProductVersion", (lead_state.lrms_version if lead_state else None) or members[0].spec.lrms_version),
+            ("GLUE2ComputingManagerTotalPhysicalCPUs", _sum_known(c.physical_cpus for c in clusters) if clusters else None),
+            ("GLUE2ComputingManagerTotalLogicalCPUs", _sum_known(c.logical_cpus for c in clusters) if clusters else None),
+            ("GLUE2ComputingManagerTotalSlots", _sum_known(slots)),
+            ("GLUE2ManagerServiceForeignKey", service_id), ("GLUE2ComputingManagerComputingServiceForeignKey", service_id)])
+        # run-time environment tags of this manager's ExecutionEnvironments
+        tags: dict[str, list[str]] = {}
+        for ee_id, sc in published_ees.items():
+            if managers.get(environments[ee_id][1].spec.lrms) != manager_id:
+                continue
+            for tag in sc.shared.get("runtime_environment") or ():
+                tags.setdefault(tag, []).append(ee_id)
+        for tag, ee_ids in sorted(tags.items()):
+            app_id = ids.application_environment(tag)
+            tree.add(make_dn("GLUE2ApplicationEnvironmentID", app_id, manager_dn),
+                     ("GLUE2Entity", "GLUE2ApplicationEnvironment"), [
+                         ("GLUE2ApplicationEnvironmentID", app_id), ("GLUE2ApplicationEnvironmentAppName", tag),
+                         ("GLUE2ApplicationEnvironmentComputingManagerForeignKey", manager_id),
+                         ("GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey", ee_ids)])
+
+    # ExecutionEnvironments with their Benchmarks
+    for ee_id, sc in published_ees.items():
+        view = environments[ee_id][1]
+        _environment(tree, ids, ee_id, sc, view, managers[view.spec.lrms], service_dn, every_ce)
+
+    # Close storage
+    seen: set[str] = set()
+    for view in ces:
+        for storage in view.close_storage:
+            if storage.service_id in seen:
+                continue
+            seen.add(storage.service_id)
+            if not storage.local_path:
+                warnings.append(f"GLUE 2: close storage {storage.service_id} of CE {view.spec.unique_id} left out: "
+                                f"no local path (close_se = ID=LOCAL_PATH[:REMOTE_PATH])")
+                continue
+            link_id = ids.to_storage(storage.service_id)
+            tree.add(make_dn("GLUE2ToStorageServiceID", link_id, service_dn), ("GLUE2Entity", "GLUE2ToStorageService"), [
+                ("GLUE2ToStorageServiceID", link_id), ("GLUE2ToStorageServiceLocalPath", storage.local_path),
+                ("GLUE2ToStorageServiceRemotePath", storage.remote_path),
+                ("GLUE2ToStorageServiceComputingServiceForeignKey", service_id),
+                ("GLUE2ToStorageServiceStorageServiceForeignKey", storage.service_id)])
+
+
+def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo: str, rules: list[str], serving: str,
+           endpoint_id: str, service_id: str, service_dn: str, ee_ids: list[str], one_queue: bool) -> None:
+    spec = view.spec
+    share_id = ids.share(spec.queue, vo, one_queue)
+    counts: Optional[VoJobCounts] = None
+    if state is not None and state.error is None and state.running_jobs is not None:
+        counts = state.vo_counts.get(vo, VoJobCounts())  # the LRMS answered: a VO without jobs has none
+    limits = view.limits
+    share_dn = make_dn("GLUE2ShareID", share_id, service_dn)
+    tree.add(share_dn, ("GLUE2Entity", "GLUE2Share", "GLUE2ComputingShare"), [
+        ("GLUE2ShareID", share_id), ("GLUE2EntityName", f"{spec.queue} {vo}"),
+        ("GLUE2ShareDescription", f"Share of {vo} on queue {spec.queue}"),
+        ("GLUE2ComputingShareMappingQueue", spec.queue), ("GLUE2ComputingShareServingState", serving),
+        ("GLUE2ComputingShareMaxWallTime",
+         _seconds(_policy(state, view, "max_wall_clock_time", state.max_wall_clock_time_min if state else None))),
+        ("GLUE2ComputingShareMaxCPUTime", _seconds(_policy(state, view, "max_cpu_time", state.max_cpu_time_min if state else None))),
+        ("GLUE2ComputingShareDefaultWallTime", _seconds(limits.get("default_wall_clock_time"))),
+        ("GLUE2ComputingShareDefaultCPUTime", _seconds(limits.get("default_cpu_time"))),
+        ("GLUE2ComputingShareMaxRunningJobs", _policy(state, view, "max_running_jobs", state.max_running_jobs if state else None)),
+        ("GLUE2ComputingShareMaxWaitingJobs", _policy(state, view, "max_waiting_jobs", state.max_waiting_jobs if state else None)),
+        ("GLUE2ComputingShareMaxTotalJobs", _policy(state, view, "max_total_jobs", state.max_total_jobs if state else None)),
+        ("GLUE2ComputingShareMaxSlotsPerJob", spec.policies.get("max_slots_per_job")),
+        ("GLUE2ComputingShareMaxMainMemory", limits.get("max_main_memory")),
+        ("GLUE2ComputingShareGuaranteedMainMemory", limits.get("guaranteed_main_memory")),
+        ("GLUE2ComputingShareMaxVirtualMemory", limits.get("max_virtual_memory")),
+        ("GLUE2ComputingShareGuaranteedVirtualMemory", limits.get("guaranteed_virtual_memory")),
+        ("GLUE2ComputingShareRunningJobs", counts.running if counts else None),
+        ("GLUE2ComputingShareWaitingJobs", counts.waiting if counts else None),
+        ("GLUE2ComputingShareTotalJobs", counts.total if counts else None),
+        ("GLUE2ComputingShareUsedSlots", counts.running if counts else None),
+        ("GLUE2ComputingShareFreeSlots", state.free_job_slots if state else None),
+        ("GLUE2ComputingShareEstimatedAverageWaitingTime", state.estimated_response_time_s if state else None),
+        ("GLUE2ComputingShareEstimatedWorstWaitingTime", state.worst_response_time_s if state else None),
+        ("GLUE2ShareServiceForeignKey", service_id), ("GLUE2ShareEndpointForeignKey", endpoint_id),
+        ("GLUE2ShareResourceForeignKey", ee_ids),
+        ("GLUE2ComputingShareComputingServiceForeignKey", service_id),
+        ("GLUE2ComputingShareComputingEndpointForeignKey", endpoint_id),
+        ("GLUE2ComputingShareExecutionEnvironmentForeignKey", ee_ids)])
+    policy_id = ids.mapping_policy(share_id, spec.queue, vo)
+    tree.add(make_dn("GLUE2PolicyID", policy_id, share_dn), ("GLUE2Entity", "GLUE2Policy", "GLUE2MappingPolicy"), [
+        ("GLUE2PolicyID", policy_id), ("GLUE2PolicyScheme", POLICY_SCHEME), ("GLUE2PolicyRule", rules),
+        ("GLUE2MappingPolicyShareForeignKey", share_id)])
+
+
+def _instances(sc: SubClusterGroup) -> tuple[Optional[int], Optional[int]]:
+    """(used, unavailable) instances from the batch system's view of each host (Busy; Offline or
+    Unknown), or (None, None) when some host has no view."""
+    used = unavailable = 0
+    for host in sc.hosts:
+        view = host.extra.get("lrms") if isinstance(host.extra, dict) else None
+        if not isinstance(view, dict) or not view.get("state"):
+            return None, None
+        state = view["state"]
+        used += state == "Busy"
+        unavailable += state in ("Offline", "Unknown")
+    return used, unavailable
+
+
+def _environment(tree: _Tree, ids: Ids, ee_id: str, sc: SubClusterGroup, view: CeView, manager_id: str, service_dn: str,
+                 ces: list[CeView]) -> None:
+    shared = sc.shared
+    used, unavailable = _instances(sc)
+    os_name = shared.get("os_name")
+    # The site's CEs on this cluster give benchmarks and scaling factors; the first (config order) that sets each wins.
+    on_cluster = [v for v in ces if v.spec.cluster == sc.cluster_id]
+    cpu_scaling = next((v.cpu_scaling for v in on_cluster if v.cpu_scaling is not None), None)
+    wall_scaling = next((v.wall_scaling for v in on_cluster if v.wall_scaling is not None), None)
+    ee_dn = make_dn("GLUE2ResourceID", ee_id, service_dn)
+    tree.add(ee_dn, ("GLUE2Entity", "GLUE2Resource", "GLUE2ExecutionEnvironment"), [
+        ("GLUE2ResourceID", ee_id), ("GLUE2EntityName", sc.name),
+        ("GLUE2ExecutionEnvironmentPlatform", shared.get("platform")),
+        ("GLUE2ExecutionEnvironmentTotalInstances", len(sc.hosts)),
+        ("GLUE2ExecutionEnvironmentUsedInstances", used), ("GLUE2ExecutionEnvironmentUnavailableInstances", unavailable),
+        ("GLUE2ExecutionEnvironmentPhysicalCPUs", shared.get("sockets")),
+        ("GLUE2ExecutionEnvironmentLogicalCPUs", shared.get("logical_cpus")),
+        ("GLUE2ExecutionEnvironmentCPUMultiplicity", cpu_multiplicity(shared.get("sockets"), shared.get("physical_cores"))),
+        ("GLUE2ExecutionEnvironmentCPUVendor", shared.get("cpu_vendor")),
+        ("GLUE2ExecutionEnvironmentCPUModel", shared.get("cpu_model")),
+        ("GLUE2ExecutionEnvironmentCPUVersion", shared.get("cpu_version")),
+        ("GLUE2ExecutionEnvironmentCPUClockSpeed", shared.get("cpu_clock")),
+        ("GLUE2ExecutionEnvironmentCPUTimeScalingFactor", None if cpu_scaling is None else f"{cpu_scaling:g}"),
+        ("GLUE2ExecutionEnvironmentWallTimeScalingFactor", None if wall_scaling is None else f"{wall_scaling:g}"),
+        ("GLUE2ExecutionEnvironmentMainMemorySize", shared.get("ram")),
+        ("GLUE2ExecutionEnvironmentVirtualMemorySize", shared.get("virtual_memory")),
+        # The OS facts come from /etc/os-release, which only Linux has.
+        ("GLUE2ExecutionEnvironmentOSFamily", "linux" if os_name else None),
+        ("GLUE2ExecutionEnvironmentOSName", OS_NAMES.get(str(os_name).lower(), os_name) if os_name else None),
+        ("GLUE2ExecutionEnvironmentOSVersion", shared.get("os_release")),
+        ("GLUE2ExecutionEnvironmentConnectivityIn", _bool(shared.get("inbound_ip"))),
+        ("GLUE2ExecutionEnvironmentConnectivityOut", _bool(shared.get("outbound_ip"))),
+        ("GLUE2ResourceManagerForeignKey", manager_id),
+        ("GLUE2ExecutionEnvironmentComputingManagerForeignKey", manager_id)])
+    benchmarks: dict[str, str] = {}
+    for v in on_cluster:
+        for kind, number in v.benchmarks:
+            benchmarks.setdefault(kind.lower(), f"{number:g}")
+    if shared.get("si00") is not None:
+        benchmarks.setdefault("specint2000", str(shared["si00"]))
+    for kind, text in benchmarks.items():
+        benchmark_id = ids.benchmark(ee_id, kind)
+        tree.add(make_dn("GLUE2BenchmarkID", benchmark_id, ee_dn), ("GLUE2Entity", "GLUE2Benchmark"), [
+            ("GLUE2BenchmarkID", benchmark_id), ("GLUE2EntityName", f"Benchmark {kind}"),
+            ("GLUE2BenchmarkType", kind), ("GLUE2BenchmarkValue", text),
+            ("GLUE2BenchmarkExecutionEnvironmentForeignKey", ee_id),
+            ("GLUE2BenchmarkComputingManagerForeignKey", manager_id)])
