@@ -1,0 +1,169 @@
+"""EGI's GLUE 2 profile (glue-validator's egi-profile rules) as tests, one per rule ID glueinfo relies on,
+each written from the rule's text and run on the tree of etc/examples/glue2-site.conf."""
+
+from __future__ import annotations
+
+import calendar
+import time
+
+import pytest
+from test_glue2 import NOW, example_site
+
+from glueinfo.glue.glue2 import glue2_entries, glue2_options
+
+MANDATORY = {  # the profile's Mandatory attributes (W034) glueinfo can fill on the example site
+    "GLUE2ComputingService": ("GLUE2ServiceID", "GLUE2ServiceType", "GLUE2ServiceQualityLevel", "GLUE2ServiceAdminDomainForeignKey"),
+    "GLUE2ComputingEndpoint": ("GLUE2EndpointID", "GLUE2EndpointURL", "GLUE2EndpointInterfaceName", "GLUE2EndpointImplementationName",
+                               "GLUE2EndpointImplementationVersion", "GLUE2EndpointQualityLevel", "GLUE2EndpointHealthState",
+                               "GLUE2EndpointServingState"),
+    "GLUE2ComputingShare": ("GLUE2ShareID", "GLUE2ComputingShareDefaultWallTime", "GLUE2ComputingShareDefaultCPUTime",
+                            "GLUE2ComputingShareMaxSlotsPerJob", "GLUE2ComputingShareMaxMainMemory",
+                            "GLUE2ComputingShareGuaranteedMainMemory", "GLUE2ComputingShareMaxVirtualMemory",
+                            "GLUE2ComputingShareGuaranteedVirtualMemory", "GLUE2ComputingShareServingState",
+                            "GLUE2ComputingShareEstimatedAverageWaitingTime", "GLUE2ComputingShareEstimatedWorstWaitingTime",
+                            "GLUE2ComputingShareFreeSlots", "GLUE2ComputingShareUsedSlots"),
+    "GLUE2ComputingManager": ("GLUE2ManagerID", "GLUE2ManagerProductName", "GLUE2ManagerProductVersion",
+                              "GLUE2ComputingManagerTotalPhysicalCPUs", "GLUE2ComputingManagerTotalLogicalCPUs",
+                              "GLUE2ComputingManagerComputingServiceForeignKey"),
+    "GLUE2ExecutionEnvironment": ("GLUE2ExecutionEnvironmentPlatform", "GLUE2ExecutionEnvironmentCPUTimeScalingFactor",
+                                  "GLUE2ExecutionEnvironmentWallTimeScalingFactor", "GLUE2ExecutionEnvironmentMainMemorySize",
+                                  "GLUE2ExecutionEnvironmentVirtualMemorySize", "GLUE2ExecutionEnvironmentOSFamily",
+                                  "GLUE2ExecutionEnvironmentOSName", "GLUE2ExecutionEnvironmentOSVersion",
+                                  "GLUE2ExecutionEnvironmentConnectivityIn", "GLUE2ExecutionEnvironmentConnectivityOut",
+                                  "GLUE2ExecutionEnvironmentComputingManagerForeignKey"),
+    "GLUE2Benchmark": ("GLUE2BenchmarkID", "GLUE2BenchmarkType", "GLUE2BenchmarkValue"),
+    "GLUE2Policy": ("GLUE2PolicyID", "GLUE2PolicyScheme", "GLUE2PolicyRule"),
+    "GLUE2ToStorageService": ("GLUE2ToStorageServiceID", "GLUE2ToStorageServiceLocalPath", "GLUE2ToStorageServiceRemotePath",
+                              "GLUE2ToStorageServiceComputingServiceForeignKey", "GLUE2ToStorageServiceStorageServiceForeignKey"),
+    "GLUE2Contact": ("GLUE2ContactID", "GLUE2ContactDetail", "GLUE2ContactType"),
+}
+
+
+@pytest.fixture(scope="module")
+def entries():
+    config, site, _ = example_site()
+    return glue2_entries(site, glue2_options(config), now=NOW)
+
+
+def entities(entries):
+    return [e for e in entries if "GLUE2Entity" in e.object_classes]
+
+
+def parse(text):
+    return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def test_E001_creation_time_not_in_the_future(entries):
+    assert all(parse(e.first("GLUE2EntityCreationTime")) <= NOW + 120 for e in entities(entries))
+
+
+def test_E002_creation_time_plus_validity_not_in_the_past_at_render_or_half_validity_later(entries):
+    for e in entities(entries):
+        due = parse(e.first("GLUE2EntityCreationTime")) + int(e.first("GLUE2EntityValidity"))
+        assert due >= NOW + int(e.first("GLUE2EntityValidity")) / 2
+
+
+def test_W002_validity_only_with_creation_time(entries):
+    assert all("GLUE2EntityCreationTime" in e for e in entities(entries) if "GLUE2EntityValidity" in e)
+
+
+def test_W003_W004_profile_name_and_version_on_every_entity(entries):
+    for e in entities(entries):
+        info = [str(v) for v in e.get("GLUE2EntityOtherInfo")]
+        assert "ProfileName=EGI" in info and any(v.startswith("ProfileVersion=") and len(v) > 15 for v in info)
+
+
+def test_E008_E009_location_in_range(entries):
+    (location,) = [e for e in entries if "GLUE2Location" in e.object_classes]
+    assert -180 < float(location.first("GLUE2LocationLongitude")) < 180
+    assert -90 < float(location.first("GLUE2LocationLatitude")) < 90
+
+
+@pytest.mark.parametrize("rule,attribute", [("E022", "GLUE2ComputingShareWaitingJobs"),
+                                            ("E023", "GLUE2ComputingShareEstimatedAverageWaitingTime"),
+                                            ("E024", "GLUE2ComputingShareEstimatedWorstWaitingTime")])
+def test_E022_E023_E024_no_default_placeholders(entries, rule, attribute):
+    values = [int(e.first(attribute)) for e in entries if attribute in e]
+    assert values and not {444444, 2146660842} & set(values), rule
+
+
+def test_E026_domain_foreign_keys_name_the_domain(entries):
+    site_id = "EXAMPLE-SITE"
+    for e in entries:
+        for name in ("GLUE2LocationDomainForeignKey", "GLUE2ContactDomainForeignKey", "GLUE2ServiceAdminDomainForeignKey"):
+            if name in e:
+                assert e.first(name) == site_id
+
+
+def test_W005_W025_total_jobs_coherent(entries):
+    for e in entries:
+        for prefix in ("GLUE2ComputingService", "GLUE2ComputingShare"):
+            if f"{prefix}TotalJobs" in e:
+                total = int(e.first(f"{prefix}TotalJobs"))
+                parts = int(e.first(f"{prefix}RunningJobs")) + int(e.first(f"{prefix}WaitingJobs"))
+                assert total * 0.9 <= parts <= total * 1.1 or total == parts
+
+
+def test_W030_W031_manager_cpu_figures_coherent(entries):
+    for e in entries:
+        if "GLUE2ComputingManager" in e.object_classes:
+            logical = int(e.first("GLUE2ComputingManagerTotalLogicalCPUs"))
+            assert int(e.first("GLUE2ComputingManagerTotalPhysicalCPUs")) <= logical
+            if "GLUE2ComputingManagerTotalSlots" in e:
+                assert int(e.first("GLUE2ComputingManagerTotalSlots")) <= logical * 2
+
+
+def test_W034_mandatory_attributes_present(entries):
+    for e in entries:
+        for cls, names in MANDATORY.items():
+            if cls in e.object_classes:
+                missing = [n for n in names if n not in e]
+                assert not missing, (e.dn, missing)
+
+
+def test_W036_single_valued_attributes_have_one_value(entries):
+    multi = {"objectClass", "GLUE2EntityOtherInfo", "GLUE2ServiceCapability", "GLUE2EndpointCapability", "GLUE2PolicyRule",
+             "GLUE2ComputingShareExecutionEnvironmentForeignKey", "GLUE2ShareResourceForeignKey",
+             "GLUE2ComputingEndpointJobDescription", "GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey"}
+    for e in entries:
+        assert all(len(values) == 1 for name, values in e.attributes.items() if name not in multi), e.dn
+
+
+def test_W038_no_empty_values(entries):
+    assert all(str(v) != "" for e in entries for values in e.attributes.values() for v in values)
+
+
+def test_W039_W040_ids_do_not_start_with_underscore(entries):
+    for e in entries:
+        for name in ("GLUE2ServiceID", "GLUE2EndpointID"):
+            if name in e:
+                assert not str(e.first(name)).startswith("_")
+
+
+def test_W037_vocabularies(entries):
+    for e in entries:
+        if "GLUE2ExecutionEnvironment" in e.object_classes:
+            assert e.first("GLUE2ExecutionEnvironmentPlatform") in ("amd64", "i386", "i686", "itanium", "powerpc", "sparc", "x86_64")
+            assert e.first("GLUE2ExecutionEnvironmentOSFamily") in ("linux", "macosx", "solaris", "windows")
+            assert e.first("GLUE2ExecutionEnvironmentConnectivityIn") in ("true", "false", "undefined")
+            assert e.first("GLUE2ExecutionEnvironmentCPUMultiplicity") in (
+                "multicpu-multicore", "multicpu-singlecore", "singlecpu-multicore", "singlecpu-singlecore")
+        if "GLUE2Policy" in e.object_classes:
+            assert e.first("GLUE2PolicyScheme") in ("basic", "gacl", "org.glite.standard")
+        for name in ("GLUE2ServiceQualityLevel", "GLUE2EndpointQualityLevel"):
+            if name in e:
+                assert e.first(name) in ("development", "pre-production", "production", "testing")
+        if "GLUE2EndpointHealthState" in e:
+            assert e.first("GLUE2EndpointHealthState") in ("critical", "ok", "other", "unknown", "warning")
+        for name in ("GLUE2EndpointServingState", "GLUE2ComputingShareServingState"):
+            if name in e:
+                assert e.first(name) in ("closed", "draining", "production", "queueing")
+        if "GLUE2ContactType" in e:
+            assert e.first("GLUE2ContactType") in ("general", "security", "sysadmin", "usersupport")
+
+
+def test_W024_W020_no_zero_limits(entries):
+    for e in entries:
+        for name in ("GLUE2ComputingShareMaxSlotsPerJob", "GLUE2ComputingShareMaxTotalJobs"):
+            if name in e:
+                assert int(e.first(name)) != 0
