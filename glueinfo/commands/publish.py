@@ -5,10 +5,16 @@
 (or [ldap] url / bind_dn / password_file in the config).  Builds the same
 checked tree as `glueinfo ldif`, then adds, modifies only changed attributes
 and deletes so the server's tree under the base ([glue] base_dn) equals it;
-a run with nothing changed sends no writes.  Every write the server refuses
-is printed with its DN, result code and message, and the exit code is 1;
-the other writes still go ahead.  An unreachable server is one line on
+a run with nothing changed sends no writes.  --extra-base (or [ldap]
+extra_bases) adds further subtrees, e.g. GLUE2GroupID=resource,o=glue, kept
+equal to the entries below them in the same run.  Every write the server
+refuses is printed with its DN, result code and message, and the exit code
+is 1; the other writes still go ahead.  An unreachable server is one line on
 stderr and exit 1.
+
+On a terminal (stderr a TTY) a progress line counts the writes as the server
+answers them and ends as the summary; otherwise only the one-line summary is
+printed on stderr, after the refusals.
 """
 
 from __future__ import annotations
@@ -19,9 +25,14 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Optional
 
 from glueinfo.core.config import Config
 from glueinfo.site.assemble import SiteAssembler
+
+if TYPE_CHECKING:
+    from glueinfo.glue.ldapsync import PublishReport
 
 log = logging.getLogger("glueinfo.publish")
 
@@ -32,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--password-file", metavar="FILE", help="file whose first line is the bind password "
                                                                 "(config: [ldap] password_file)")
     parser.add_argument("--base", metavar="DN", help="publish under this DN (config: [glue] base_dn)")
+    parser.add_argument("--extra-base", action="append", default=[], metavar="DN",
+                        help="also keep this subtree equal to the entries below it, e.g. GLUE2GroupID=resource,o=glue "
+                             "(repeatable; config: [ldap] extra_bases)")
     parser.add_argument("--no-hosts", action="store_true", help="publish only site, cluster, SubCluster and CE entries")
     parser.add_argument("--snapshots", action="append", default=[], metavar="PATH",
                         help="host snapshots (JSON or Node XML files, or directories of them) rendered as the whole site "
@@ -69,11 +83,43 @@ def adopt_from_server(assembler: SiteAssembler, url: str, bind_dn: str, password
     assembler.adopt_published(entries, url)
 
 
+class ProgressLine:
+    """The writes answered so far, rewritten in place on a terminal at most every
+    ``interval_s`` (the clock is passed in); ``finish`` replaces it with the summary."""
+
+    def __init__(self, stream: IO[str], clock: Callable[[], float] = time.monotonic, interval_s: float = 0.2) -> None:
+        self.stream, self.clock, self.interval_s = stream, clock, interval_s
+        self.shown_at: Optional[float] = None
+        self.width = 0
+
+    def _show(self, text: str, end: str = "") -> None:
+        self.stream.write("\r" + text.ljust(self.width) + end)
+        self.stream.flush()
+        self.width = 0 if end else len(text)
+
+    def __call__(self, answered: int, planned: int) -> None:
+        now = self.clock()
+        if answered < planned and self.shown_at is not None and now - self.shown_at < self.interval_s:
+            return
+        self.shown_at = now
+        percent = 100 * answered // planned if planned else 100
+        self._show(f"glueinfo: publish: {answered:,} of {planned:,} writes answered ({percent}%)")
+
+    def finish(self, summary: str) -> None:
+        self._show(summary, "\n")
+
+
+def summary_line(url: str, bases: tuple[str, ...], report: PublishReport) -> str:
+    return (f"glueinfo: publish: {url} {' + '.join(bases)}: {report.added:,} added, {report.modified:,} modified, "
+            f"{report.deleted:,} deleted, {report.unchanged:,} unchanged ({report.writes:,} writes, "
+            f"{len(report.rejected):,} not accepted) in {report.seconds:.1f} s")
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.commands.ldif import read_snapshots, report_warnings
     from glueinfo.glue.build import render_site
-    from glueinfo.glue.ldapsync import LdapTarget, PublishError, default_state_file, sync_tree
+    from glueinfo.glue.ldapsync import LdapTarget, PublishError, default_state_file, split_bases, sync_tree
     from glueinfo.glue.templates import TemplateError
 
     settings = config.section("ldap")
@@ -120,15 +166,22 @@ def run(args: argparse.Namespace, config: Config) -> int:
     for problem in build.errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
     state_file = None if args.no_state else (args.state_file or default_state_file(url, base))
-    target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=base,
-                        timeout_s=settings["timeout"], state_file=state_file)
+    extra_bases = tuple(args.extra_base) or split_bases(settings["extra_bases"])
+    target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=base, timeout_s=settings["timeout"],
+                        state_file=state_file, extra_bases=extra_bases, window=settings["window"])
+    progress = ProgressLine(sys.stderr) if sys.stderr.isatty() else None
     try:
-        report = sync_tree(build.entries, target)
+        report = sync_tree(build.entries, target, progress=progress)
     except PublishError as exc:
+        if progress is not None and progress.width:
+            progress.finish("")
         print(f"glueinfo: publish: {exc}", file=sys.stderr)
         return 1
+    if progress is not None and progress.width:
+        progress.finish("")  # the refusals below start on a line of their own
     for rejection in report.rejected:
         print(f"glueinfo: {rejection}", file=sys.stderr)
+    print(summary_line(url, target.bases, report), file=sys.stderr)
     log.info("published to %s under %s: %s", url, base, report.summary())
     if args.stats:  # the sync's own figures, and how long reading the hosts and building the tree took
         print(json.dumps({**report.as_dict(), "hosts_s": round(collected - started, 3), "build_s": round(built - collected, 3)}))

@@ -127,6 +127,11 @@ class PublishReport:
 
 # -- helpers ------------------------------------------------------------------------------
 
+def split_bases(text: str) -> tuple[str, ...]:
+    """[ldap] extra_bases / --extra-base text: DNs separated by ';' (a DN has commas)."""
+    return tuple(part.strip() for part in text.split(";") if part.strip())
+
+
 def dn_key(dn: str) -> str:
     return normalise_dn(dn)
 
@@ -488,7 +493,10 @@ class Pipeline:
             while not found:
                 chunk = self.sock.recv(262144)
                 if not chunk:
-                    raise ConnectionLost(f"the server closed the connection with {len(self.unanswered)} writes unanswered")
+                    hint = ("; slapd closes a connection with more than conn_max_pending_auth (1000) unanswered: "
+                            "lower [ldap] window") if len(self.unanswered) > 100 else ""
+                    raise ConnectionLost(f"the server closed the connection with {len(self.unanswered)} writes "
+                                         f"unanswered{hint}")
                 self.buffer += chunk
                 found = self._parse()
             return found

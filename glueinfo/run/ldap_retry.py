@@ -98,10 +98,11 @@ class LdapSync:
 
 
 def config_target(config: Config, state_file: Optional[str] = None) -> Any:
-    """The [ldap] server as a glueinfo.glue.ldapsync.LdapTarget under [glue] base_dn, its password
+    """The [ldap] server as a glueinfo.glue.ldapsync.LdapTarget under [glue] base_dn (and [ldap]
+    extra_bases, with [ldap] window writes in flight), its password
     file read now (a changed password applies without a restart); PublishError (one line) when
     that file cannot be read."""
-    from glueinfo.glue.ldapsync import LdapTarget, PublishError
+    from glueinfo.glue.ldapsync import LdapTarget, PublishError, split_bases
 
     ldap = config.section("ldap")
     password = ""
@@ -113,7 +114,8 @@ def config_target(config: Config, state_file: Optional[str] = None) -> Any:
             why = getattr(exc, "strerror", None) or exc
             raise PublishError(f"[ldap] password_file {ldap['password_file']}: cannot read: {why}") from None
     return LdapTarget(url=ldap["url"], bind_dn=ldap["bind_dn"], password=password, base_dn=config.get("glue", "base_dn"),
-                      timeout_s=ldap["timeout"], state_file=state_file)
+                      timeout_s=ldap["timeout"], state_file=state_file, extra_bases=split_bases(ldap["extra_bases"]),
+                      window=ldap["window"])
 
 
 def make_ldap_sync(config: Config, clock: Callable[[], float]) -> Callable[[Sequence[Any]], LdapOutcome]:
