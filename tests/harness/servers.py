@@ -395,7 +395,15 @@ class Bdii:
     """Debian's BDII on 127.0.0.1:port: its slapd and its update loop."""
 
     def __init__(self, workdir: Optional[os.PathLike] = None, breathe_time: float = 2.0, read_timeout: int = 30,
-                 log_level: str = "INFO") -> None:
+                 log_level: str = "INFO", slapd_wrapper: Optional[str] = None, mdb_maxsize: Optional[int] = None,
+                 update_env: Optional[dict[str, str]] = None) -> None:
+        """slapd_wrapper: run BDII's slapd through this program as /etc/default/bdii's SLAPD
+        would (e.g. etc/bdii/bdii-slapd-maxsize; BDII_REAL_SLAPD names the real slapd and
+        mdb_maxsize, when given, is its BDII_MDB_MAXSIZE).  update_env: more environment
+        for bdii-update and so for the providers it runs."""
+        self.slapd_wrapper = slapd_wrapper
+        self.mdb_maxsize = mdb_maxsize
+        self.update_env = dict(update_env or {})
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="glueinfo-bdii-"))
         self.breathe_time = breathe_time
@@ -480,11 +488,17 @@ class Bdii:
         shutil.copy(default_ldif, self.ldif_dir / "default.ldif")
         self._write_shims()
         self.slapd_conf.write_text(self._slapd_config())
+        slapd_env = dict(os.environ)
+        if self.slapd_wrapper:  # as bdii-slapd-start runs "$SLAPD -f $SLAPD_CONF -h ..." with SLAPD set to it
+            slapd_env["BDII_REAL_SLAPD"] = slapd
+            if self.mdb_maxsize:
+                slapd_env["BDII_MDB_MAXSIZE"] = str(self.mdb_maxsize)
         for attempt in range(3):
             self.port = free_port()
             with open(self.slapd_log, "ab") as log:
-                self.slapd_process = subprocess.Popen([slapd, "-f", str(self.slapd_conf), "-h", f"{self.url}/", "-d", "0"],
-                                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                self.slapd_process = subprocess.Popen([self.slapd_wrapper or slapd, "-f", str(self.slapd_conf), "-h",
+                                                       f"{self.url}/", "-d", "0"],
+                                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=slapd_env)
             try:
                 _wait_listening(self.port, self.slapd_process, self.slapd_log, timeout, "BDII's slapd")
                 break
@@ -498,6 +512,7 @@ class Bdii:
         env = dict(os.environ)
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
         env.pop("SLAPD_CONF", None)
+        env.update(self.update_env)
         with open(self.update_log, "ab") as log:
             self.update_process = subprocess.Popen([sys.executable, str(runner)], env=env, cwd=self.workdir,
                                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
