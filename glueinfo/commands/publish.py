@@ -85,17 +85,17 @@ def adopt_from_server(assembler: SiteAssembler, url: str, bind_dn: str, password
 
 class ProgressLine:
     """The writes answered so far, rewritten in place on a terminal at most every
-    ``interval_s`` (the clock is passed in); ``finish`` replaces it with the summary."""
+    ``interval_s`` (the clock is passed in); ``clear`` blanks it for what follows."""
 
     def __init__(self, stream: IO[str], clock: Callable[[], float] = time.monotonic, interval_s: float = 0.2) -> None:
         self.stream, self.clock, self.interval_s = stream, clock, interval_s
         self.shown_at: Optional[float] = None
         self.width = 0
 
-    def _show(self, text: str, end: str = "") -> None:
-        self.stream.write("\r" + text.ljust(self.width) + end)
+    def _show(self, text: str) -> None:
+        self.stream.write("\r" + text.ljust(self.width))
         self.stream.flush()
-        self.width = 0 if end else len(text)
+        self.width = len(text)
 
     def __call__(self, answered: int, planned: int) -> None:
         now = self.clock()
@@ -105,8 +105,12 @@ class ProgressLine:
         percent = 100 * answered // planned if planned else 100
         self._show(f"glueinfo: publish: {answered:,} of {planned:,} writes answered ({percent}%)")
 
-    def finish(self, summary: str) -> None:
-        self._show(summary, "\n")
+    def clear(self) -> None:
+        """Blank the line and go back to its start: what is printed next replaces it."""
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
 
 
 def summary_line(url: str, bases: tuple[str, ...], report: PublishReport) -> str:
@@ -173,12 +177,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     try:
         report = sync_tree(build.entries, target, progress=progress)
     except PublishError as exc:
-        if progress is not None and progress.width:
-            progress.finish("")
+        if progress is not None:
+            progress.clear()
         print(f"glueinfo: publish: {exc}", file=sys.stderr)
         return 1
-    if progress is not None and progress.width:
-        progress.finish("")  # the refusals below start on a line of their own
+    if progress is not None:
+        progress.clear()  # the refusals and the summary take its place
     for rejection in report.rejected:
         print(f"glueinfo: {rejection}", file=sys.stderr)
     print(summary_line(url, target.bases, report), file=sys.stderr)

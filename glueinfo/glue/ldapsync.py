@@ -1,10 +1,11 @@
-"""Publish stage: make an LDAP server's tree under a base equal to ours, with ldap3.
+"""Publish stage: make an LDAP server's trees under one or more bases equal to ours.
 
-``sync_tree(entries, LdapTarget(...))`` reads what the server has under the
-base, then adds what is missing (parents first), modifies only the
-attributes that differ (one modify per entry) and deletes what is no longer
-published (children first).  A second run with nothing changed sends no
-write at all.
+``sync_tree(entries, LdapTarget(...))`` reads what the server has under each
+base (``base_dn`` and ``extra_bases``, e.g. mds-vo-name=resource,o=grid and
+GLUE2GroupID=resource,o=glue), then adds what is missing (parents first),
+modifies only the attributes that differ (one modify per entry) and deletes
+what is no longer published (children first).  A second run with nothing
+changed sends no write at all.
 
 Reading 40,000 entries in full through ldap3 takes far longer than the
 run's budget, so the comparison is done in steps:
@@ -12,21 +13,29 @@ run's budget, so the comparison is done in steps:
 1. the server's DNs are listed (a deletion by someone else must be seen);
 2. a state file remembers, for each entry glueinfo wrote or confirmed, the
    ``entryCSN`` it had then (slapd changes it on every write, whoever makes
-   it), a digest of the entry glueinfo published, and the newest entryCSN
-   seen; one search ``(entryCSN>=newest)`` finds what was written since;
+   it), a digest of the entry glueinfo published, and per base the newest
+   entryCSN seen; one search ``(entryCSN>=newest)`` per base finds what was
+   written since;
 3. an entry whose entryCSN and digest both still match needs no further
    look; every other entry that exists on both sides is read in full and
    compared attribute by attribute.
 
-The state file is only a cache: missing, unreadable or for another server,
-it is ignored (everything is read in full) and rewritten atomically at the
-end.  A server that does not keep entryCSN is always read in full.
+The state file is only a cache: missing, unreadable or for another server or
+other bases, it is ignored (everything is read in full) and rewritten
+atomically at the end.  A server that does not keep entryCSN is always read
+in full.
 
+Writes are pipelined: up to ``window`` requests are on the wire before their
+answers are read (each answer is matched to its request by message id).  An
+add is sent only once the server has confirmed its parent (or the parent was
+already there); a delete only once every child being deleted was answered.
 Every write the server refuses is reported with the DN, the server's result
 code and message (``PublishReport.rejected``); the other writes still go
-ahead (the children of a refused add are not sent and are reported as
-such).  An unreachable server or a failed bind is a ``PublishError`` with a
-one-line message, before anything is sent.
+ahead, and the descendants of a refused add are not sent and are reported as
+such, after it.  An unreachable server or a failed bind is a
+``PublishError`` with a one-line message, before anything is sent; a
+connection lost during the writes is one too (what the server confirmed by
+then stays; the next run compares and completes it).
 """
 
 from __future__ import annotations

@@ -284,3 +284,134 @@ def test_static_entries_outside_the_base_are_reported_not_sent(server, tmp_path)
     assert proc.returncode == 1 and stats["rejected"] == 1
     assert "GlueServiceUniqueID=x,mds-vo-name=other,o=grid: add refused: notSent (0): not below the base" in proc.stderr
     assert server.ldapsearch(BASE, "(objectClass=GlueHost)", ["1.1"])  # the rest is published
+
+
+# -- o=glue next to o=grid, pipelined writes, progress --------------------------------------
+
+GLUE2 = "GLUE2GroupID=resource,o=glue"
+SERVICE_DN = f"GLUE2ServiceID=urn:ogf:ComputingService:ce01:0,{GLUE2}"
+
+
+def glue2_ldif(hosts, memory_mb=64000):
+    """Hand-made GLUE 2 entries GLUE20.schema accepts: a ComputingService, per host an
+    ExecutionEnvironment below it and two Benchmarks below that."""
+    parts = [f"dn: {SERVICE_DN}\nobjectClass: GLUE2Service\nobjectClass: GLUE2ComputingService\n"
+             "GLUE2ServiceID: urn:ogf:ComputingService:ce01:0\nGLUE2ServiceType: org.glite.ce.CREAM\n"
+             "GLUE2ServiceQualityLevel: production\nGLUE2ServiceAdminDomainForeignKey: EXAMPLE-SITE\n"]
+    for host in hosts:
+        ee = f"GLUE2ResourceID={host.hostname},{SERVICE_DN}"
+        parts.append(f"dn: {ee}\nobjectClass: GLUE2Resource\nobjectClass: GLUE2ExecutionEnvironment\n"
+                     f"GLUE2ResourceID: {host.hostname}\nGLUE2ResourceManagerForeignKey: urn:ogf:ComputingManager:ce01:fork\n"
+                     f"GLUE2ExecutionEnvironmentPlatform: amd64\nGLUE2ExecutionEnvironmentMainMemorySize: {memory_mb}\n"
+                     "GLUE2ExecutionEnvironmentOSFamily: linux\nGLUE2ExecutionEnvironmentConnectivityIn: FALSE\n"
+                     "GLUE2ExecutionEnvironmentConnectivityOut: TRUE\n")
+        for kind in ("hep-spec06", "specint2000"):
+            parts.append(f"dn: GLUE2BenchmarkID={host.hostname}:{kind},{ee}\nobjectClass: GLUE2Benchmark\n"
+                         f"GLUE2BenchmarkID: {host.hostname}:{kind}\nGLUE2BenchmarkType: {kind}\nGLUE2BenchmarkValue: 10\n")
+    return "\n".join(parts)
+
+
+def two_suffix_site(tmp_path, slapd, hosts):
+    static = tmp_path / "static"
+    static.mkdir(exist_ok=True)
+    (static / "glue2.ldif").write_text(glue2_ldif(hosts))
+    return Site(tmp_path, slapd, hosts, conf=CONF + f"[glue]\nstatic_ldif_dir = {static}\n[ldap]\nextra_bases = {GLUE2}\n")
+
+
+def tree(slapd, base):
+    key = normalise_dn(base)
+    return {normalise_dn(e.dn): {n.lower(): sorted(value_text(v) for v in vs) for n, vs in e.attributes.items()}
+            for e in slapd.ldapsearch(base, "(objectClass=*)") if normalise_dn(e.dn) != key}
+
+
+def fed(site, base):
+    key = normalise_dn(base)
+    return {dn: attrs for dn, attrs in content_under(parse_ldif(site.glueinfo("ldif").stdout), key).items()}
+
+
+def content_under(entries, key):
+    return {normalise_dn(e.dn): {n.lower(): sorted(value_text(v) for v in vs) for n, vs in e.attributes.items()}
+            for e in entries if normalise_dn(e.dn).endswith("," + key)}
+
+
+def test_o_grid_and_o_glue_are_kept_in_one_run_with_no_writes_when_nothing_changed(server, tmp_path):
+    hosts = hosts_ok()
+    site = two_suffix_site(tmp_path, server, hosts)
+    proc, stats = site.publish()
+    assert proc.returncode == 0, proc.stderr
+    grid, glue = fed(site, BASE), fed(site, GLUE2)
+    assert len(glue) == 1 + 3 * len(hosts)
+    assert tree(server, BASE) == grid and tree(server, GLUE2) == glue
+    assert stats["added"] == len(grid) + len(glue)
+    before = server.operations()
+    proc, stats = site.publish()
+    assert proc.returncode == 0 and stats["writes"] == 0 and server.operations() == before
+    # A GLUE 2 change, a GLUE 2 host gone: modified and deleted in o=glue, o=grid untouched.
+    (tmp_path / "static" / "glue2.ldif").write_text(glue2_ldif(hosts[1:], memory_mb=65000))
+    proc, stats = site.publish()
+    assert proc.returncode == 0, proc.stderr
+    after = server.operations()
+    assert (stats["modified"], stats["deleted"], stats["added"]) == (len(hosts) - 1, 3, 0)
+    assert (after["Modify"] - before["Modify"], after["Delete"] - before["Delete"]) == (len(hosts) - 1, 3)
+    assert tree(server, GLUE2) == fed(site, GLUE2) and tree(server, BASE) == grid
+    assert site.publish()[1]["writes"] == 0
+
+
+def test_a_refused_o_glue_parent_is_reported_first_and_its_children_are_never_sent(tmp_path):
+    missing = missing_slapd_tools()
+    if missing:
+        pytest.skip("real slapd needed, missing: " + ", ".join(missing))
+    hosts = hosts_ok()
+    refused_ee = f"GLUE2ResourceID={hosts[2].hostname},{SERVICE_DN}"
+    with MonitoredSlapd(tmp_path / "slapd", read_only_subtree=refused_ee) as slapd:
+        site = two_suffix_site(tmp_path, slapd, hosts)
+        before = slapd.operations()
+        proc, stats = site.publish()
+        assert proc.returncode == 1
+        lines = [line for line in proc.stderr.splitlines() if "refused" in line]
+        assert lines[0] == f"glueinfo: {refused_ee}: add refused: insufficientAccessRights (50): no write access to entry"
+        assert sorted(lines[1:]) == sorted(
+            f"glueinfo: GLUE2BenchmarkID={hosts[2].hostname}:{kind},{refused_ee}: add refused: notSent (0): "
+            "its parent entry was refused" for kind in ("hep-spec06", "specint2000"))
+        # slapd saw one add per entry it stored plus the refused one: the children were not sent.
+        assert slapd.operations()["Add"] - before["Add"] == stats["added"] + 1
+        assert len(tree(slapd, GLUE2)) == 1 + 3 * len(hosts) - 3 and tree(slapd, BASE) == fed(site, BASE)
+
+
+def test_progress_line_on_a_terminal_and_a_summary_otherwise(server, tmp_path):
+    import pty
+
+    site = Site(tmp_path, server, hosts_ok())
+    args = [sys.executable, "-m", "glueinfo.cli", "publish", "--config", str(site.conf), "--snapshots", str(site.snapshots),
+            "--ldap", server.url, "--bind-dn", server.publisher, "--password-file", str(site.password), "--no-state", "--stats"]
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=terminal, timeout=120)
+        os.close(terminal)
+        terminal = -1
+        output = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the other side is closed and everything was read
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+    assert proc.returncode == 0
+    writes = json.loads(proc.stdout.decode().strip().splitlines()[-1])["writes"]
+    text = output.decode()
+    assert f"\rglueinfo: publish: {writes} of {writes} writes answered (100%)" in text
+    # The line is blanked and the summary written over it: on the terminal the summary is what stays.
+    assert text.rstrip().rsplit("\r", 1)[-1].startswith(f"glueinfo: publish: {server.url} {BASE}: {writes} added, ")
+    assert text.count("\n") == 1
+
+    proc, stats = site.publish("--no-state")  # stderr a pipe: the summary alone, after nothing else
+    assert "\r" not in proc.stderr and "writes answered" not in proc.stderr
+    assert proc.stderr.splitlines() == [f"glueinfo: publish: {server.url} {BASE}: 0 added, 0 modified, 0 deleted, "
+                                        f"{stats['unchanged']} unchanged (0 writes, 0 not accepted) in "
+                                        f"{stats['seconds']:.1f} s"]
