@@ -713,6 +713,8 @@ class _Writes:
 
     def _answers(self) -> list[_Answer]:
         found = self.pipeline.answers()
+        if not found:  # nothing in flight although writes are left: a bug here, never a wait forever
+            raise PublishError(f"internal error: {self.planned - self.answered} writes left but none sent")
         self.answered += len(found)
         if self.progress is not None and found:
             self.progress(self.answered, self.planned)
