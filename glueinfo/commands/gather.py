@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
 from glueinfo.core.config import Config
 
@@ -59,14 +60,26 @@ def run(args: argparse.Namespace, config: Config) -> int:
                                                 pretty=args.pretty))
         else:
             from glueinfo.glue.build import write_site
+            from glueinfo.glue.glue2.ces import Glue2Error
+            from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
 
+            problems: list[Any] = []
+            glue13 = publishes(config, "1.3")
             try:
-                build = write_site(site, out, publish_hosts=False if args.no_hosts else None)
-            except TemplateError as exc:
+                if glue13:
+                    build = write_site(site, out, publish_hosts=False if args.no_hosts else None)
+                    for warning in build.warnings:
+                        log.info("%s", warning)
+                    problems.extend(build.errors)
+                text, glue2 = glue2_ldif_tail(site, config, site.assembled_at, after_glue13=glue13)
+            except (TemplateError, Glue2Error) as exc:
                 raise UsageError(str(exc)) from None
-            for warning in build.warnings:
-                log.info("%s", warning)
-            for problem in build.errors:
+            out.write(text)
+            if glue2 is not None:
+                for warning in glue2.warnings:
+                    log.info("%s", warning)
+                problems.extend(glue2.errors)
+            for problem in problems:
                 print(f"glueinfo: left out {problem}", file=sys.stderr)
     assembler.close()
     out.flush()

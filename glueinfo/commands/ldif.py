@@ -18,6 +18,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import Any
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
@@ -32,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="publish only site, cluster, SubCluster and CE entries (no GlueHost or file systems)")
     parser.add_argument("--check", metavar="FILE",
                         help="check an LDIF file ('-' for stdin) against the GLUE schema instead of rendering")
+    parser.add_argument("--glue", choices=("1.3", "2.0"), action="append", metavar="VERSION",
+                        help="print only this GLUE version's tree: 1.3 (o=grid) or 2.0 (o=glue); repeatable "
+                             "(default: [glue] versions, both)")
     parser.add_argument("--snapshots", action="append", default=[], metavar="PATH",
                         help="host snapshots (JSON from `glueinfo probe`, one or a list, or Node XML; a directory: "
                              "its *.json and *.xml) rendered as the whole site instead of gathering it (repeatable)")
@@ -112,12 +116,29 @@ def run(args: argparse.Namespace, config: Config) -> int:
             site = assemble_snapshots(config, read_snapshots(args.snapshots), clock)
         else:
             site = make_assembler(args, config, clock=clock).once()
-    try:
-        build = write_site(site, sys.stdout, publish_hosts=False if args.no_hosts else None)
-    except TemplateError as exc:
-        raise UsageError(str(exc)) from None
+    from glueinfo.glue.glue2.ces import Glue2Error
+    from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
+
+    versions = set(args.glue or [v for v in ("1.3", "2.0") if publishes(config, v)])
+    errors: list[Any] = []
+    if "1.3" in versions:
+        try:
+            build = write_site(site, sys.stdout, publish_hosts=False if args.no_hosts else None)
+        except TemplateError as exc:
+            raise UsageError(str(exc)) from None
+        report_warnings(build.warnings, args.verbose)
+        errors.extend(build.errors)
+    if "2.0" in versions:
+        try:
+            text, glue2 = glue2_ldif_tail(site, config.with_values("glue", versions=["2.0"]), site.assembled_at,
+                                          after_glue13="1.3" in versions)
+        except Glue2Error as exc:
+            raise UsageError(str(exc)) from None
+        sys.stdout.write(text)
+        if glue2 is not None:
+            report_warnings(glue2.warnings, args.verbose)
+            errors.extend(glue2.errors)
     sys.stdout.flush()
-    report_warnings(build.warnings, args.verbose)
-    for problem in build.errors:
+    for problem in errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
-    return 1 if build.errors else 0
+    return 1 if errors else 0

@@ -72,6 +72,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
     history = History(state.directory if state is not None and state.writable else None, clock)
     history.load()
 
+    from glueinfo.glue.glue2.times import CreationTimes
+
+    glue2_times = CreationTimes()  # GLUE 2 CreationTimes kept across refreshes: unchanged entries keep theirs
+
     def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str], Optional[str]]:
         """(LDIF, why the build failed, why none is built on purpose)."""
         if args.no_ldif:
@@ -81,10 +85,21 @@ def run(args: argparse.Namespace, config: Config) -> int:
         except ImportError as exc:  # a trimmed install without the GLUE renderer
             return None, None, f"the GLUE renderer is not installed: {exc}"
         try:
-            build = render_site(site)
-            for warning in build.warnings:
-                log.info("%s", warning)
-            text, left_out = build.ldif(), build.errors
+            from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
+
+            text, left_out = "", []
+            glue13 = publishes(config, "1.3")
+            if glue13:
+                build = render_site(site)
+                for warning in build.warnings:
+                    log.info("%s", warning)
+                text, left_out = build.ldif(), list(build.errors)
+            tail, glue2 = glue2_ldif_tail(site, config, site.assembled_at, glue2_times, after_glue13=glue13)
+            text += tail
+            if glue2 is not None:
+                for warning in glue2.warnings:
+                    log.info("%s", warning)
+                left_out.extend(glue2.errors)
         except Exception as exc:  # keep serving the last good LDIF; /health says it failed
             error = f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
             log.warning("%s", error)

@@ -1,0 +1,55 @@
+"""The GLUE 2 tree of an assembled site, as every publisher makes it (the publish step, not a renderer).
+
+One function for `ldif`, `gather --format ldif`, `serve` and `run`: the endpoints' health is
+checked (glueinfo.glue.glue2.health: a TCP connect, the daemon's process on this host), the
+entries are rendered with the caller's CreationTime memory and checked against GLUE20.schema.
+Which trees are published is ``[glue] versions`` (``1.3`` is o=grid, ``2.0`` is o=glue).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from glueinfo.glue.glue2.ces import health_targets
+from glueinfo.glue.glue2.check import Glue2Build, check_glue2, glue2_options, load_glue2_schema
+from glueinfo.glue.glue2.health import check_endpoints
+from glueinfo.glue.glue2.render import glue2_entries
+from glueinfo.glue.glue2.times import CreationTimes
+
+if TYPE_CHECKING:
+    from glueinfo.site.assemble import AssembledSite
+
+VERSIONS = ("1.3", "2.0")
+
+
+def publishes(config: Any, version: str) -> bool:
+    """Does ``[glue] versions`` name this GLUE version (``1.3`` or ``2.0``)?"""
+    return version in [str(v) for v in config.get("glue", "versions")]
+
+
+def build_glue2(site: AssembledSite, config: Any, now: float, times: Optional[CreationTimes] = None,
+                check_health: bool = True) -> Glue2Build:
+    """The site's GLUE 2 entries, parents first, checked (entries left out are in ``errors``, one
+    per DN; entities without the values the schema needs and a site without ``[site] id`` are in
+    ``warnings``).  ``times``: the publisher's CreationTime memory (a daemon keeps one; a one-shot
+    command stamps everything ``now``).  Raises Glue2Error for malformed GLUE 2 CE settings."""
+    local = site.local.hostname if site.local is not None else ""
+    health = check_endpoints(health_targets(site.model, local)) if check_health else None
+    warnings: list[str] = []
+    entries = glue2_entries(site, glue2_options(config), health=health, now=now, times=times, warnings=warnings)
+    build = check_glue2(entries, load_glue2_schema(site.model.glue.schema_dir) if entries else None)
+    build.warnings[:0] = warnings
+    return build
+
+
+def glue2_ldif_tail(site: AssembledSite, config: Any, now: float, times: Optional[CreationTimes] = None,
+                    after_glue13: bool = True) -> tuple[str, Optional[Glue2Build]]:
+    """The o=glue records to write after the o=grid ones in one LDIF stream (a blank line between the
+    trees), and their build; ("", None) when ``[glue] versions`` leaves GLUE 2 out.  What ``ldif``,
+    ``gather --format ldif``, ``serve``'s /ldif and ``run``'s file all append, so they stay equal."""
+    if not publishes(config, "2.0"):
+        return "", None
+    build = build_glue2(site, config, now, times)
+    if not build.entries:
+        return "", build
+    return ("\n" if after_glue13 else "") + build.ldif(), build

@@ -1,0 +1,59 @@
+"""Both GLUE trees from the commands a site runs: `glueinfo ldif` prints o=grid then o=glue (a BDII
+provider emits both), `--glue` picks one, `gather --format ldif` prints the same bytes, and the
+whole stream loads into a real slapd with zero rejections."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from glue_sites import CLASSES, make_host
+from glueinfo_processes import run_glueinfo
+from paths import REPO
+
+pytestmark = pytest.mark.integration
+EXAMPLE = REPO / "etc" / "examples" / "glue2-site.conf"
+CLOCK = "1800000000"
+
+
+@pytest.fixture
+def site_files(tmp_path):
+    hosts = [make_host(hw, i) for hw, _ in CLASSES[:2] for i in range(3)]
+    for host in hosts:
+        host.collected_at = float(CLOCK) - 30
+    snapshots = tmp_path / "hosts.json"
+    snapshots.write_text(json.dumps([h.to_dict() for h in hosts]))
+    config = tmp_path / "site.conf"
+    # the example site, its own state directory, its hosts as site snapshots (what gather also reads)
+    config.write_text(EXAMPLE.read_text() + f"\n[run]\nstate_dir = {tmp_path / 'state'}\n[sources]\nenabled =\n"
+                      f"[node]\nsite_snapshots = {snapshots}\n")
+    return config
+
+
+def records(ldif: str) -> list[str]:
+    """The DNs of an LDIF stream, in order (continuation lines joined, comment lines skipped)."""
+    return [line[4:] for line in ldif.replace("\n ", "").splitlines() if line.startswith("dn: ")]
+
+
+def test_ldif_prints_both_trees_and_they_load_into_slapd(site_files, slapd):
+    env = {"GLUEINFO_CLOCK": CLOCK}
+    both = run_glueinfo("ldif", "--config", str(site_files), env=env)
+    assert both.returncode in (0, 1), both.stderr  # 1: the example's Slurm CEs have no Slurm here (said on stderr)
+    dns = records(both.stdout)
+    grid = [dn for dn in dns if dn.lower().endswith("o=grid")]
+    glue = [dn for dn in dns if dn.lower().endswith("o=glue")]
+    assert grid and glue and len(grid) + len(glue) == len(dns)
+    assert dns.index(glue[0]) > dns.index(grid[-1])  # o=grid first, then o=glue
+    loaded = slapd.ldapadd(both.stdout)
+    assert loaded.ok, str(loaded)
+    assert len(loaded.added) == len(dns)
+
+    only_glue2 = run_glueinfo("ldif", "--glue", "2.0", "--config", str(site_files), env=env)
+    assert records(only_glue2.stdout) == glue
+    only_glue13 = run_glueinfo("ldif", "--glue", "1.3", "--config", str(site_files), env=env)
+    assert records(only_glue13.stdout) == grid
+
+    gathered = run_glueinfo("gather", "--format", "ldif", "--config", str(site_files), env=env)
+    assert gathered.stdout == both.stdout  # the same bytes from every command
+    assert os.environ.get("GLUEINFO_CLOCK") is None
