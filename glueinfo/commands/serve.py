@@ -75,6 +75,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.glue.glue2.times import CreationTimes
 
     glue2_times = CreationTimes()  # GLUE 2 CreationTimes kept across refreshes: unchanged entries keep theirs
+    glue2_kept: list[Any] = []  # the last GLUE 2 entries built, for /glue2.json
 
     def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str], Optional[str]]:
         """(LDIF, why the build failed, why none is built on purpose)."""
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 for warning in glue2.warnings:
                     log.info("%s", warning)
                 left_out.extend(glue2.errors)
+                glue2_kept[:] = [glue2.entries]
         except Exception as exc:  # keep serving the last good LDIF; /health says it failed
             error = f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
             log.warning("%s", error)
@@ -121,7 +123,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         assembler.save_state()
         ldif, ldif_error, ldif_off = build_ldif(site)
         return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), ldif=ldif,
-                         ldif_error=ldif_error, ldif_off=ldif_off, site=site)
+                         ldif_error=ldif_error, ldif_off=ldif_off, site=site,
+                         glue2=glue2_kept[0] if glue2_kept else None)
 
     store = NodeStore(refresh, node_settings, clock=clock, observed=observed, history=history,
                       role="agent" if args.no_ldif else "site")

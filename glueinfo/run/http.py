@@ -170,6 +170,7 @@ class Refreshed:
     ldif_error: Optional[str] = None  # the LDIF build failed (why): /health is not ok
     ldif_off: Optional[str] = None  # no LDIF is built, on purpose (why): /ldif says so, /health does not mind
     site: Optional[Any] = None  # the glueinfo.site.assemble.AssembledSite refreshed (for /haizea/site.xml)
+    glue2: Optional[list[Any]] = None  # the GLUE 2 entries published with the LDIF (for /glue2.json)
 
 
 @dataclass(frozen=True)
@@ -349,6 +350,17 @@ class NodeStore:
     def ldif(self) -> tuple[Optional[str], Optional[str]]:
         """(LDIF text or None, why not / the last build's error)."""
         return self._ldif, self._ldif_error
+
+    def glue2_json(self) -> tuple[Optional[bytes], str]:
+        """(the GLUE 2 objects of the last refresh in the OGF JSON rendering, or None and why not)."""
+        from glueinfo.glue.glue2.json import glue2_json
+
+        data = self._data
+        if data is None:
+            return None, "starting: no site assembled yet"
+        if not data.glue2:
+            return None, "no GLUE 2 tree is published ([glue] versions, [site] id, or --no-ldif)"
+        return json.dumps(glue2_json(data.glue2), indent=1).encode() + b"\n", ""
 
     def haizea_site(self) -> tuple[Optional[bytes], str]:
         """(the site as a Haizea ``<site>`` now, or None and why not): rendered on request from the
@@ -546,10 +558,10 @@ class Routes:
         if request.path in ("/node.xml", "/nodes.xml"):
             view = self.store.current_view()
             return self._document(request.path, view) if view is not None else None
-        if request.path in ("/health", "/ldif", "/metrics", "/", "/haizea/site.xml"):
+        if request.path in ("/health", "/ldif", "/metrics", "/", "/haizea/site.xml", "/glue2.json"):
             return None
         return text_response(404, f"no such document {request.path[:100]!r}: try /, /node.xml, /nodes.xml, /ldif, /health, "
-                                  "/metrics, /haizea/site.xml, POST /SSSRMAP3")
+                                  "/metrics, /glue2.json, /haizea/site.xml, POST /SSSRMAP3")
 
     def answer(self, request: Request) -> Response:
         if request.method == "POST":
@@ -572,6 +584,11 @@ class Routes:
 
             reload_s = int(max(5.0, min(60.0, self.settings.refresh_interval_s)))
             return Response(200, render(self.store.status(), reload_s), HTML_TYPE)
+        if request.path == "/glue2.json":
+            document, reason = self.store.glue2_json()
+            if document is None:
+                return text_response(503, f"no GLUE 2 objects to serve: {reason}")
+            return Response(200, document, "application/json")
         if request.path == "/haizea/site.xml":
             document, reason = self.store.haizea_site()
             if document is None:

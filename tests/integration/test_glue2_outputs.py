@@ -57,3 +57,40 @@ def test_ldif_prints_both_trees_and_they_load_into_slapd(site_files, slapd):
     gathered = run_glueinfo("gather", "--format", "ldif", "--config", str(site_files), env=env)
     assert gathered.stdout == both.stdout  # the same bytes from every command
     assert os.environ.get("GLUEINFO_CLOCK") is None
+
+
+def test_serve_answers_glue2_json_with_the_services_ldif_publishes(site_files, tmp_path):
+    import http.client
+
+    from glueinfo_processes import start_glueinfo, stop_glueinfo
+
+    env = {"GLUEINFO_CLOCK": CLOCK}
+    ldif = run_glueinfo("ldif", "--glue", "2.0", "--config", str(site_files), env=env).stdout
+    service_ids = sorted(line.split(": ", 1)[1] for line in ldif.replace("\n ", "").splitlines()
+                         if line.startswith("GLUE2ServiceID: "))
+    with open(site_files, "a") as handle:
+        handle.write("[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\n")
+    served = start_glueinfo(site_files, tmp_path / "serve.log", env=env)
+    try:
+        connection = http.client.HTTPConnection(served.host, served.port, timeout=60)
+        connection.request("GET", "/glue2.json")
+        answer = connection.getresponse()
+        body = answer.read()
+    finally:
+        stop_glueinfo(served)
+    assert answer.status == 200, body
+    assert answer.getheader("Content-Type") == "application/json"
+    document = json.loads(body)
+
+    def ids(node, found):  # every ID of a ComputingService object, wherever the rendering nests it
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "ComputingService":
+                    found.extend(item["ID"] for item in value)
+                ids(value, found)
+        elif isinstance(node, list):
+            for item in node:
+                ids(item, found)
+        return found
+
+    assert sorted(ids(document, [])) == service_ids and service_ids
