@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import math
 import re
+import types
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -98,37 +99,60 @@ class NodeFacts:
 
     def add(self, name: str, labels: Mapping[str, str], value: float) -> None:
         """One sample of family ``name``; families the mapping does not read are ignored."""
-        if not _finite(value):
-            return
-        if name in MEMORY or name in LOAD:
-            self.scalars[MEMORY.get(name) or LOAD[name]] = float(value)
-        elif name in FILESYSTEM:
-            key = (labels.get("device", ""), labels.get("fstype", ""), labels.get("mountpoint", ""))
-            if key[2]:
-                self.filesystems.setdefault(key, {})[FILESYSTEM[name]] = float(value)
-        elif name in NETWORK:
-            if labels.get("device"):
-                self.networks.setdefault(labels["device"], {})[NETWORK[name]] = float(value)
-        elif name == "node_cpu_seconds_total":
-            if labels.get("mode") == "idle":
-                self.idle_cpus += 1
-        elif name == "node_cpu_info":
-            weight = max(1, int(value))  # a Prometheus count of CPUs with these labels, else one CPU
-            if labels.get("package"):
-                self.packages.add(labels["package"])
-                if labels.get("core"):
-                    self.core_pairs.add((labels["package"], labels["core"]))
-            if labels.get("model_name"):
-                self.models[labels["model_name"]] += weight
-            if labels.get("vendor"):
-                self.vendors[labels["vendor"]] += weight
-        elif name == "node_network_info":
-            if labels.get("device"):
-                self.network_info[labels["device"]] = labels
-        elif name == "node_os_info":
-            self.os_labels = labels
-        elif name == "node_uname_info":
-            self.uname_labels = labels
+        put = _SINKS.get(name)
+        if put is not None and _finite(value):
+            put(self, labels, float(value))
+
+    def _add_filesystem(self, short: str, labels: Mapping[str, str], value: float) -> None:
+        key = (labels.get("device", ""), labels.get("fstype", ""), labels.get("mountpoint", ""))
+        if key[2]:
+            values = self.filesystems.get(key)
+            if values is None:
+                values = self.filesystems[key] = {}
+            values[short] = value
+
+    def _add_network(self, short: str, labels: Mapping[str, str], value: float) -> None:
+        device = labels.get("device")
+        if device:
+            values = self.networks.get(device)
+            if values is None:
+                values = self.networks[device] = {}
+            values[short] = value
+
+    def _add_idle(self, labels: Mapping[str, str], value: float) -> None:
+        if labels.get("mode") == "idle":
+            self.idle_cpus += 1
+
+    def _add_cpu_info(self, labels: Mapping[str, str], value: float) -> None:
+        weight = max(1, int(value))  # a Prometheus count of CPUs with these labels, else one CPU
+        package = labels.get("package")
+        if package:
+            self.packages.add(package)
+            core = labels.get("core")
+            if core:
+                self.core_pairs.add((package, core))
+        model, vendor = labels.get("model_name"), labels.get("vendor")
+        if model:
+            self.models[model] += weight
+        if vendor:
+            self.vendors[vendor] += weight
+
+    def _add_network_info(self, labels: Mapping[str, str], value: float) -> None:
+        if labels.get("device"):
+            self.network_info[labels["device"]] = labels
+
+    def _add_os(self, labels: Mapping[str, str], value: float) -> None:
+        self.os_labels = labels
+
+    def _add_uname(self, labels: Mapping[str, str], value: float) -> None:
+        self.uname_labels = labels
+
+    @staticmethod
+    def sink(name: str) -> Optional[Callable[[NodeFacts, Mapping[str, str], float], None]]:
+        """What :meth:`add` does with a sample of family ``name``, as ``put(facts, labels, value)``
+        taking a finite float (the caller checks); None for a family the mapping does not read.
+        For a source feeding many samples of one family: the family is looked up once."""
+        return _SINKS.get(name)
 
     def set_counts(self, cpus: Optional[float] = None, cores: Optional[float] = None,
                    sockets: Optional[float] = None) -> None:
@@ -219,24 +243,22 @@ class NodeFacts:
         if not self.filesystems:
             return None
         # A mount point listed twice (mounted over): the one node_exporter could statfs is the one seen.
-        visible: dict[str, tuple[tuple[str, str, str], dict[str, float]]] = {}
-        for key in sorted(self.filesystems):
-            device, fs_type, mount_point = key
-            values = self.filesystems[key]
-            if is_pseudo(Mount(device, mount_point, fs_type, ())):
+        visible: dict[str, tuple[Mount, dict[str, float]]] = {}
+        for (device, fs_type, mount_point), values in sorted(self.filesystems.items()):
+            mount = Mount(device, mount_point, fs_type, ())
+            if is_pseudo(mount):
                 continue
             kept = visible.get(mount_point)
             if kept is None or ("size" in values and "size" not in kept[1]):
-                visible[mount_point] = (key, values)
+                visible[mount_point] = (mount, values)
         found = []
         for mount_point in sorted(visible):
-            (device, fs_type, _), values = visible[mount_point]
-            mount = Mount(device, mount_point, fs_type, ())
+            mount, values = visible[mount_point]
             remote = is_remote(mount)
             size, avail = values.get("size"), values.get("avail")
-            found.append(FileSystem(mount_point=mount_point, device=device, fs_type=fs_type,
+            found.append(FileSystem(mount_point=mount_point, device=mount.device, fs_type=mount.fs_type,
                                     read_only=values.get("readonly") == 1, remote=remote,
-                                    server=remote_server(device, fs_type) if remote else None,
+                                    server=remote_server(mount.device, mount.fs_type) if remote else None,
                                     size_mb=int(size) // MB if size is not None and size >= 0 else None,
                                     available_mb=int(avail) // MB if avail is not None and avail >= 0 else None))
         return found
@@ -258,7 +280,35 @@ class NodeFacts:
                       boot_time=boot if boot is not None and boot > 0 else None)
 
 
+def _scalar(short: str) -> Callable[[NodeFacts, Mapping[str, str], float], None]:
+    def put(facts: NodeFacts, labels: Mapping[str, str], value: float) -> None:
+        facts.scalars[short] = value
+    return put
+
+
+def _keyed(method: Callable[[NodeFacts, str, Mapping[str, str], float], None],
+           short: str) -> Callable[[NodeFacts, Mapping[str, str], float], None]:
+    def put(facts: NodeFacts, labels: Mapping[str, str], value: float) -> None:
+        method(facts, short, labels, value)
+    return put
+
+
+# Family -> what one sample of it does to a NodeFacts (NodeFacts.add; built once, never changed).
+_SINKS: Mapping[str, Callable[[NodeFacts, Mapping[str, str], float], None]] = types.MappingProxyType({
+    **{name: _scalar(short) for name, short in (*MEMORY.items(), *LOAD.items())},
+    **{name: _keyed(NodeFacts._add_filesystem, short) for name, short in FILESYSTEM.items()},
+    **{name: _keyed(NodeFacts._add_network, short) for name, short in NETWORK.items()},
+    "node_cpu_seconds_total": NodeFacts._add_idle,
+    "node_cpu_info": NodeFacts._add_cpu_info,
+    "node_network_info": NodeFacts._add_network_info,
+    "node_os_info": NodeFacts._add_os,
+    "node_uname_info": NodeFacts._add_uname,
+})
+
+
 def _most_common(counts: Counter[str]) -> Optional[str]:
+    if len(counts) == 1:  # every CPU alike: the usual case
+        return next(iter(counts))
     if not counts:
         return None
     best = max(counts.values())

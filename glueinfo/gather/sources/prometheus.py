@@ -49,12 +49,14 @@ import base64
 import http.client
 import json
 import math
+import re
 import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from json.scanner import make_scanner
 from typing import Any, Optional
 
 from glueinfo import __version__
@@ -97,10 +99,18 @@ def queries(selector: str) -> dict[str, str]:
     # Only the labels the mapping reads come back (``max by``): a 10,000-host answer stays small.
     for name in (*MEMORY, *LOAD):
         found[name] = f"max by (job, instance) ({series(name)})"
+    # Series the mapping would read as "nothing to say" are not sent, which halves the biggest
+    # answers: ``readonly``/``device_error`` 0 (only 1 is read; a mount with sizes is listed by
+    # them), ``speed_bytes`` 0 or below (unknown), ``up`` of a device that has ``flags`` (read
+    # only when flags are missing).
+    by_mount = "max by (job, instance, device, fstype, mountpoint)"
     for name in FILESYSTEM:
-        found[name] = f"max by (job, instance, device, fstype, mountpoint) ({series(name)})"
+        flag = name in ("node_filesystem_readonly", "node_filesystem_device_error")
+        found[name] = f"{by_mount} ({series(name)})" + (" == 1" if flag else "")
     for name in NETWORK:
         found[name] = f"max by (job, instance, device) ({series(name)})"
+    found["node_network_speed_bytes"] += " > 0"
+    found["node_network_up"] += f" unless on (job, instance, device) {series('node_network_flags')}"
     for name, labels in (("node_network_info", "device, address, operstate"),
                          ("node_os_info", "name, version_id, version_codename, version, pretty_name"),
                          ("node_uname_info", "nodename, machine, release, version")):
@@ -166,6 +176,14 @@ def server_from(section: dict[str, Any]) -> Server:
 def query(server: Server, promql: str, deadline: float, clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
     """One instant query's result vector; PrometheusError (one line) for anything else.
     ``deadline`` is a ``clock()`` time: no read waits past it."""
+    return _vector(*fetch(server, promql, deadline, clock))
+
+
+def fetch(server: Server, promql: str, deadline: float,
+          clock: Callable[[], float] = time.monotonic) -> tuple[bytearray, int]:
+    """One instant query's raw answer: (body, HTTP status), not yet decoded (:func:`_vector` does
+    that); PrometheusError (one line) when the server cannot be reached, is too slow or the body
+    is over ``max_body``.  ``deadline`` is a ``clock()`` time: no read waits past it."""
     def left() -> float:
         remaining = deadline - clock()
         if remaining <= 0:
@@ -186,18 +204,16 @@ def query(server: Server, promql: str, deadline: float, clock: Callable[[], floa
         if length is not None and length.isdigit() and int(length) > server.max_body:
             raise PrometheusError(f"answer of {length} bytes is over the limit of {server.max_body} bytes "
                                   "([sources] prometheus_max_body)")
-        chunks, size = [], 0
+        body = bytearray()  # grown in place: no second copy of a many-MB answer for a join
         while True:
             if conn.sock is not None:
                 conn.sock.settimeout(left())
             chunk = response.read1(_READ_CHUNK) if hasattr(response, "read1") else response.read(_READ_CHUNK)
             if not chunk:
                 break
-            size += len(chunk)
-            if size > server.max_body:
+            body += chunk
+            if len(body) > server.max_body:
                 raise PrometheusError(f"answer over the limit of {server.max_body} bytes ([sources] prometheus_max_body)")
-            chunks.append(chunk)
-        body = b"".join(chunks)
         status = response.status
     except TimeoutError:
         raise PrometheusError(f"no complete answer within {server.timeout_s:g} s ([sources] timeout)") from None
@@ -207,36 +223,158 @@ def query(server: Server, promql: str, deadline: float, clock: Callable[[], floa
         raise PrometheusError(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
     finally:
         conn.close()
-    return _vector(body, status)
+    return body, status
 
 
-def _vector(body: bytes, status: int) -> list[dict[str, Any]]:
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        document = None
-    if not isinstance(document, dict):
-        shown = body[:60].decode("utf-8", "replace").strip()
-        raise PrometheusError(f"HTTP {status}, not the API's JSON: {shown!r}" if status != 200 else
-                              f"not the API's JSON: {shown!r}")
-    if document.get("status") != "success":
-        error = str(document.get("error") or document.get("status"))[:120]
-        raise PrometheusError(f"HTTP {status}: {document.get('errorType', 'error')}: {error}")
-    data = document.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-        raise PrometheusError("answer is not an instant vector")
-    result: list[dict[str, Any]] = data["result"]
+def _vector(body: bytes | bytearray, status: int) -> list[Any]:
+    """The answer's result vector; PrometheusError (one line) when it is not the API's JSON
+    success document with an instant vector (:func:`read_answer`)."""
+    result: list[Any] = []
+    read_answer(body, status, result.append)
     return result
 
 
-def run_queries(server: Server, wanted: dict[str, str], budget_s: float, parallel: int = 8) -> dict[str, list[dict[str, Any]]]:
+_WHITESPACE = re.compile(r"[ \t\n\r]*")  # JSON's insignificant whitespace (RFC 8259), as the json module has it
+
+
+def _skip(text: str, index: int) -> int:
+    """The index of the first character at or after ``index`` that is not JSON whitespace."""
+    found = _WHITESPACE.match(text, index)
+    return found.end() if found else index
+
+
+_SPACE = frozenset(" \t\n\r")
+_Scanner = Callable[[str, int], tuple[Any, int]]
+
+
+class _NotJson(ValueError):
+    """The body is not one JSON value."""
+
+
+def read_answer(body: bytes | bytearray, status: int, each: Callable[[Any], None]) -> None:
+    """Hand ``each`` the elements of an API answer's ``data.result``, one at a time, as they are decoded.
+
+    Why not ``json.loads``: a 10,000-host answer decodes to ~150,000 dicts and lists at once,
+    which costs tens of MB and has the cyclic garbage collector walk them over and over while
+    they are alive (measured: ~40 % of the decoding time).  Here the envelope is walked over
+    with the json module's own scanner, each ``result`` element is decoded by that scanner on
+    its own, and is garbage once ``each`` lets go of it.  Strings, numbers and elements are
+    decoded by the json module exactly as ``json.loads`` decodes them; only the punctuation of
+    the two enclosing objects and the array is walked here, by JSON's grammar.
+
+    The whole body is checked: when it is not one JSON value (UTF-8, whitespace around it), its
+    ``status`` is not ``success`` or its data not an instant vector, PrometheusError (one line,
+    as ``json.loads`` and those checks would give) is raised once the walk gets there, which
+    may be after elements were handed out: a caller folding them must drop what it folded when
+    this raises.  A repeated ``data`` or ``result`` key is refused (in a JSON object the last
+    one would win, which a walk cannot know in time).  ``each`` must not raise."""
+    document: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    try:
+        text = body.decode("utf-8-sig", "surrogatepass")  # what json.loads(bytes) reads from a server
+        # typeshed types the context as the scanner class; the json module hands it a JSONDecoder, as here
+        scan: _Scanner = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+        def data_member(key: str, index: int) -> int:
+            if key == "result":
+                if key in data:
+                    raise _NotJson("result twice")
+                if text[index:index + 1] == "[":
+                    data[key] = each  # marks a streamed array
+                    return _array(text, index, scan, each)
+            data[key], index = scan(text, index)
+            return index
+
+        def member(key: str, index: int) -> int:
+            if key == "data":
+                if key in document:
+                    raise _NotJson("data twice")
+                if text[index:index + 1] == "{":
+                    document[key] = data
+                    return _object(text, index, scan, data_member)
+            document[key], index = scan(text, index)
+            return index
+
+        index = _skip(text, 0)
+        if text[index:index + 1] != "{":
+            raise _NotJson("not an object")
+        if _skip(text, _object(text, index, scan, member)) != len(text):
+            raise _NotJson("extra data")
+    except (UnicodeDecodeError, ValueError, StopIteration, RecursionError):  # ValueError: JSONDecodeError, _NotJson
+        shown = bytes(body[:60]).decode("utf-8", "replace").strip()
+        raise PrometheusError(f"HTTP {status}, not the API's JSON: {shown!r}" if status != 200 else
+                              f"not the API's JSON: {shown!r}") from None
+    if document.get("status") != "success":
+        error = str(document.get("error") or document.get("status"))[:120]
+        raise PrometheusError(f"HTTP {status}: {document.get('errorType', 'error')}: {error}")
+    if document.get("data") is not data or data.get("resultType") != "vector" or data.get("result") is not each:
+        raise PrometheusError("answer is not an instant vector")
+
+
+def _object(text: str, index: int, scan: _Scanner, member: Callable[[str, int], int]) -> int:
+    """Walk the JSON object opening at ``text[index]``: ``member(key, index of its value)`` reads
+    each value and returns the index after it; returns the index after the object."""
+    index = _skip(text, index + 1)
+    if text[index:index + 1] == "}":
+        return index + 1
+    while True:
+        if text[index:index + 1] != '"':
+            raise _NotJson("key expected")
+        key, index = scan(text, index)
+        index = _skip(text, index)
+        if text[index:index + 1] != ":":
+            raise _NotJson("':' expected")
+        index = _skip(text, member(key, _skip(text, index + 1)))
+        if text[index:index + 1] == "}":
+            return index + 1
+        if text[index:index + 1] != ",":
+            raise _NotJson("',' or '}' expected")
+        index = _skip(text, index + 1)
+
+
+def _array(text: str, index: int, scan: _Scanner, each: Callable[[Any], None]) -> int:
+    """Decode the JSON array opening at ``text[index]`` one element at a time into ``each``;
+    returns the index after the array."""
+    index = _skip(text, index + 1)
+    if text[index:index + 1] == "]":
+        return index + 1
+    while True:
+        element, index = scan(text, index)
+        each(element)
+        del element
+        # Prometheus writes no whitespace between elements: look for it before skipping it.
+        after = text[index:index + 1]
+        if after in _SPACE:
+            index = _skip(text, index)
+            after = text[index:index + 1]
+        if after == "]":
+            return index + 1
+        if after != ",":
+            raise _NotJson("',' or ']' expected")
+        index += 1
+        if text[index:index + 1] in _SPACE:
+            index = _skip(text, index)
+
+
+def run_queries(server: Server, wanted: dict[str, str], budget_s: float, parallel: int = 8,
+                fold: Optional[Callable[[str], Callable[[Any], None]]] = None) -> dict[str, list[Any]]:
     """Every query of ``wanted``, ``parallel`` at a time on daemon threads (a hung server never
-    holds up the process's exit), all within ``budget_s``; PrometheusError for the first to fail."""
+    holds up the process's exit), all within ``budget_s``; PrometheusError for the first to fail.
+
+    Without ``fold``, returns every query's vector by name.  With ``fold``, nothing is kept:
+    each answer, as it arrives, is decoded one sample at a time into ``fold(name)`` (a
+    function of one sample, which must not raise), one answer at a time (under one lock, on
+    the thread that fetched it), and an empty dict is returned.  At most one answer is being
+    decoded at once and no decoded answer is held: holding the 26 answers of 10,000 hosts cost
+    ~700 MB (measured).  When this raises, what was folded is incomplete and must be dropped;
+    answers still arriving after a failure are not folded."""
     deadline = time.monotonic() + max(0.0, min(budget_s, server.timeout_s))
     names = list(wanted)
-    results: dict[str, list[dict[str, Any]]] = {}
+    results: dict[str, list[Any]] = {}
+    done: set[str] = set()
     errors: list[str] = []
-    lock = threading.Lock()
+    lock = threading.Lock()  # the queue of names, the results and errors
+    decoding = threading.Lock()  # one answer decoded (and folded) at a time
 
     def worker() -> None:
         while True:
@@ -245,41 +383,35 @@ def run_queries(server: Server, wanted: dict[str, str], budget_s: float, paralle
                     return
                 name = names.pop(0)
             try:
-                vector = query(server, wanted[name], deadline)
+                body, status = fetch(server, wanted[name], deadline)
+                with decoding:
+                    if errors:
+                        return
+                    vector: list[Any] = []
+                    read_answer(body, status, vector.append if fold is None else fold(name))
+                    del body
             except PrometheusError as exc:
                 with lock:
                     errors.append(f"{name}: {exc}" if name in ("up", "seen") else str(exc))
                 return
             with lock:
-                results[name] = vector
+                done.add(name)
+                if fold is None:
+                    results[name] = vector
 
     threads = [threading.Thread(target=worker, name="prometheus-query", daemon=True) for _ in range(min(parallel, len(names)))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
-    if errors:
-        raise PrometheusError(errors[0])
-    if len(results) < len(wanted):
-        raise PrometheusError(f"no complete answer within {max(0.0, min(budget_s, server.timeout_s)):g} s ([sources] timeout)")
+    with lock:
+        if errors:
+            raise PrometheusError(errors[0])
+        if len(done) < len(wanted):
+            errors.append("late")  # answers still arriving are not folded into what the caller now reads
+            raise PrometheusError(f"no complete answer within {max(0.0, min(budget_s, server.timeout_s)):g} s "
+                                  "([sources] timeout)")
     return results
-
-
-def _number(sample: dict[str, Any]) -> Optional[tuple[float, float]]:
-    """(evaluation time, value) of a vector sample, None when it is not two finite numbers."""
-    try:
-        at, raw = sample["value"]
-        value, when = float(raw), float(at)
-    except (KeyError, TypeError, ValueError):
-        return None
-    return (when, value) if math.isfinite(value) and math.isfinite(when) else None
-
-
-def _key(sample: dict[str, Any]) -> Optional[tuple[TargetKey, dict[str, str]]]:
-    labels = sample.get("metric")
-    if not isinstance(labels, dict) or not isinstance(labels.get("instance", ""), str):
-        return None
-    return (str(labels.get("job", "")), str(labels.get("instance", ""))), labels
 
 
 def instance_host(instance: str) -> str:
@@ -291,28 +423,76 @@ def instance_host(instance: str) -> str:
     return instance
 
 
-def target_facts(results: dict[str, list[dict[str, Any]]]) -> dict[TargetKey, NodeFacts]:
-    """Every target's facts from the answers (targets with none of the families read left out)."""
-    facts: dict[TargetKey, NodeFacts] = {}
-    counts = {"cpus": "cpus", "cores": "cores", "sockets": "sockets"}
-    for name, vector in results.items():
-        if name in ("up", "seen"):
-            continue
+_COUNTS = {"cpus": "cpus", "cores": "cores", "sockets": "sockets"}
+
+
+@dataclass
+class Answers:
+    """The queries' answers folded per target as they arrive (:meth:`fold`), so no answer is kept.
+
+    ``up``: the target's ``up`` value and labels; ``ages``: evaluation time minus last scrape
+    (``seen``); ``facts``: every other family, fed to the target's NodeFacts.  A sample whose
+    labels are not an object with a string ``instance``, or whose value is not two finite
+    numbers, is skipped, as is anything in a vector that is not a sample object."""
+
+    up: dict[TargetKey, tuple[float, dict[str, str]]] = field(default_factory=dict)
+    ages: dict[TargetKey, float] = field(default_factory=dict)
+    facts: dict[TargetKey, NodeFacts] = field(default_factory=dict)
+
+    def fold(self, name: str, vector: Iterable[Any]) -> None:
+        """Every sample of one query's vector, ``name`` being its key in :func:`queries`."""
+        one = self.sink(name)
         for sample in vector:
-            keyed, number = _key(sample), _number(sample)
-            if keyed is None or number is None:
-                continue
-            key, labels = keyed
-            target = facts.get(key)
-            if target is None:
-                target = facts[key] = NodeFacts()
-            if name in counts:
-                target.set_counts(**{counts[name]: number[1]})
-            elif name == "cpu_models":
-                target.add("node_cpu_info", labels, number[1])
+            one(sample)
+
+    def sink(self, name: str) -> Callable[[Any], None]:
+        """What folds one sample of query ``name`` in (for :func:`read_answer`); never raises."""
+        isfinite = math.isfinite
+        facts, up, ages = self.facts, self.up, self.ages
+        count = _COUNTS.get(name)
+        put = NodeFacts.sink("node_cpu_info" if name == "cpu_models" else name)
+
+        def one(sample: Any) -> None:
+            # No helper calls: 10,000 hosts send ~300,000 samples.
+            try:
+                labels = sample["metric"]
+                at, raw = sample["value"]
+                value, when = float(raw), float(at)
+            except (KeyError, TypeError, ValueError, IndexError):
+                return
+            if not (isfinite(value) and isfinite(when)) or not isinstance(labels, dict):
+                return
+            instance = labels.get("instance", "")
+            if not isinstance(instance, str):
+                return
+            key = (str(labels.get("job", "")), instance)
+            if name == "up":
+                up[key] = (value, labels)
+            elif name == "seen":
+                ages[key] = max(0.0, when - value)  # evaluation time - scrape time
             else:
-                target.add(name, labels, number[1])
-    return {key: target for key, target in facts.items() if not target.empty}
+                target = facts.get(key)
+                if target is None:
+                    target = facts[key] = NodeFacts()
+                if count is not None:
+                    target.set_counts(**{count: value})
+                elif put is not None:
+                    put(target, labels, value)
+
+        return one
+
+    def target_facts(self) -> dict[TargetKey, NodeFacts]:
+        """The targets with any family the mapping reads."""
+        return {key: target for key, target in self.facts.items() if not target.empty}
+
+
+def target_facts(results: dict[str, list[Any]]) -> dict[TargetKey, NodeFacts]:
+    """Every target's facts from the answers (targets with none of the families read left out)."""
+    answers = Answers()
+    for name, vector in results.items():
+        if name not in ("up", "seen"):
+            answers.fold(name, vector)
+    return answers.target_facts()
 
 
 def gather(ctx: SourceContext) -> SourceReport:
@@ -324,26 +504,17 @@ def gather(ctx: SourceContext) -> SourceReport:
         report.failures.append(SourceFailure(target="[sources] prometheus_identity",
                                              error=f"{identity[:40]!r} is not nodename, instance or label:NAME"))
         return report
+    answers = Answers()
     try:
         server = server_from(section)
-        results = run_queries(server, queries(section["prometheus_selector"]), ctx.remaining())
+        run_queries(server, queries(section["prometheus_selector"]), ctx.remaining(), fold=answers.sink)
     except PrometheusError as exc:
         report.failures.append(SourceFailure(target=url or "[sources] prometheus_url", error=str(exc)))
         return report
     received = ctx.clock()
+    up, ages, facts = answers.up, answers.ages, answers.target_facts()
+    del answers
 
-    up: dict[TargetKey, tuple[float, dict[str, str]]] = {}
-    for sample in results["up"]:
-        keyed, number = _key(sample), _number(sample)
-        if keyed is not None and number is not None:
-            up[keyed[0]] = (number[1], keyed[1])
-    ages: dict[TargetKey, float] = {}
-    for sample in results["seen"]:
-        keyed, number = _key(sample), _number(sample)
-        if keyed is not None and number is not None:
-            ages[keyed[0]] = max(0.0, number[0] - number[1])  # evaluation time - scrape time
-
-    facts = target_facts(results)
     # A down target has no node series left: warn for those of a job that has node_exporter
     # targets, or that this process saw with node series, not for every other job's dead target.
     known: set[TargetKey] = ctx.memory.setdefault("node_targets", set())
@@ -372,7 +543,8 @@ def gather(ctx: SourceContext) -> SourceReport:
                 error=f"host name {name[:80]!r} also given by {', '.join(sorted(others)[:3])}: refused "
                       "(set [sources] prometheus_identity to instance or label:NAME)"))
             continue
-        report.snapshots.append(facts[key].snapshot(name, received - ages[key]))
+        # Popped: each target's facts are freed as its snapshot is made (10,000 of each otherwise).
+        report.snapshots.append(facts.pop(key).snapshot(name, received - ages[key]))
     return report
 
 
