@@ -123,6 +123,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.commands.ldif import read_snapshots, report_warnings
     from glueinfo.glue.build import render_site
+    from glueinfo.glue.glue2.publish import build_glue2, glue2_base, load_times, publishes, save_times
     from glueinfo.glue.ldapsync import LdapTarget, PublishError, default_state_file, split_bases, sync_tree
     from glueinfo.glue.templates import TemplateError
 
@@ -165,17 +166,32 @@ def run(args: argparse.Namespace, config: Config) -> int:
         build = render_site(site, publish_hosts=False if args.no_hosts else None)
     except TemplateError as exc:
         raise UsageError(str(exc)) from None
+    entries, left_out = list(build.entries), list(build.errors)
+    state_file = None if args.no_state else (args.state_file or default_state_file(url, base))
+    # GLUE 2 CreationTimes are kept beside the LDAP state: an unchanged entry is not renewed (rewritten) every run
+    times_file = f"{state_file}.glue2-times" if state_file else None
+    times = load_times(times_file) if times_file else None
+    glue2 = build_glue2(site, config, site.assembled_at, times) if publishes(config, "2.0") else None
+    if times_file and times is not None and glue2 is not None:
+        unsaved = save_times(times_file, times)
+        if unsaved:
+            log.warning("%s", unsaved)
+    if glue2 is not None:
+        entries.extend(glue2.entries)
+        left_out.extend(glue2.errors)
+        report_warnings(glue2.warnings, args.verbose)
     built = time.monotonic()
     report_warnings(build.warnings, args.verbose)
-    for problem in build.errors:
+    for problem in left_out:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
-    state_file = None if args.no_state else (args.state_file or default_state_file(url, base))
     extra_bases = tuple(args.extra_base) or split_bases(settings["extra_bases"])
+    if glue2 is not None and glue2.entries and not extra_bases:
+        extra_bases = (glue2_base(glue2.entries),)  # o=glue kept equal like o=grid
     target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=base, timeout_s=settings["timeout"],
                         state_file=state_file, extra_bases=extra_bases, window=settings["window"])
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() else None
     try:
-        report = sync_tree(build.entries, target, progress=progress)
+        report = sync_tree(entries, target, progress=progress)
     except PublishError as exc:
         if progress is not None:
             progress.clear()
@@ -189,4 +205,4 @@ def run(args: argparse.Namespace, config: Config) -> int:
     log.info("published to %s under %s: %s", url, base, report.summary())
     if args.stats:  # the sync's own figures, and how long reading the hosts and building the tree took
         print(json.dumps({**report.as_dict(), "hosts_s": round(collected - started, 3), "build_s": round(built - collected, 3)}))
-    return 0 if report.ok and not build.errors else 1
+    return 0 if report.ok and not left_out else 1

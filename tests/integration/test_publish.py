@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from glue_sites import CLASSES, make_host
+from paths import REPO
 from servers import Slapd, missing_slapd_tools
 
 from glueinfo.core.ldif import normalise_dn, parse_ldif, value_text
@@ -415,3 +416,32 @@ def test_progress_line_on_a_terminal_and_a_summary_otherwise(server, tmp_path):
     assert proc.stderr.splitlines() == [f"glueinfo: publish: {server.url} {BASE}: 0 added, 0 modified, 0 deleted, "
                                         f"{stats['unchanged']} unchanged (0 writes, 0 not accepted) in "
                                         f"{stats['seconds']:.1f} s"]
+
+
+def test_publish_keeps_both_trees_of_a_site_with_glue2(server, tmp_path):
+    """A site with [site] id publishes o=grid and o=glue in one run (the o=glue subtree found from
+    the tree itself), exactly what `glueinfo ldif` prints, and a second run writes nothing."""
+    example = (REPO / "etc" / "examples" / "glue2-site.conf").read_text()
+    site = Site(tmp_path, server, hosts_ok(), conf=example + f"\n[run]\nstate_dir = {tmp_path / 'run-state'}\n")
+    env_clock = {"GLUEINFO_CLOCK": "1800000000"}
+    for host in site.hosts:
+        host.collected_at = 1800000000 - 30.0
+    site.set_hosts(site.hosts)
+    old = os.environ.get("GLUEINFO_CLOCK")
+    os.environ.update(env_clock)
+    try:
+        proc, stats = site.publish()
+        printed = parse_ldif(site.glueinfo("ldif").stdout)
+        again, again_stats = site.publish()
+    finally:
+        if old is None:
+            os.environ.pop("GLUEINFO_CLOCK")
+        else:
+            os.environ["GLUEINFO_CLOCK"] = old
+    assert proc.returncode in (0, 1), proc.stderr  # 1 only for the example's Slurm CEs, which have no Slurm here
+    glue = {normalise_dn(e.dn) for e in printed if normalise_dn(e.dn).endswith("o=glue")}
+    assert glue, "the example site has a GLUE 2 tree"
+    on_server = {normalise_dn(e.dn) for e in server.ldapsearch("o=glue", "(objectClass=GLUE2Entity)")}
+    assert glue <= on_server
+    assert stats["added"] == len(printed)
+    assert again_stats["writes"] == 0 and again_stats["unchanged"] == len(printed)

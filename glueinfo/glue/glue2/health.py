@@ -62,6 +62,8 @@ def tcp_connect(host: str, port: int, timeout_s: float) -> Optional[str]:
         return f"no answer within {timeout_s:g} s"
     except OSError as exc:
         return exc.strerror or str(exc)
+    except (UnicodeError, ValueError) as exc:  # a host name no resolver can take (a label over 63 characters)
+        return f"not a host name to connect to: {exc}"
 
 
 def running_processes() -> set[str]:

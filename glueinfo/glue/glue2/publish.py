@@ -8,8 +8,11 @@ Which trees are published is ``[glue] versions`` (``1.3`` is o=grid, ``2.0`` is 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
+from glueinfo.core.ldif import Entry, parent_dn
 from glueinfo.glue.glue2.ces import health_targets
 from glueinfo.glue.glue2.check import Glue2Build, check_glue2, glue2_options, load_glue2_schema
 from glueinfo.glue.glue2.health import check_endpoints
@@ -18,6 +21,8 @@ from glueinfo.glue.glue2.times import CreationTimes
 
 if TYPE_CHECKING:
     from glueinfo.site.assemble import AssembledSite
+
+log = logging.getLogger("glueinfo.glue")
 
 VERSIONS = ("1.3", "2.0")
 
@@ -33,6 +38,11 @@ def build_glue2(site: AssembledSite, config: Any, now: float, times: Optional[Cr
     per DN; entities without the values the schema needs and a site without ``[site] id`` are in
     ``warnings``).  ``times``: the publisher's CreationTime memory (a daemon keeps one; a one-shot
     command stamps everything ``now``).  Raises Glue2Error for malformed GLUE 2 CE settings."""
+    if not site.model.site.unique_id:
+        # Every GLUE 2 ComputingService names its AdminDomain: without [site] id there is no o=glue tree.
+        # Said once at INFO (docs/glue2-mapping.md), not as a warning on every run of every such site.
+        log.info("GLUE 2: no [site] id, so no o=glue tree is published")
+        return Glue2Build([], checked=False)
     local = site.local.hostname if site.local is not None else ""
     health = check_endpoints(health_targets(site.model, local)) if check_health else None
     warnings: list[str] = []
@@ -53,3 +63,35 @@ def glue2_ldif_tail(site: AssembledSite, config: Any, now: float, times: Optiona
     if not build.entries:
         return "", build
     return ("\n" if after_glue13 else "") + build.ldif(), build
+
+
+def glue2_base(entries: Sequence[Entry]) -> str:
+    """The subtree a publisher keeps equal to the GLUE 2 entries: the parent of the top entry
+    (``GLUE2GroupID=resource,o=glue`` for the resource form, ``o=glue`` for the site form)."""
+    return parent_dn(entries[0].dn)
+
+
+def load_times(path: str) -> CreationTimes:
+    """The CreationTime memory a one-shot publisher kept at ``path`` (empty when there is none or it
+    cannot be read: every entry is then renewed once, one write each, never an error)."""
+    import json
+
+    from glueinfo.core.files import read_capped
+
+    try:
+        return CreationTimes.from_json(json.loads(read_capped(path, 64 * 2**20)))
+    except (ValueError, OSError):
+        return CreationTimes()
+
+
+def save_times(path: str, times: CreationTimes) -> Optional[str]:
+    """Keep the memory at ``path`` (atomically); the one-line reason when it cannot be written."""
+    import json
+
+    from glueinfo.core.atomicwrite import WriteError, write_atomic
+
+    try:
+        write_atomic(path, json.dumps(times.to_json(), separators=(",", ":")).encode())
+    except (WriteError, OSError) as exc:
+        return f"{path}: not written: {exc}"
+    return None

@@ -68,3 +68,18 @@ class CreationTimes:
             result.append(entry)
         self._known = known
         return result
+
+    def to_json(self) -> dict[str, list[float]]:
+        """The memory as JSON (a one-shot publisher keeps it beside its LDAP state between runs)."""
+        return {dn: [digest, renewed] for dn, (digest, renewed) in self._known.items()}
+
+    @classmethod
+    def from_json(cls, data: object) -> CreationTimes:
+        """The memory of :meth:`to_json`; anything malformed is skipped (those entries are renewed)."""
+        times = cls()
+        if isinstance(data, dict):
+            for dn, value in data.items():
+                if isinstance(dn, str) and isinstance(value, list) and len(value) == 2 \
+                        and all(isinstance(v, (int, float)) for v in value):
+                    times._known[dn] = (int(value[0]), float(value[1]))
+        return times
