@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import re
 import types
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
@@ -78,18 +77,22 @@ def _finite(value: float) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeFacts:
-    """What one target's node_exporter series say, before they become a snapshot."""
+    """What one target's node_exporter series say, before they become a snapshot.
+
+    Sets and counts are plain dicts of strings (a set of keys; name -> count): a source holds
+    10,000 of these at once, and such dicts, unlike sets and Counters, are no work for the
+    cyclic garbage collector."""
 
     idle_cpus: int = 0  # node_cpu_seconds_total{mode="idle"} series seen
     counted_cpus: Optional[int] = None  # the count a Prometheus query gave instead
     cores: Optional[int] = None
     sockets: Optional[int] = None
-    packages: set[str] = field(default_factory=set)
-    core_pairs: set[tuple[str, str]] = field(default_factory=set)
-    models: Counter[str] = field(default_factory=Counter)
-    vendors: Counter[str] = field(default_factory=Counter)
+    packages: dict[str, None] = field(default_factory=dict)
+    core_pairs: dict[tuple[str, str], None] = field(default_factory=dict)
+    models: dict[str, int] = field(default_factory=dict)
+    vendors: dict[str, int] = field(default_factory=dict)
     scalars: dict[str, float] = field(default_factory=dict)  # MEMORY and LOAD values, by their short name
     filesystems: dict[tuple[str, str, str], dict[str, float]] = field(default_factory=dict)
     networks: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -103,22 +106,6 @@ class NodeFacts:
         if put is not None and _finite(value):
             put(self, labels, float(value))
 
-    def _add_filesystem(self, short: str, labels: Mapping[str, str], value: float) -> None:
-        key = (labels.get("device", ""), labels.get("fstype", ""), labels.get("mountpoint", ""))
-        if key[2]:
-            values = self.filesystems.get(key)
-            if values is None:
-                values = self.filesystems[key] = {}
-            values[short] = value
-
-    def _add_network(self, short: str, labels: Mapping[str, str], value: float) -> None:
-        device = labels.get("device")
-        if device:
-            values = self.networks.get(device)
-            if values is None:
-                values = self.networks[device] = {}
-            values[short] = value
-
     def _add_idle(self, labels: Mapping[str, str], value: float) -> None:
         if labels.get("mode") == "idle":
             self.idle_cpus += 1
@@ -127,15 +114,15 @@ class NodeFacts:
         weight = max(1, int(value))  # a Prometheus count of CPUs with these labels, else one CPU
         package = labels.get("package")
         if package:
-            self.packages.add(package)
+            self.packages[package] = None
             core = labels.get("core")
             if core:
-                self.core_pairs.add((package, core))
+                self.core_pairs[(package, core)] = None
         model, vendor = labels.get("model_name"), labels.get("vendor")
         if model:
-            self.models[model] += weight
+            self.models[model] = self.models.get(model, 0) + weight
         if vendor:
-            self.vendors[vendor] += weight
+            self.vendors[vendor] = self.vendors.get(vendor, 0) + weight
 
     def _add_network_info(self, labels: Mapping[str, str], value: float) -> None:
         if labels.get("device"):
@@ -286,18 +273,33 @@ def _scalar(short: str) -> Callable[[NodeFacts, Mapping[str, str], float], None]
     return put
 
 
-def _keyed(method: Callable[[NodeFacts, str, Mapping[str, str], float], None],
-           short: str) -> Callable[[NodeFacts, Mapping[str, str], float], None]:
+def _filesystem(short: str) -> Callable[[NodeFacts, Mapping[str, str], float], None]:
     def put(facts: NodeFacts, labels: Mapping[str, str], value: float) -> None:
-        method(facts, short, labels, value)
+        key = (labels.get("device", ""), labels.get("fstype", ""), labels.get("mountpoint", ""))
+        if key[2]:
+            values = facts.filesystems.get(key)
+            if values is None:
+                values = facts.filesystems[key] = {}
+            values[short] = value
+    return put
+
+
+def _network(short: str) -> Callable[[NodeFacts, Mapping[str, str], float], None]:
+    def put(facts: NodeFacts, labels: Mapping[str, str], value: float) -> None:
+        device = labels.get("device")
+        if device:
+            values = facts.networks.get(device)
+            if values is None:
+                values = facts.networks[device] = {}
+            values[short] = value
     return put
 
 
 # Family -> what one sample of it does to a NodeFacts (NodeFacts.add; built once, never changed).
 _SINKS: Mapping[str, Callable[[NodeFacts, Mapping[str, str], float], None]] = types.MappingProxyType({
     **{name: _scalar(short) for name, short in (*MEMORY.items(), *LOAD.items())},
-    **{name: _keyed(NodeFacts._add_filesystem, short) for name, short in FILESYSTEM.items()},
-    **{name: _keyed(NodeFacts._add_network, short) for name, short in NETWORK.items()},
+    **{name: _filesystem(short) for name, short in FILESYSTEM.items()},
+    **{name: _network(short) for name, short in NETWORK.items()},
     "node_cpu_seconds_total": NodeFacts._add_idle,
     "node_cpu_info": NodeFacts._add_cpu_info,
     "node_network_info": NodeFacts._add_network_info,
@@ -306,7 +308,7 @@ _SINKS: Mapping[str, Callable[[NodeFacts, Mapping[str, str], float], None]] = ty
 })
 
 
-def _most_common(counts: Counter[str]) -> Optional[str]:
+def _most_common(counts: Mapping[str, int]) -> Optional[str]:
     if len(counts) == 1:  # every CPU alike: the usual case
         return next(iter(counts))
     if not counts:
