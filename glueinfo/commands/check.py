@@ -48,7 +48,14 @@ USAGE_EXIT = UNKNOWN  # bad options or config: Nagios's UNKNOWN, not CRITICAL (g
 # Attributes that change between two publications on their own: never compared with a BDII.
 VOLATILE_PREFIXES = ("gluecestate", "gluehostprocessorload", "gluehostmainmemoryramavailable",
                      "gluehostmainmemoryvirtualavailable", "gluehostlocalfilesystemavailablespace",
-                     "gluesubclusterlocalfilesystem")
+                     "gluesubclusterlocalfilesystem",
+                     # GLUE 2: renewal times, job and slot figures, instances in use, health
+                     "glue2entitycreationtime", "glue2computingsharerunningjobs", "glue2computingsharewaitingjobs",
+                     "glue2computingsharetotaljobs", "glue2computingsharefreeslots", "glue2computingshareusedslots",
+                     "glue2computingshareestimated", "glue2computingservicerunningjobs",
+                     "glue2computingservicewaitingjobs", "glue2computingservicetotaljobs",
+                     "glue2executionenvironmentusedinstances", "glue2executionenvironmentunavailableinstances",
+                     "glue2endpointhealthstate", "glue2endpointservingstate", "glue2computingshareservingstate")
 
 
 class CheckError(Exception):
@@ -138,7 +145,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help=f"CRITICAL from (default {crit.replace('%', '%%')})")
     parser.add_argument("--bdii", metavar="URL", help="compare what this BDII / LDAP server serves (ldap://host:2170) "
                                                        "with the LDIF glueinfo last published")
-    parser.add_argument("--bdii-base", metavar="DN", help="where to search on the BDII (default [glue] base_dn)")
+    parser.add_argument("--bdii-base", metavar="DN", help="where to search on the BDII (default [glue] base_dn, and "
+                                                          "the GLUE 2 tree's base when GLUE 2 is published)")
     parser.add_argument("--sample", type=int, default=20, metavar="N", help="entries whose values are compared (default 20)")
 
 
@@ -347,13 +355,18 @@ def bdii_entries(url: str, base: str, timeout: float) -> dict[str, dict[str, set
 
 def compare_bdii(args: argparse.Namespace, config: Config, url: Optional[str], result: Result) -> None:
     from glueinfo.core.ldif import LDIFError, normalise_dn, parse_ldif
+    from glueinfo.glue.glue2.publish import glue2_base, publishes
 
-    base = args.bdii_base or config.get("glue", "base_dn")
+    bases = [args.bdii_base] if args.bdii_base else [config.get("glue", "base_dn")]
+    if not args.bdii_base and publishes(config, "2.0"):
+        bases.append(glue2_base(config))  # the o=glue tree published beside o=grid
     try:
         ours = {normalise_dn(e.dn): e for e in parse_ldif(published_ldif(args, config, url))}
     except LDIFError as exc:
         raise CheckError(f"the published LDIF cannot be read: {exc}") from None
-    served = bdii_entries(args.bdii, base, args.timeout)
+    served: dict[str, dict[str, set[str]]] = {}
+    for base in bases:
+        served.update(bdii_entries(args.bdii, base, args.timeout))
     missing = sorted(dn for dn in ours if dn not in served)
     total = len(ours)
     result.measure("bdii_entries", len(served))

@@ -100,6 +100,10 @@ class Provider:
         self.last_entries: list[Any] = []  # kept only for an LDAP server to retry with
         self.node_markup = NodeMarkupCache()  # the Node XML file's, when no HTTP store renders it
         self.render_cache = RenderCache()
+        # GLUE 2 CreationTimes for the daemon's life: an unchanged entry is renewed at most every Validity / 2
+        from glueinfo.glue.glue2.times import CreationTimes
+
+        self.glue2_times = CreationTimes()
         self.ldap = self._new_ldap(self.plan)
         self.store = self._new_store(self.plan)
         self.server: Any = None
@@ -348,6 +352,7 @@ class Provider:
 
     def _publish(self, reason: str, began: float) -> bool:
         from glueinfo.glue.build import render_site
+        from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
         from glueinfo.run.http import Refreshed
 
         plan = self.plan
@@ -366,7 +371,19 @@ class Provider:
             log.debug("%s", warning)
         for problem in build.errors:
             log.warning("LDIF: left out %s", problem)
-        ldif = build.ldif_bytes()  # the file's bytes made at once: no whole text beside them (10,000 hosts: 40 MB)
+        glue13 = publishes(plan.config, "1.3")
+        ldif = build.ldif_bytes() if glue13 else b""  # made at once: no whole text beside them (10,000 hosts: 40 MB)
+        entries = list(build.entries) if glue13 else []
+        try:  # o=glue after o=grid, as every command writes them; its CreationTimes kept for the daemon's life
+            tail, glue2 = glue2_ldif_tail(site, plan.config, site.assembled_at, self.glue2_times, after_glue13=glue13)
+        except Exception as exc:  # a GLUE 2 failure must not stop GLUE 1.3 and Node XML: said, and left out
+            log.warning("GLUE 2 not published: %s: %s", type(exc).__name__, exc)
+            tail, glue2 = "", None
+        if glue2 is not None:
+            ldif += tail.encode("utf-8")
+            entries.extend(glue2.entries)
+            for problem in glue2.errors:
+                log.warning("GLUE 2: left out %s", problem)
 
         # The Node XML reads the hosts only: when they are as last time (only the LRMS figures
         # changed), the file is kept as it is.  With [run] serve it goes through serve's store, so
@@ -375,7 +392,8 @@ class Provider:
         nodes_xml: Optional[bytes] = None
         if self.server is not None:
             local = self._with_metrics(site.local) if site.local is not None else None
-            self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif.decode("utf-8"), site=site)
+            self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif.decode("utf-8"), site=site,
+                                     glue2=glue2.entries if glue2 is not None else None)
             if hosts_unchanged and self.store.update_local(local):
                 view = self.store.view()
             else:
@@ -390,11 +408,11 @@ class Provider:
         else:
             written += self.outputs.touch(plan.settings.node_xml_file)
         changes = self.render_cache.rendered  # entries new or changed: the others were reused as they were
-        self.last_entries = list(build.entries) if self.ldap is not None else []
+        self.last_entries = entries if self.ldap is not None else []
 
         ldap_note = ""
         if self.ldap is not None and not self.stopping.is_set():
-            outcome = self.ldap.maybe_sync(build.entries)
+            outcome = self.ldap.maybe_sync(entries)
             if outcome is None:
                 ldap_note = ", LDAP waiting to retry"
             elif outcome.error is not None:
@@ -407,7 +425,7 @@ class Provider:
         self.publishes += 1
         stale = sum(h.stale for h in site.hosts)
         log.info("cycle %s: %d hosts (%d stale), %d entries (%s changed%s), %d files current%s, %.2f s",
-                 reason, len(site.hosts), stale, len(build.entries), changes,
+                 reason, len(site.hosts), stale, len(entries), changes,
                  f", {len(build.errors)} left out" if build.errors else "", written, ldap_note,
                  time.perf_counter() - began)
         return True

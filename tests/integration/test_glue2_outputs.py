@@ -94,3 +94,15 @@ def test_serve_answers_glue2_json_with_the_services_ldif_publishes(site_files, t
         return found
 
     assert sorted(ids(document, [])) == service_ids and service_ids
+
+
+def test_run_writes_the_same_two_trees_as_ldif(site_files, tmp_path):
+    env = {"GLUEINFO_CLOCK": CLOCK}
+    printed = run_glueinfo("ldif", "--config", str(site_files), env=env).stdout
+    text = site_files.read_text().replace(
+        "\n[run]\n", f"\n[run]\nldif_file = {tmp_path / 'glue.ldif'}\nnode_xml_file = {tmp_path / 'nodes.xml'}\n", 1)
+    site_files.write_text(text)
+    proc = run_glueinfo("run", "--once", "--config", str(site_files), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "glue.ldif").read_text() == printed
+    assert any(dn.lower().endswith("o=glue") for dn in records(printed))

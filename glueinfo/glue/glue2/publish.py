@@ -9,14 +9,12 @@ Which trees are published is ``[glue] versions`` (``1.3`` is o=grid, ``2.0`` is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from glueinfo.core.ldif import Entry, parent_dn
 from glueinfo.glue.glue2.ces import health_targets
 from glueinfo.glue.glue2.check import Glue2Build, check_glue2, glue2_options, load_glue2_schema
 from glueinfo.glue.glue2.health import check_endpoints
-from glueinfo.glue.glue2.render import glue2_entries
+from glueinfo.glue.glue2.render import RESOURCE_GROUP, glue2_entries
 from glueinfo.glue.glue2.times import CreationTimes
 
 if TYPE_CHECKING:
@@ -65,10 +63,12 @@ def glue2_ldif_tail(site: AssembledSite, config: Any, now: float, times: Optiona
     return ("\n" if after_glue13 else "") + build.ldif(), build
 
 
-def glue2_base(entries: Sequence[Entry]) -> str:
-    """The subtree a publisher keeps equal to the GLUE 2 entries: the parent of the top entry
-    (``GLUE2GroupID=resource,o=glue`` for the resource form, ``o=glue`` for the site form)."""
-    return parent_dn(entries[0].dn)
+def glue2_base(config: Any) -> str:
+    """The subtree an LDAP publisher keeps equal to the GLUE 2 entries when ``[ldap] extra_bases``
+    names none: ``GLUE2GroupID=resource,o=glue`` for the resource form, ``o=glue`` for the site
+    form (``[glue] dit``).  Kept even when no GLUE 2 entry is published, so entries of a site
+    that stopped publishing GLUE 2 are removed."""
+    return "o=glue" if config.get("glue", "dit") == "site" else RESOURCE_GROUP
 
 
 def load_times(path: str) -> CreationTimes:
