@@ -43,6 +43,7 @@ from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import FileSystem, HostSnapshot, JobInfo, QueueState, VoJobCounts
 from glueinfo.glue.schema import to_ascii
+from glueinfo.glue.services13 import cese_bind_entries, service_entries
 from glueinfo.glue.templates import Template
 from glueinfo.lrms.registry import glue_lrms_type
 from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
@@ -519,3 +520,6 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
         if not ce.access:
             warnings.append(f"CE {ce.unique_id}: no access rules ([ce:{ce.section or 'NAME'}] access = VO:name ...); "
                             f"brokers match CEs to VOs by them")
+    # the CE services, the resource BDII and the CE-SE bindings (glueinfo.glue.services13)
+    yield from service_entries(site)
+    yield from cese_bind_entries(site)

@@ -79,16 +79,32 @@ def test_bdii_serves_a_thousand_host_site_and_answers_broker_queries(bdii, tmp_p
     assert "GlueSubClusterLogicalCPUs: 12000" in chunk  # 150 hosts x 80 threads
 
 
-def test_bdii_publishes_the_example_static_ldif_as_is(bdii):
-    for name in ("service-bdii", "cese-bind"):
-        with open(os.path.join(ROOT, "ldif", f"{name}.ldif")) as handle:
-            bdii.add_static_ldif(name, handle.read())
+def test_bdii_serves_the_generated_services_and_ce_se_bindings(bdii, tmp_path):
+    """What sites once wrote by hand in static LDIF (the resource BDII's GlueService, the CE-SE
+    bindings) is generated from the config, and answers lcg-infosites' service and closeSE selections."""
+    config = tmp_path / "glueinfo.conf"
+    config.write_text("[site]\nid = EXAMPLE-SITE\n[glue]\n"
+                      "information_service_url = ldap://ce01.example.org:2170/mds-vo-name=resource,o=grid\n"
+                      "[ce:long]\nhost = ce01.example.org\nport = 9619\nimplementation_name = HTCondorCE\n"
+                      "access = VO:atlas\nclose_se = se01.example.org=/storage/data\n"
+                      f"[run]\nstate_dir = {tmp_path / 'state'}\n")
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--glue", "1.3", "--config", str(config)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    bdii.add_static_ldif("glueinfo", proc.stdout)
     bdii.wait_for_update()
     assert "ldap_add" not in bdii.log_text()
     service = ldapsearch(bdii, "(GlueServiceType=bdii_resource)", "GlueServiceEndpoint")
     assert "GlueServiceEndpoint: ldap://ce01.example.org:2170/mds-vo-name=resource,o=grid" in service
-    binds = bdii.ldapsearch(BASE, "(objectClass=GlueCESEBind)", ["GlueCESEBindSEUniqueID"])
-    assert [b.first("GlueCESEBindSEUniqueID") for b in binds] == ["se01.example.org"]
+    ce = ldapsearch(bdii, "(GlueServiceType=org.opensciencegrid.htcondorce)", "GlueServiceEndpoint")
+    assert "GlueServiceEndpoint: condor://ce01.example.org:9619" in ce
+    groups = bdii.ldapsearch(BASE, "(objectClass=GlueCESEBindGroup)", ["GlueCESEBindGroupCEUniqueID",
+                                                                       "GlueCESEBindGroupSEUniqueID"])
+    assert [(g.first("GlueCESEBindGroupCEUniqueID"), g.first("GlueCESEBindGroupSEUniqueID")) for g in groups] == [
+        ("ce01.example.org:9619/jobmanager-fork-long", "se01.example.org")]
+    binds = bdii.ldapsearch(BASE, "(objectClass=GlueCESEBind)", ["GlueCESEBindSEUniqueID", "GlueCESEBindCEAccesspoint"])
+    assert [(b.first("GlueCESEBindSEUniqueID"), b.first("GlueCESEBindCEAccesspoint")) for b in binds] == [
+        ("se01.example.org", "/storage/data")]
 
 
 def test_an_os_update_is_modified_in_place_in_bdii_never_renamed_or_re_added(bdii, tmp_path):
