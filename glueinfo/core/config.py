@@ -163,6 +163,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "assigned_job_slots": Option("int", None, "GlueCEPolicyAssignedJobSlots", minimum=0),
         "priority": Option("int", None, "GlueCEPolicyPriority, when the LRMS does not report it"),
         "publish_jobs": Option("bool", False, "Publish one GlueCEJob entry per job under the CE"),
+        "pool_accounts": Option("list", [], "fork: the Unix accounts (shell patterns) grid jobs run as on this host, e.g. "
+                                "atlas* cms*; each session of their processes counts as one running job"),
         # GLUE 2 (glueinfo/glue/glue2, docs/glue2-mapping.md): values the CE type's defaults do not give
         "endpoint_url": Option("str", "", "GLUE2EndpointURL (default from implementation_name: HTCondorCE condor://HOST:PORT, "
                                "ARC-CE https://HOST:PORT/arex, CREAM https://HOST:PORT/ce-cream/services)"),

@@ -7,8 +7,13 @@ snapshots behind the CE, and only what they show is published:
 - FreeCPUs  = sum over hosts of max(0, logical CPUs - round(1-minute load)):
   a CPU counts as free when the load average says nothing runs on it;
 - Status    = Production: a fork job manager accepts jobs and starts them at once;
-- no queue, and running/waiting jobs, response times and limits unknown
-  (None): processes are not jobs, and counting them would be inventing.
+- WaitingJobs = 0: a fork job manager never queues;
+- with ``[ce:NAME] pool_accounts`` (the accounts grid jobs run as): RunningJobs =
+  TotalJobs = the sessions of those accounts' processes on this host (``ps``: a
+  job's processes share its session), FreeJobSlots = TotalCPUs - RunningJobs,
+  never below 0; without it they stay unknown: other processes are not jobs,
+  and counting them would be inventing;
+- no queue; response times and limits unknown.
 
 A host whose CPU count (or load) is unknown makes the total (or the free
 count) unknown rather than an undercount.
@@ -16,7 +21,11 @@ count) unknown rather than an undercount.
 
 from __future__ import annotations
 
+import fnmatch
+import time
+
 from glueinfo.core.model import QueueState
+from glueinfo.lrms import commands
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 
 
@@ -26,6 +35,12 @@ def free_cpus_of(logical_cpus: int, load1: float) -> int:
 
 
 def query(ctx: LrmsContext) -> QueueState:
+    state = cpu_state(ctx)
+    count_jobs(ctx, state)
+    return state
+
+
+def cpu_state(ctx: LrmsContext) -> QueueState:
     if not ctx.hosts:
         raise LrmsQueryError("fork: no host snapshots behind this CE")
     state = QueueState(lrms_type="fork", queue=None, status="Production", collected_at=ctx.clock(),
@@ -44,6 +59,28 @@ def query(ctx: LrmsContext) -> QueueState:
         return state
     state.free_cpus = sum(free_cpus_of(n, load1) for n, load1 in zip(known_cpus, loads, strict=True) if load1 is not None)
     return state
+
+
+def count_jobs(ctx: LrmsContext, state: QueueState) -> None:
+    """Waiting 0; running, total and free slots from the pool accounts' sessions (module docstring)."""
+    state.waiting_jobs = 0
+    patterns = [str(p) for p in ctx.ce_config.get("pool_accounts") or ()]
+    if not patterns:
+        return
+    tools = commands.tools_for(ctx, "", commands.environment(), time.monotonic() + ctx.timeout_s)
+    try:
+        out = tools("ps", "-e", "-o", "user:64=,sess=")
+    except LrmsQueryError as exc:
+        state.error = "; ".join(filter(None, [state.error, f"fork: {exc}"]))
+        return
+    sessions = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and any(fnmatch.fnmatchcase(parts[0], p) for p in patterns):
+            sessions.add((parts[0], parts[1]))
+    state.running_jobs = state.total_jobs = len(sessions)
+    if state.total_cpus is not None:
+        state.free_job_slots = max(0, state.total_cpus - len(sessions))
 
 
 LRMS = LrmsPlugin(name="fork", query=query, description="processes on the CE host(s); state from host CPU count and load")

@@ -147,8 +147,9 @@ def test_fork_sums_cpus_and_free_cpus_from_load():
     assert state.status == "Production"
     assert state.hosts == ["a", "b"]
     assert state.queue is None
-    for name in ("running_jobs", "waiting_jobs", "total_jobs", "estimated_response_time_s", "worst_response_time_s",
-                 "max_wall_clock_time_min", "lrms_version"):
+    assert state.waiting_jobs == 0  # fork never queues
+    for name in ("running_jobs", "total_jobs", "free_job_slots", "estimated_response_time_s", "worst_response_time_s",
+                 "max_wall_clock_time_min", "lrms_version"):  # no pool accounts named: processes are not jobs
         assert getattr(state, name) is None, name
 
 
@@ -183,3 +184,37 @@ def test_fork_on_this_host_matches_proc():
         load1 = float(handle.read().split()[0])
     # The load may move between the probe and this read; allow one CPU either way.
     assert abs(state.free_cpus - max(0, processors - round(load1))) <= 1
+
+
+def test_fork_never_queues_and_counts_the_pool_accounts_sessions_as_jobs():
+    """Issue 11: fork CEs publish WaitingJobs 0 and, with pool accounts, running jobs and free slots."""
+    from glueinfo.lrms.registry import LrmsContext
+
+    hosts = [HostSnapshot(hostname="ce.example.org", collected_at=time.time(), cpu=CpuInfo(logical_cpus=8),
+                          load=LoadInfo(load1=1.0))]
+    ps = "root 1\natlas001 4101\natlas001 4101\natlas002 4200\ncms007 5000\nlocaluser 6000\n"  # 3 grid sessions
+    calls = []
+
+    def run(argv, timeout, env):
+        calls.append(list(argv))
+        return 0, ps, ""
+
+    state = queue_state("fork", LrmsContext(queue=None, ce_config={"pool_accounts": ["atlas*", "cms*"]}, hosts=hosts,
+                                            run=run))
+    assert calls == [["ps", "-e", "-o", "user:64=,sess="]]
+    assert (state.waiting_jobs, state.running_jobs, state.total_jobs, state.free_job_slots) == (0, 3, 3, 8 - 3)
+    without = queue_state("fork", LrmsContext(queue=None, ce_config={}, hosts=hosts))
+    assert without.waiting_jobs == 0 and without.running_jobs is None and without.free_job_slots is None
+
+
+def test_fork_counts_this_machines_real_sessions_against_ps():
+    import subprocess
+
+    from glueinfo.lrms.registry import LrmsContext
+
+    hosts = [HostSnapshot(hostname="ce.example.org", collected_at=time.time(), cpu=CpuInfo(logical_cpus=100000),
+                          load=LoadInfo(load1=0.0))]
+    state = queue_state("fork", LrmsContext(queue=None, ce_config={"pool_accounts": ["root"]}, hosts=hosts))
+    rows = subprocess.run(["ps", "-e", "-o", "user=,sess="], capture_output=True, text=True, check=True).stdout.split("\n")
+    sessions = {tuple(r.split()) for r in rows if r.split()[:1] == ["root"]}
+    assert abs(state.running_jobs - len(sessions)) <= 2  # processes come and go between the two listings
