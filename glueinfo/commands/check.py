@@ -355,11 +355,11 @@ def bdii_entries(url: str, base: str, timeout: float) -> dict[str, dict[str, set
 
 def compare_bdii(args: argparse.Namespace, config: Config, url: Optional[str], result: Result) -> None:
     from glueinfo.core.ldif import LDIFError, normalise_dn, parse_ldif
-    from glueinfo.glue.glue2.publish import glue2_base, publishes
+    from glueinfo.glue.glue2.publish import glue2_base
 
     bases = [args.bdii_base] if args.bdii_base else [config.get("glue", "base_dn")]
-    if not args.bdii_base and publishes(config, "2.0"):
-        bases.append(glue2_base(config))  # the o=glue tree published beside o=grid
+    if not args.bdii_base and (glue2_subtree := glue2_base(config)):
+        bases.append(glue2_subtree)  # the o=glue tree published beside o=grid
     try:
         ours = {normalise_dn(e.dn): e for e in parse_ldif(published_ldif(args, config, url))}
     except LDIFError as exc:

@@ -185,8 +185,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     for problem in left_out:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
     extra_bases = tuple(args.extra_base) or split_bases(settings["extra_bases"])
-    if glue2 is not None and not extra_bases:
-        extra_bases = (glue2_base(config),)  # o=glue kept equal like o=grid
+    if not extra_bases and (glue2_subtree := glue2_base(config)):
+        extra_bases = (glue2_subtree,)  # o=glue kept equal like o=grid
     target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=base, timeout_s=settings["timeout"],
                         state_file=state_file, extra_bases=extra_bases, window=settings["window"])
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() else None

@@ -1,8 +1,9 @@
 """GLUE 1.3 entries a site used to write by hand: its CE services, its resource BDII, its CE-SE bindings.
 
 - **GlueService** per CE endpoint of a CE whose type is declared (``implementation_name`` or
-  ``endpoint_url``; one per URL, as ``lcg-infosites`` and site BDIIs list them): UniqueID and Endpoint the endpoint URL (``[ce:NAME] endpoint_url``, else the CE type's
-  form: glueinfo.glue.glue2.ids), Type the CE type's service type, Version
+  ``endpoint_url``; one per URL, as ``lcg-infosites`` and site BDIIs list them): UniqueID and
+  Endpoint the endpoint URL (``[ce:NAME] endpoint_url``, else the CE type's form:
+  glueinfo.glue.glue2.ids), Type the CE type's service type, Version
   ``implementation_version``, Name ``<site>-<type>``, the CEs' access rules, a foreign key to
   the site.  No status is published: what a check found is GLUE 2's HealthState.
 - **GlueService** of the resource BDII when ``[glue] information_service_url`` is set (type

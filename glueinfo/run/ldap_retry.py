@@ -102,7 +102,7 @@ def config_target(config: Config, state_file: Optional[str] = None) -> Any:
     extra_bases, with [ldap] window writes in flight), its password
     file read now (a changed password applies without a restart); PublishError (one line) when
     that file cannot be read."""
-    from glueinfo.glue.glue2.publish import glue2_base, publishes
+    from glueinfo.glue.glue2.publish import glue2_base
     from glueinfo.glue.ldapsync import LdapTarget, PublishError, split_bases
 
     ldap = config.section("ldap")
@@ -115,8 +115,8 @@ def config_target(config: Config, state_file: Optional[str] = None) -> Any:
             why = getattr(exc, "strerror", None) or exc
             raise PublishError(f"[ldap] password_file {ldap['password_file']}: cannot read: {why}") from None
     extra_bases = split_bases(ldap["extra_bases"])
-    if not extra_bases and publishes(config, "2.0"):
-        extra_bases = (glue2_base(config),)  # o=glue kept equal like o=grid
+    if not extra_bases and (glue2_subtree := glue2_base(config)):
+        extra_bases = (glue2_subtree,)  # o=glue kept equal like o=grid
     return LdapTarget(url=ldap["url"], bind_dn=ldap["bind_dn"], password=password, base_dn=config.get("glue", "base_dn"),
                       timeout_s=ldap["timeout"], state_file=state_file, extra_bases=extra_bases, window=ldap["window"])
 

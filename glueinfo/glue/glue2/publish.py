@@ -63,11 +63,13 @@ def glue2_ldif_tail(site: AssembledSite, config: Any, now: float, times: Optiona
     return ("\n" if after_glue13 else "") + build.ldif(), build
 
 
-def glue2_base(config: Any) -> str:
+def glue2_base(config: Any) -> Optional[str]:
     """The subtree an LDAP publisher keeps equal to the GLUE 2 entries when ``[ldap] extra_bases``
     names none: ``GLUE2GroupID=resource,o=glue`` for the resource form, ``o=glue`` for the site
-    form (``[glue] dit``).  Kept even when no GLUE 2 entry is published, so entries of a site
-    that stopped publishing GLUE 2 are removed."""
+    form (``[glue] dit``); None when this site publishes no GLUE 2 tree (no ``[site] id``, or
+    ``[glue] versions`` without 2.0): then nothing under o=glue is touched, whoever wrote it."""
+    if not publishes(config, "2.0") or not config.get("site", "id"):
+        return None
     return "o=glue" if config.get("glue", "dit") == "site" else RESOURCE_GROUP
 
 
