@@ -5,8 +5,10 @@ path prefix kept: ``https://mon.example.org/prometheus``).  glueinfo asks its
 HTTP API for instant queries (``GET /api/v1/query``), one per metric family
 for all targets at once, never one per host (QUERIES below; each family's
 series carry ``prometheus_selector``, e.g. ``job="node"``).  The per-CPU
-families are counted on the server (``count by (job, instance)``), so a
-10,000-host site's answers stay a few MB each.  The queries run concurrently,
+families are counted on the server (``count by (job, instance)``) and series
+that say nothing are filtered there, so a 10,000-host site's answers stay a
+few MB each; each answer is read into the targets' facts series by series as
+it arrives (:func:`read_answer`) and dropped, so no decoded answer is held.  The queries run concurrently,
 each within ``[sources] timeout`` (also sent as the API's ``timeout``) and all
 within the gather's deadline; an answer may not exceed ``prometheus_max_body``
 bytes.  Authentication: ``prometheus_token_file`` (a bearer token, first
@@ -256,7 +258,9 @@ def read_answer(body: bytes | bytearray, status: int, each: Callable[[Any], None
 
     Why not ``json.loads``: a 10,000-host answer decodes to ~150,000 dicts and lists at once,
     which costs tens of MB and has the cyclic garbage collector walk them over and over while
-    they are alive (measured: ~40 % of the decoding time).  Here the envelope is walked over
+    they are alive (10,000 hosts' 26 answers, measured: ``json.loads`` 0.95 s, 0.52 s of it
+    without the collector; walked here 0.73 s, and the gather's peak ~730 -> ~250 MB with the
+    answers folded as they come).  Here the envelope is walked over
     with the json module's own scanner, each ``result`` element is decoded by that scanner on
     its own, and is garbage once ``each`` lets go of it.  Strings, numbers and elements are
     decoded by the json module exactly as ``json.loads`` decodes them; only the punctuation of
