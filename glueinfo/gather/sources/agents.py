@@ -307,8 +307,29 @@ def identities(targets: list[Target], rdns: dict[str, Optional[str]]) -> dict[st
     return result
 
 
+def bind_targets(ctx: SourceContext, targets: list[Target],
+                 drop_after: float) -> tuple[dict[str, Optional[str]], dict[str, tuple[str, float]], Any]:
+    """What a pulling source needs to hold each target to its own host (glueinfo.gather.identity):
+    each target's identity (its name, the name beside its address, else reverse DNS), the pins of
+    targets nothing names (target -> (host key, last answer time), in the source's memory, forgotten
+    after ``drop_after``), and the Claims index of every other target's and source's hosts."""
+    from glueinfo.gather.identity import Claims, host_key
+
+    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
+    now = ctx.clock()
+    for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
+        del pins[target_name]
+    unnamed = sorted({t.host for t in targets if not t.name and _is_address(t.host)})
+    rdns = reverse_names(unnamed, ctx.memory.setdefault("rdns", {}), now, min(2.0, ctx.remaining() / 4))
+    identity_of = identities(targets, rdns)
+    owners = {host_key(identity): target for target, identity in identity_of.items() if identity}
+    for target_name, (key, _) in pins.items():
+        owners.setdefault(key, target_name)
+    return identity_of, pins, Claims(owners, ctx.known_hosts())
+
+
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.identity import Claims, answers_to, host_key, parse_aliases
+    from glueinfo.gather.identity import answers_to, host_key, parse_aliases
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
     section = ctx.config.section("sources")
@@ -321,19 +342,7 @@ def gather(ctx: SourceContext) -> SourceReport:
         return report
     settings = PullSettings.from_section(section)
     drop_after = float(section["drop_after"])
-    # target -> (host key, last time that agent answered for it): for targets nothing names
-    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
-    now = ctx.clock()
-    for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
-        del pins[target_name]
-
-    unnamed = sorted({t.host for t in targets if not t.name and _is_address(t.host)})
-    rdns = reverse_names(unnamed, ctx.memory.setdefault("rdns", {}), now, min(2.0, ctx.remaining() / 4))
-    identity_of = identities(targets, rdns)
-    owners = {host_key(identity): target for target, identity in identity_of.items() if identity}
-    for target_name, (key, _) in pins.items():
-        owners.setdefault(key, target_name)
-    claims = Claims(owners, ctx.known_hosts())
+    identity_of, pins, claims = bind_targets(ctx, targets, drop_after)
 
     for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
         name = str(outcome.target)

@@ -47,7 +47,7 @@ from glueinfo.core.hostrange import HostRangeError
 from glueinfo.gather.identity import Claims, answers_to, host_key, parse_aliases
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
 from glueinfo.gather.sources._node_metrics import COLLECTORS, FAMILIES, NodeFacts
-from glueinfo.gather.sources.agents import PullSettings, _is_address, agent_targets, identities, pull_all, reverse_names
+from glueinfo.gather.sources.agents import PullSettings, agent_targets, bind_targets, pull_all
 
 SOURCE_NAME = "node_exporter"
 TARGET_KEYS = ("node_exporters", "node_exporters_file", "node_exporter_port")
@@ -209,18 +209,7 @@ def gather(ctx: SourceContext) -> SourceReport:
     settings = PullSettings.from_section(section)
     settings.path = METRICS_PATH
     drop_after = float(section["drop_after"])
-    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
-    now = ctx.clock()
-    for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
-        del pins[target_name]
-
-    unnamed = sorted({t.host for t in targets if not t.name and _is_address(t.host)})
-    rdns = reverse_names(unnamed, ctx.memory.setdefault("rdns", {}), now, min(2.0, ctx.remaining() / 4))
-    identity_of = identities(targets, rdns)
-    owners = {host_key(identity): target for target, identity in identity_of.items() if identity}
-    for target_name, (key, _) in pins.items():
-        owners.setdefault(key, target_name)
-    claims = Claims(owners, ctx.known_hosts())
+    identity_of, pins, claims = bind_targets(ctx, targets, drop_after)
 
     for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
         name = str(outcome.target)
