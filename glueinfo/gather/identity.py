@@ -121,3 +121,24 @@ class Claims:
     def known_host(self, reported: str) -> Optional[str]:
         """The host other sources know that ``reported`` names, if any."""
         return next((form for form in self._forms(reported) if form in self.known), None)
+
+
+def claim_problem(reported: str, target: str, identity: Optional[str], expected: Optional[str], pinned: bool,
+                  claims: Claims, aliases: Mapping[str, frozenset[str]]) -> Optional[tuple[str, str]]:
+    """Why the name ``reported`` by ``target`` is a claim on another host, or None (the one rule
+    every pulling source applies; each words its refusal its own way):
+
+    - ``("owner", other_target)``: it names another target's host, in any form;
+    - ``("expected", expected)``: it is not the host the target stands for (nor an alias);
+    - ``("known", host)``: the target is an address nothing names nor pins, and the name is a host
+      another source knows."""
+    owner = claims.owner(reported, target)
+    if owner is not None:
+        return "owner", owner
+    if expected is not None and not answers_to(reported, expected, aliases):
+        return "expected", expected
+    if identity is None and not pinned:
+        known = claims.known_host(reported)
+        if known:
+            return "known", known
+    return None

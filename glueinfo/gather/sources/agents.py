@@ -329,7 +329,7 @@ def bind_targets(ctx: SourceContext, targets: list[Target],
 
 
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.identity import answers_to, host_key, parse_aliases
+    from glueinfo.gather.identity import claim_problem, host_key, parse_aliases
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
     section = ctx.config.section("sources")
@@ -360,16 +360,17 @@ def gather(ctx: SourceContext) -> SourceReport:
             continue
         reported = snapshot.hostname
         shown = repr(reported[:80])
-        owner = claims.owner(reported, name)
-        if owner is not None:
-            error = f"Node claims to be {shown}, which is {owner}'s host ({identity_of.get(owner) or pins[owner][0]!r}): refused"
-        elif expected is not None and not answers_to(reported, expected, aliases):
-            error = f"Node claims to be {shown}, not {expected!r}: refused"
-        elif identity is None and pinned is None and claims.known_host(reported):
-            error = (f"Node claims to be {shown}, a host {claims.known_host(reported)!r} other sources report, and nothing "
-                     f"says {name} is that host (write it as {name}={reported[:80]} in [sources] agents): refused")
-        else:
-            error = None
+        problem = claim_problem(reported, name, identity, expected, pinned is not None, claims, aliases)
+        error = None
+        if problem is not None:
+            kind, whom = problem
+            if kind == "owner":
+                error = f"Node claims to be {shown}, which is {whom}'s host ({identity_of.get(whom) or pins[whom][0]!r}): refused"
+            elif kind == "expected":
+                error = f"Node claims to be {shown}, not {whom!r}: refused"
+            else:
+                error = (f"Node claims to be {shown}, a host {whom!r} other sources report, and nothing "
+                         f"says {name} is that host (write it as {name}={reported[:80]} in [sources] agents): refused")
         if error is not None:
             report.failures.append(SourceFailure(target=name, host=expected or reported[:80], error=error))
             continue

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from typing import Optional
 
 from glueinfo.core.hostrange import HostRangeError
-from glueinfo.gather.identity import Claims, answers_to, host_key, parse_aliases
+from glueinfo.gather.identity import Claims, claim_problem, host_key, parse_aliases
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
 from glueinfo.gather.sources._node_metrics import COLLECTORS, FAMILIES, NodeFacts
 from glueinfo.gather.sources.agents import PullSettings, agent_targets, bind_targets, pull_all
@@ -247,15 +247,16 @@ def _hostname(target: str, identity: Optional[str], expected: Optional[str], pin
             return expected, None
         return None, "no node_uname_info nodename on the page, and nothing names the target (write it as ADDRESS=NAME)"
     shown = repr(nodename[:80])
-    owner = claims.owner(nodename, target)
-    if owner is not None:
-        return None, f"nodename {shown} is {owner}'s host: refused"
-    if expected is not None and not answers_to(nodename, expected, aliases):
-        if not by_nodename and pinned:
-            return expected, None  # pinned by an earlier answer: the pin names the host
-        return None, f"nodename {shown} is not {expected!r}: refused"
-    if identity is None and not pinned and claims.known_host(nodename):
-        return None, (f"nodename {shown} is a host {claims.known_host(nodename)!r} other sources report, and nothing says "
+    problem = claim_problem(nodename, target, identity, expected, pinned, claims, aliases)
+    if problem is not None:
+        kind, whom = problem
+        if kind == "owner":
+            return None, f"nodename {shown} is {whom}'s host: refused"
+        if kind == "expected":
+            if not by_nodename and pinned:
+                return expected, None  # pinned by an earlier answer: the pin names the host
+            return None, f"nodename {shown} is not {whom!r}: refused"
+        return None, (f"nodename {shown} is a host {whom!r} other sources report, and nothing says "
                       f"{target} is that host (write it as {target}={nodename[:80]} in [sources] node_exporters): refused")
     return (expected if expected is not None and not by_nodename else nodename), None
 
