@@ -10,7 +10,7 @@ response times (docs/batch-systems.md and docs/lrms/ give each rule).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -51,3 +51,20 @@ def drain(running_left: Iterable[Optional[float]], waiting: Iterable[tuple[int, 
             return None
         work += cpus * limit
     return Drain(first, last, work / usable)
+
+
+def from_forecasts(waits: Sequence[float]) -> Optional[tuple[int, int]]:
+    """(Estimated, Worst) from the scheduler's own forecast waits of the queued jobs (a new job
+    queues behind them): their mean and the largest; None without any forecast."""
+    if not waits:
+        return None
+    return int(round(sum(waits) / len(waits))), int(round(max(waits)))
+
+
+def halved(figures: Optional[Drain]) -> tuple[Optional[int], Optional[int]]:
+    """(Estimated, Worst) by the plain drain rule: Worst = first + spread, Estimated = Worst / 2
+    (jobs end before their limits; the half is a rule, not a measurement)."""
+    if figures is None:
+        return None, None
+    worst = figures.first + figures.spread
+    return int(round(worst / 2)), int(round(worst))

@@ -40,7 +40,7 @@ from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
-from glueinfo.lrms.response import drain
+from glueinfo.lrms.response import drain, halved
 from glueinfo.lrms.vo_map import count_by_vo
 
 JSON_SINCE = (10, 1, 0, 2)
@@ -561,12 +561,8 @@ def response_times(jobs: Sequence[LsfJob], free_slots: Optional[int], usable_slo
     def limit(job: LsfJob) -> Optional[int]:
         return job.run_limit_s if job.run_limit_s is not None else queue_run_limit_s
 
-    figures = drain([None if (lim := limit(j)) is None else lim - (j.run_time_s or 0) for j in jobs if j.running],
-                    [(j.slots or 1, limit(j)) for j in pending], usable_slots, bool(free_slots))
-    if figures is None:
-        return None, None
-    worst = figures.first + figures.spread
-    return int(round(worst / 2)), int(round(worst))
+    return halved(drain([None if (lim := limit(j)) is None else lim - (j.run_time_s or 0) for j in jobs if j.running],
+                        [(j.slots or 1, limit(j)) for j in pending], usable_slots, bool(free_slots)))
 
 
 # -- the query ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
-from glueinfo.lrms.response import drain
+from glueinfo.lrms.response import drain, from_forecasts, halved
 from glueinfo.lrms.vo_map import count_by_vo
 
 FLAVOURS = ("openpbs", "torque")
@@ -770,9 +770,9 @@ def response_times(jobs: Sequence[PbsJob], free_cpus: Optional[int], usable_cpus
     queued = [j for j in jobs if j.glue_status == "SCHEDULED"]
     if free_cpus and not queued:
         return 0, 0
-    forecasts = [max(0.0, j.estimated_start - now) for j in queued if j.estimated_start is not None]
-    if forecasts:
-        return int(round(sum(forecasts) / len(forecasts))), int(round(max(forecasts)))
+    forecast = from_forecasts([max(0.0, j.estimated_start - now) for j in queued if j.estimated_start is not None])
+    if forecast is not None:
+        return forecast
     if not usable_cpus:
         return None, None
     fallback = queue.default_wall_s or queue.max_wall_s if queue else None
@@ -780,12 +780,8 @@ def response_times(jobs: Sequence[PbsJob], free_cpus: Optional[int], usable_cpus
     def limit(job: PbsJob) -> Optional[int]:
         return job.walltime_limit_s if job.walltime_limit_s is not None else fallback
 
-    figures = drain([None if (lim := limit(j)) is None else lim - (j.walltime_used_s or 0) for j in jobs if j.running],
-                    [(j.cpus or 1, limit(j)) for j in queued], usable_cpus, bool(free_cpus))
-    if figures is None:
-        return None, None
-    worst = figures.first + figures.spread
-    return int(round(worst / 2)), int(round(worst))
+    return halved(drain([None if (lim := limit(j)) is None else lim - (j.walltime_used_s or 0) for j in jobs if j.running],
+                        [(j.cpus or 1, limit(j)) for j in queued], usable_cpus, bool(free_cpus)))
 
 
 # -- the query ---------------------------------------------------------------------------

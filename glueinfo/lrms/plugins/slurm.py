@@ -58,7 +58,7 @@ from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
-from glueinfo.lrms.response import drain
+from glueinfo.lrms.response import drain, from_forecasts
 from glueinfo.lrms.vo_map import count_by_vo
 
 # -- job states ----------------------------------------------------------------------
@@ -661,9 +661,9 @@ def response_times(jobs: Sequence[SlurmJob], free_cpus: Optional[int], usable_cp
     waiting = [j for j in jobs if j.eligible_pending]
     if free_cpus and not waiting:
         return 0, 0
-    forecasts = [max(0.0, j.start_time - now) for j in waiting if j.start_time is not None]
-    if forecasts:
-        return int(round(sum(forecasts) / len(forecasts))), int(round(max(forecasts)))
+    forecast = from_forecasts([max(0.0, j.start_time - now) for j in waiting if j.start_time is not None])
+    if forecast is not None:
+        return forecast
     if not usable_cpus:
         return None, None
 
