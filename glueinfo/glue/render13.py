@@ -39,9 +39,10 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+from glueinfo.core.job import JobInfo
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
-from glueinfo.core.model import FileSystem, HostSnapshot, JobInfo, QueueState, VoJobCounts
+from glueinfo.core.model import FileSystem, HostSnapshot, QueueState, VoJobCounts
 from glueinfo.glue.schema import to_ascii
 from glueinfo.glue.services13 import cese_bind_entries, service_entries
 from glueinfo.glue.templates import Template

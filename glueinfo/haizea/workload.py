@@ -33,7 +33,7 @@ from typing import Optional
 
 from lxml import etree
 
-from glueinfo.core.model import JobInfo
+from glueinfo.core.job import JobInfo
 from glueinfo.haizea.site import Capacity, SiteNodes, comment_text, format_moment, nodes_element, site_element, to_bytes
 from glueinfo.sss.node_xml import xml_text
 

@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.model import JobInfo, VoJobCounts
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import VoJobCounts
 from glueinfo.lrms.registry import LrmsContext, LrmsQueryError
 from glueinfo.lrms.vo_map import VoMap, count_by_vo
 

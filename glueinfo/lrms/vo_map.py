@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.errors import GlueinfoError
-from glueinfo.core.model import JobInfo, VoJobCounts
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import VoJobCounts
 
 KINDS = ("user", "group", "account")
 # GLUE job states that count as running and as waiting (the rest: held, suspended, done...).

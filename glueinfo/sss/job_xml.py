@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from lxml import etree
 
-from glueinfo.core.model import JobInfo
+from glueinfo.core.job import JobInfo
 
 XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 _NOT_XML_CHAR = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Optional
 
-from glueinfo.core.model import JobInfo
+from glueinfo.core.job import JobInfo
 from glueinfo.sss.job_xml import JOB_DEFAULT_UNITS, data_element
 from glueinfo.sss.sssrmap.engine import ObjectSet
 

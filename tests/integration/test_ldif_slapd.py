@@ -19,7 +19,8 @@ from glue_sites import CLASSES, HOSTILE_MODEL, hostile_host, make_host, syntheti
 from paths import HOSTS
 
 from glueinfo.core.config import parse_text
-from glueinfo.core.model import JobInfo, QueueState
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import QueueState
 from glueinfo.glue.build import build_site
 
 pytestmark = pytest.mark.integration

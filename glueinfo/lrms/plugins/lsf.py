@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from glueinfo.core import xmlsafe
-from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host

@@ -52,7 +52,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, clip, environment

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.hostrange import expand_list
-from glueinfo.core.model import JobInfo, NodeAllocation, QueueState
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.names import host_matcher, site_host

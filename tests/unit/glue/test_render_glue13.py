@@ -15,8 +15,9 @@ import pytest
 from glue_sites import CLASSES, hostile_host, make_host, synthetic_site
 
 from glueinfo.core.config import parse_text
+from glueinfo.core.job import JobInfo
 from glueinfo.core.ldif import parent_dn, parse_ldif
-from glueinfo.core.model import JobInfo, QueueState
+from glueinfo.core.model import QueueState
 from glueinfo.glue.build import build_site, build_site_ldif
 
 XEON, EPYC, ARM, OLD, DESK = (hw for hw, _ in CLASSES)

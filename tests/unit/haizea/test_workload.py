@@ -14,7 +14,8 @@ from paths import FIXTURES, REPO
 from slurm_records import SLURM_FIXTURES, now_of, slurm_state
 
 from glueinfo.core.config import parse_text
-from glueinfo.core.model import HostSnapshot, JobInfo
+from glueinfo.core.job import JobInfo
+from glueinfo.core.model import HostSnapshot
 from glueinfo.haizea.site import site_nodes
 from glueinfo.haizea.workload import format_duration, workload_document
 from glueinfo.site.assemble import assemble_snapshots

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from glueinfo.core.config import Config, ConfigError, load
-from glueinfo.core.model import JobInfo
+from glueinfo.core.job import JobInfo
 from glueinfo.lrms.vo_map import VoMap, VoMapError, count_by_vo
 from glueinfo.site.from_config import site_from_config
 

@@ -11,7 +11,7 @@ from lxml import etree
 from paths import REPO
 from slurm_records import jobs_by_id, slurm_state
 
-from glueinfo.core.model import JobInfo
+from glueinfo.core.job import JobInfo
 from glueinfo.sss.job_xml import render_jobs
 from glueinfo.sss.object_sets import job_object_set
 
