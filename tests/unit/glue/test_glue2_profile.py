@@ -7,9 +7,13 @@ import calendar
 import time
 
 import pytest
-from test_glue2 import NOW, example_site
+from glue_sites import CLASSES, make_host
+from test_glue2 import CE_IDS, EXAMPLE, NOW, example_site
 
+from glueinfo.core.config import load
+from glueinfo.core.model import QueueState
 from glueinfo.glue.glue2 import glue2_entries, glue2_options
+from glueinfo.site.assemble import assemble_snapshots
 
 MANDATORY = {  # the profile's Mandatory attributes (W034) glueinfo can fill on the example site
     "GLUE2ComputingService": ("GLUE2ServiceID", "GLUE2ServiceType", "GLUE2ServiceQualityLevel", "GLUE2ServiceAdminDomainForeignKey"),
@@ -167,3 +171,32 @@ def test_W024_W020_no_zero_limits(entries):
         for name in ("GLUE2ComputingShareMaxSlotsPerJob", "GLUE2ComputingShareMaxTotalJobs"):
             if name in e:
                 assert int(e.first(name)) != 0
+
+
+def test_W015_W018_default_times_not_above_the_maximum(entries):
+    checked = 0
+    for e in entries:
+        for kind in ("Wall", "CPU"):
+            if f"GLUE2ComputingShareDefault{kind}Time" in e and f"GLUE2ComputingShareMax{kind}Time" in e:
+                assert int(e.first(f"GLUE2ComputingShareDefault{kind}Time")) <= int(e.first(f"GLUE2ComputingShareMax{kind}Time"))
+                checked += 1
+    assert checked == 2 * 6  # six shares (long: atlas cms, short: atlas dteam, grid: cms dteam), both times
+
+
+def test_W015_W018_a_batch_system_maximum_below_the_configured_default_caps_the_default():
+    # The batch system allows 90 minutes on every queue; the config's defaults are long 1440, short 60, grid 720 minutes
+    # (wall and CPU alike): a job on long or grid gets at most 90 minutes, one on short its 60.
+    config = load(str(EXAMPLE))
+    hosts = [make_host(hw, i) for hw, _ in CLASSES[:2] for i in range(3)]
+    state = QueueState(lrms_type="slurm", lrms_version="23.02.7", max_wall_clock_time_min=90, max_cpu_time_min=90,
+                       total_cpus=100, running_jobs=0, waiting_jobs=0, total_jobs=0)
+    site = assemble_snapshots(config, hosts, lambda: NOW, local_fqdn="ce1.example.org", states={ce: state for ce in CE_IDS.values()})
+    expected = {"long": 5400, "short": 3600, "grid": 5400}
+    shares = [e for e in glue2_entries(site, glue2_options(config), now=NOW) if "GLUE2ComputingShare" in e.object_classes]
+    assert len(shares) == 6
+    for share in shares:
+        queue = share.first("GLUE2ComputingShareMappingQueue")
+        assert int(share.first("GLUE2ComputingShareMaxWallTime")) == 5400
+        assert int(share.first("GLUE2ComputingShareMaxCPUTime")) == 5400
+        assert int(share.first("GLUE2ComputingShareDefaultWallTime")) == expected[queue]
+        assert int(share.first("GLUE2ComputingShareDefaultCPUTime")) == expected[queue]
