@@ -343,6 +343,8 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
                 clusters.append(site.groups.cluster(cluster_id))
             except KeyError:
                 pass
+        # A cluster without a known host (or not found) has an unknown CPU count, not none: the totals are left out.
+        cpus_known = bool(clusters) and len(clusters) == len(cluster_ids) and all(c.hosts for c in clusters)
         lead_state = states[members[0].spec.unique_id]
         slots = []
         for cluster_id in cluster_ids:  # CEs of one cluster share its slots: count each cluster once
@@ -353,8 +355,8 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
             ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {first.spec.host}"),
             ("GLUE2ManagerProductName", (lead_state.lrms_type if lead_state and lead_state.lrms_type else glue_lrms_type(lrms))),
             ("GLUE2ManagerProductVersion", (lead_state.lrms_version if lead_state else None) or members[0].spec.lrms_version),
-            ("GLUE2ComputingManagerTotalPhysicalCPUs", _sum_known(c.physical_cpus for c in clusters) if clusters else None),
-            ("GLUE2ComputingManagerTotalLogicalCPUs", _sum_known(c.logical_cpus for c in clusters) if clusters else None),
+            ("GLUE2ComputingManagerTotalPhysicalCPUs", _sum_known(c.physical_cpus for c in clusters) if cpus_known else None),
+            ("GLUE2ComputingManagerTotalLogicalCPUs", _sum_known(c.logical_cpus for c in clusters) if cpus_known else None),
             ("GLUE2ComputingManagerTotalSlots", _sum_known(slots)),
             ("GLUE2ManagerServiceForeignKey", service_id), ("GLUE2ComputingManagerComputingServiceForeignKey", service_id)])
         # run-time environment tags of this manager's ExecutionEnvironments

@@ -200,3 +200,23 @@ def test_W015_W018_a_batch_system_maximum_below_the_configured_default_caps_the_
         assert int(share.first("GLUE2ComputingShareMaxCPUTime")) == 5400
         assert int(share.first("GLUE2ComputingShareDefaultWallTime")) == expected[queue]
         assert int(share.first("GLUE2ComputingShareDefaultCPUTime")) == expected[queue]
+
+
+def test_I051_I053_manager_cpus_are_the_hosts_sums(entries):
+    # cluster main: 3 xeon hosts (2 sockets, 48 threads each) and 3 epyc hosts (2 sockets, 256 threads each)
+    managers = [e for e in entries if "GLUE2ComputingManager" in e.object_classes]
+    assert len(managers) == 2  # one per CE host (ce1: HTCondor-CE, arc: ARC-CE), both on cluster main
+    for manager in managers:
+        assert int(manager.first("GLUE2ComputingManagerTotalPhysicalCPUs")) == 3 * 2 + 3 * 2
+        assert int(manager.first("GLUE2ComputingManagerTotalLogicalCPUs")) == 3 * 48 + 3 * 256
+
+
+def test_I051_I053_no_cpu_count_for_a_cluster_without_a_known_host():
+    # No host of cluster main is known (none gathered): its CPUs are unknown, not zero.
+    config = load(str(EXAMPLE))
+    site = assemble_snapshots(config, [], lambda: NOW, local_fqdn="ce1.example.org")
+    managers = [e for e in glue2_entries(site, glue2_options(config), now=NOW) if "GLUE2ComputingManager" in e.object_classes]
+    assert len(managers) == 2
+    for manager in managers:
+        assert "GLUE2ComputingManagerTotalPhysicalCPUs" not in manager
+        assert "GLUE2ComputingManagerTotalLogicalCPUs" not in manager
