@@ -74,6 +74,13 @@ def cores_per_socket(physical_cores: Optional[int], sockets: Optional[int]) -> O
     return f"Cores={physical_cores / sockets:g}"
 
 
+def mailto(contact: str) -> str:
+    """An e-mail contact as a mailto: URL, the form GLUE 1.3 (Glue-CORE.schema: "mailto: followed by a list
+    of email addresses") and GLUE 2 (ContactDetail is a URI) give it: ``a@x.org`` -> ``mailto:a@x.org``;
+    anything with a scheme already (``mailto:``, ``https:``) or no address is left as written."""
+    return "mailto:" + contact if "@" in contact and ":" not in contact else contact
+
+
 # -- templated entries ----------------------------------------------------------------
 
 def site_entry(site: SiteModel, template: Template) -> Optional[Entry]:
@@ -83,8 +90,8 @@ def site_entry(site: SiteModel, template: Template) -> Optional[Entry]:
     return template.render({
         "SITE_ID": info.unique_id, "SITE_NAME": info.name, "PARENT_DN": site.glue.base_dn,
         "DESCRIPTION": info.description, "LOCATION": info.location, "LATITUDE": info.latitude,
-        "LONGITUDE": info.longitude, "WEB": info.web, "EMAIL": info.email, "SYSADMIN_CONTACT": info.sysadmin_contact,
-        "USER_SUPPORT_CONTACT": info.user_support_contact, "SECURITY_CONTACT": info.security_contact,
+        "LONGITUDE": info.longitude, "WEB": info.web, "EMAIL": mailto(info.email), "SYSADMIN_CONTACT": mailto(info.sysadmin_contact),
+        "USER_SUPPORT_CONTACT": mailto(info.user_support_contact), "SECURITY_CONTACT": mailto(info.security_contact),
         "SPONSOR": list(info.sponsor), "OTHER_INFO": list(info.other_info), "INFO_URL": site.glue.information_service_url,
     })
 

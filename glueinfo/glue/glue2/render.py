@@ -42,6 +42,7 @@ from glueinfo.glue.glue2.ces import CeView, ce_views
 from glueinfo.glue.glue2.health import EndpointHealth
 from glueinfo.glue.glue2.ids import Ids
 from glueinfo.glue.glue2.times import CreationTimes
+from glueinfo.glue.render13 import mailto
 from glueinfo.lrms.registry import glue_lrms_type
 from glueinfo.site.aggregate import SubClusterGroup
 from glueinfo.site.assemble import AssembledSite
@@ -214,8 +215,7 @@ def _admin_domain(tree: _Tree, model: Any, dn: str) -> None:
                          ("usersupport", info.user_support_contact), ("security", info.security_contact)):
         if not detail:
             continue
-        if "@" in detail and ":" not in detail:
-            detail = "mailto:" + detail
+        detail = mailto(detail)
         contact_id = f"{site_id}_{kind}_contact"
         tree.add(make_dn("GLUE2ContactID", contact_id, dn), ("GLUE2Entity", "GLUE2Contact"), [
             ("GLUE2ContactID", contact_id), ("GLUE2ContactDetail", detail), ("GLUE2ContactType", kind),

@@ -241,6 +241,18 @@ def test_site_entry_only_when_the_site_is_named():
     assert "GlueSiteUniqueID=EXAMPLE-T2" in cluster.get("GlueForeignKey")
 
 
+def test_site_contacts_are_mailto_urls_as_the_schema_says():
+    # Glue-CORE.schema: "mailto: followed by a list of email addresses"; glue-validator's glue1 Email_t wants it too.
+    result = build(SMALL, conf="[site]\nid = EXAMPLE-T2\nemail = grid-admin@example.org\n"
+                               "sysadmin_contact = mailto:ops@example.org\nuser_support_contact = help@example.org\n"
+                               "security_contact = https://example.org/security\n[ce:default]\naccess = VO:a\n")
+    (site,) = of_class(result, "GlueSite")
+    assert site.first("GlueSiteEmailContact") == "mailto:grid-admin@example.org"
+    assert site.first("GlueSiteSysAdminContact") == "mailto:ops@example.org"
+    assert site.first("GlueSiteUserSupportContact") == "mailto:help@example.org"
+    assert site.first("GlueSiteSecurityContact") == "https://example.org/security"
+
+
 def test_same_hosts_same_text_whatever_their_order():
     hosts = synthetic_site(50)
     first, _ = build_site_ldif(parse_text(""), hosts, local_fqdn="ce01.example.org", states={CE_ID: state()})
