@@ -2,14 +2,34 @@
 
 Kept apart from the host model (glueinfo.core.model, which re-exports it) because the
 LRMS plugins, the SSS Job writer and the Haizea workload are its only readers.
-Every field that may be unknown is Optional and stays None when unknown.
+Every field that may be unknown is Optional and stays None when unknown; the
+sequences default to an empty tuple (no per-job allocation: plugins make 50,000
+of these per refresh).
+
+Some fields can hold what a site may not want to show to anyone who asks
+(``arguments``, ``working_directory``, ``environment``: secrets, private
+paths): plugins fill them when the LRMS prints them anyway, and the renderers
+publish them only when told to (``[jobs] private_fields``, passed in by the
+command or daemon that renders).
 """
 
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
+
+# How a finished job ended (JobInfo.completion): it succeeded, it failed (by itself, or its
+# resources did: time or memory limit, node failure), or someone stopped it (deleted, preempted).
+COMPLETIONS = ("success", "failed", "cancelled")
+
+# Dependency conditions, the SSS Job spec's words (Dependency condition="..."): run after the
+# other job succeeded, failed, or ended whichever way.
+DEPENDENCY_CONDITIONS = ("OnSuccess", "OnFailure", "OnExit")
 
 
-@dataclass
+@dataclass(slots=True)  # slots: each unknown field's default costs a slot write, not a dict entry (~2x cheaper)
 class JobInfo:
     """One batch job as the LRMS reports it (GLUE CE Job / SSS Job object)."""
 
@@ -23,9 +43,9 @@ class JobInfo:
     sss_state: Optional[str] = None  # Idle, Hold, Running, Suspended, Completed
     glue_status: Optional[str] = None  # SUBMITTED, WAITING, READY, SCHEDULED, RUNNING, ABORTED, DONE, CLEARED, CHECKPOINTED
     submit_time: Optional[float] = None  # Unix time
-    start_time: Optional[float] = None  # actual, or the LRMS's expected start for pending jobs
+    start_time: Optional[float] = None  # actual, or the LRMS's expected start for pending jobs; None: never started
     start_is_estimate: bool = False
-    end_time: Optional[float] = None
+    end_time: Optional[float] = None  # finished jobs: when the LRMS says it ended
     requested_processors: Optional[int] = None
     requested_memory_mb: Optional[int] = None
     requested_duration_s: Optional[int] = None  # time limit
@@ -33,7 +53,49 @@ class JobInfo:
     delivered_processors: Optional[int] = None
     delivered_wall_s: Optional[int] = None
     nodes: list[str] = field(default_factory=list)
-    scheduler_specific: Optional[str] = None  # e.g. the LRMS's pending reason
+    scheduler_specific: Optional[str] = None  # the LRMS's reason: why it waits, or why it ended
     local_group: Optional[str] = None  # the owner's Unix group, when the LRMS says
     proxy_vo: Optional[str] = None  # the VO of the job's proxy, when the LRMS knows it (HTCondor x509userproxyvoname)
     vo: Optional[str] = None  # the VO the site's [vos] map gives it (glueinfo.lrms.vo_map); None: a local job
+    # -- what the SSS Job object adds (docs/sss.md, "Job XML"); None / () when the LRMS does not say --
+    executable: Optional[str] = None  # the program or script the job runs
+    arguments: Optional[str] = None  # private: its arguments, one string as the LRMS prints them
+    working_directory: Optional[str] = None  # private: the directory it starts in
+    # private: the variables it is given: a mapping, or the text form of PBS's Variable_List and
+    # qsub -v (NAME=value,NAME=value, a comma in a value written \,), split only when published
+    environment: Optional[Union[Mapping[str, str], str]] = None
+    completion: Optional[str] = None  # finished jobs: one of COMPLETIONS
+    exit_code: Optional[int] = None  # finished jobs that exited: their exit status (0-255)
+    exit_signal: Optional[int] = None  # finished jobs killed by a signal: its number
+    cpu_duration_s: Optional[int] = None  # CPU seconds used so far (or in all)
+    cpu_time_limit_s: Optional[int] = None  # the CPU time limit asked for
+    delivered_memory_mb: Optional[int] = None  # memory in use (or used), as the LRMS measures it
+    qos: Optional[str] = None  # quality of service
+    priority: Optional[int] = None  # the LRMS's priority of the job, in its own scale
+    holds: tuple[str, ...] = ()  # who holds it: "User", "System", "Operator", ...
+    submit_host: Optional[str] = None  # the host it was submitted from
+    features: Optional[str] = None  # the node features asked for, in the LRMS's notation
+    dependencies: tuple[tuple[str, str], ...] = ()  # (one of DEPENDENCY_CONDITIONS, the other job's id)
+    task_count: Optional[int] = None  # tasks (processes) the job asked for
+    node_processors: tuple[int, ...] = ()  # started jobs: processors held on each of ``nodes``, in order
+
+
+def environment_items(environment: Union[Mapping[str, str], str, None]) -> Iterator[tuple[str, str]]:
+    """(name, value) of each variable of ``JobInfo.environment``, in order.
+
+    The text form splits at commas not escaped by a backslash (``\\,`` is a
+    comma in a value), and each item at its first ``=``; an item without
+    ``=`` or without a name is skipped (it names no variable).
+    """
+    if environment is None:
+        return
+    if not isinstance(environment, str):
+        yield from ((str(k), str(v)) for k, v in environment.items())
+        return
+    for item in _UNESCAPED_COMMA.split(environment):
+        name, equals, value = item.replace("\\,", ",").partition("=")
+        if equals and name:
+            yield name, value
+
+
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),")
