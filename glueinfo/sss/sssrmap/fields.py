@@ -26,8 +26,9 @@ Each field has a kind that decides how a Where compares (engine.py):
 - ``group``: holds other fields (Configured): only a truth test applies.
 
 The Node vocabulary is the SSS Node object as glueinfo writes it
-(glueinfo.sss.vocabulary, sss-node.xsd); the Job vocabulary is what
-glueinfo.sss.job_xml writes (sss-job.xsd).  The unit tests hold both tables
+(glueinfo.sss.vocabulary, sss-node.xsd); the Job vocabulary is the SSS Job
+object as sss-job.xsd describes it, the whole spec, of which
+glueinfo.sss.job_xml writes part.  The unit tests hold both tables
 to the two XML Schemas.  An object class without a vocabulary here (an
 ObjectSet a plugin or a test builds under another name) accepts every name,
 each of kind ``any``.
@@ -89,16 +90,43 @@ def _node() -> Field:
                  extension_keys={(f.name, f.type): _extension_kind(f.kind) for f in sss_node.EXTENSIONS})
 
 
+# The SSS Job object's fields by kind (sss-job.xsd, which describes the whole spec; glueinfo writes
+# part of it, docs/sss.md "Job XML"): a field no current job carries is still a legal name.
+_JOB_TEXT = ("Name", "Project", "Account", "User", "Group", "GlobalUser", "GlobalId", "Application", "Architecture",
+             "Arguments", "Executable", "Hold", "InitialWorkingDirectory", "Type", "Machine", "NetworkAdapter",
+             "OperatingSystem", "Partition", "QualityOfService", "Queue", "Quote", "Reservation", "ResourceManager",
+             "Shell", "State", "StatusMessage", "SubmitHost", "TimeCategory", "Feature", "OutputFile", "ErrorFile",
+             "InputFile", "NotificationList", "TaskDistribution", "Dependency", "Node", "Checkpointable",
+             "Interactive", "Restartable", "Suspendable")
+# seconds since the epoch, seconds, counts and plain integers
+_JOB_PLAIN = ("SubmitTime", "StartTime", "EndTime", "Deadline", "EligibleTime", "ReservationTime", "StagedTime",
+              "CpuDuration", "SuspendDuration", "Duration", "ExitCode", "Priority", "NodeCount", "StartCount",
+              "Processors")
+_JOB_BYTES = ("Memory", "Disk", "VirtualMemory")
+# What Requested and Delivered may hold (the properties the spec marks R/D, and Account).
+_CATEGORISED = ("Architecture", "Machine", "NetworkAdapter", "NodeCount", "OperatingSystem", "Partition",
+                "QualityOfService", "Queue", "Reservation", "ResourceManager", "Duration", "Project", "Account",
+                "GlobalUser", "Group", "User", "Disk", "Memory", "Network", "Processors", "VirtualMemory", "Resource",
+                "Feature", "Node")
+
+
 def _job() -> Field:
     # Job Ids are the LRMS's: numbers for most, text for array jobs (123_4): compared by the mixed rule.
-    children: dict[str, Field] = {"Id": ANY_FIELD}
-    children.update({tag: _TEXT for tag in ("Name", "User", "Project", "Machine", "Queue", "State", "StatusMessage")})
-    children.update({tag: _COUNT for tag in ("SubmitTime", "StartTime", "EndTime")})  # seconds since the epoch
-    children["Requested"] = Field(GROUP, children={"Processors": _COUNT, "Memory": Field(NUMBER, BYTES),
-                                                   "Duration": _COUNT, "NodeCount": _COUNT})
-    children["Delivered"] = Field(GROUP, children={"Processors": _COUNT, "Duration": _COUNT, "NodeCount": _COUNT,
-                                                   "Node": _TEXT})
-    children["Extension"] = ANY_FIELD
+    properties: dict[str, Field] = {tag: _TEXT for tag in _JOB_TEXT}
+    properties.update({tag: _COUNT for tag in _JOB_PLAIN})
+    properties.update({tag: Field(NUMBER, BYTES) for tag in _JOB_BYTES})
+    properties["Network"] = Field(NUMBER, RATE)
+    properties["Resource"] = Field(NUMBER, OPEN)
+    properties["Charge"] = Field(NUMBER, OPEN)  # its units (a currency) are whatever the data names
+    properties["ResourceLimit"] = ANY_FIELD  # a limit's value is a number or text, by its name
+    properties["Environment"] = Field(GROUP, children={"Variable": _TEXT})
+    properties["Extension"] = ANY_FIELD
+    category = Field(GROUP, children={tag: properties[tag] for tag in _CATEGORISED})
+    properties["Requested"] = properties["Delivered"] = category
+    task = Field(GROUP, children={**properties, "Id": ANY_FIELD, "Process": _COUNT})
+    task_group = Field(GROUP, children={**properties, "Id": ANY_FIELD, "TaskCount": _COUNT, "Task": task,
+                                        "TaskDefaults": task})
+    children = {**properties, "Id": ANY_FIELD, "TaskGroup": task_group, "TaskGroupDefaults": task_group}
     kinds = {"LrmsState": TEXT, "ExpectedStartTime": NUMBER}
     return Field(GROUP, children=children, extensions=kinds,
                  extension_keys={(name, JOB_EXTENSION_TYPE): kind for name, kind in kinds.items()})
