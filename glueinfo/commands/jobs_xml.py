@@ -4,6 +4,8 @@ Asks each CE's LRMS plugin (the [ce:NAME] sections; --ce picks some) for its
 queue with the job list, and prints every job once (two CEs on one
 partition list the same jobs).  A CE whose LRMS cannot be read is logged on
 stderr and the exit code is 1; the jobs of the others are still printed.
+Arguments, working directories and environments are printed only when
+``[jobs] private_fields`` names them.
 """
 
 from __future__ import annotations
@@ -41,5 +43,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
             known = ", ".join(ce.section or ce.unique_id for ce in site.ces)
             raise UsageError(f"--ce {', '.join(sorted(unknown))}: no such CE (known: {known})")
     jobs, failed = site_jobs(ces, clock=time.time)
-    sys.stdout.buffer.write(render_jobs(jobs, pretty=not args.compact))
+    private = frozenset(config.get("jobs", "private_fields"))
+    sys.stdout.buffer.write(render_jobs(jobs, pretty=not args.compact, private=private))
     return 1 if failed else 0

@@ -198,6 +198,13 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "proxy_vo": Option("bool", True, "Take the VO the LRMS reports from a job's proxy (HTCondor x509userproxyvoname) "
                            "before the rules"),
     },
+    # -- SSS Job XML (`glueinfo jobs-xml`, `glueinfo serve`'s <Object>Job</Object>): glueinfo/sss/job_xml.py --
+    "jobs": {
+        "private_fields": Option("list", [], "Job fields written only when named here, as they can hold secrets or "
+                                 "private paths and `glueinfo serve` answers anyone its allow list admits: arguments, "
+                                 "environment, working_directory (SSS Arguments, Environment, InitialWorkingDirectory)",
+                                 choices=("arguments", "environment", "working_directory")),
+    },
     "glue": {
         "base_dn": Option("str", "mds-vo-name=resource,o=grid", "DN the GLUE 1.3 tree is published under"),
         "aggregation_key": Option("list", ["platform", "cpu_vendor", "cpu_model", "cpu_clock", "logical_cpus", "ram",
@@ -379,8 +386,12 @@ def parse_value(opt: Option, raw: str) -> Any:
         raise AssertionError(f"unknown option type {opt.type}")
     if opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
         raise ValueError(f"must be at least {opt.minimum:g}, got {raw!r}")
-    if opt.choices and value not in opt.choices:
-        raise ValueError(f"must be one of {', '.join(opt.choices)}, got {raw!r}")
+    if opt.choices:
+        # a list's choices are what each of its items may be
+        bad = [item for item in value if item not in opt.choices] if opt.type == "list" else (
+            [] if value in opt.choices else [raw])
+        if bad:
+            raise ValueError(f"must be one of {', '.join(opt.choices)}, got {bad[0]!r}")
     return value
 
 

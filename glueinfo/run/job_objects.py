@@ -13,6 +13,9 @@ empty set before the first).  A CE whose LRMS cannot be read contributes no
 jobs to that refresh rather than its old ones (a job list from minutes ago
 would show jobs that may have ended); the failure is logged once per
 refresh by glueinfo.lrms.registry and its CE id kept in ``failed``.
+Arguments, working directories and environments are in the objects only
+when ``[jobs] private_fields`` names them: ``serve`` answers without
+authentication unless ``[serve] key_file`` is set.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class JobObjects:
         from glueinfo.site.from_config import site_from_config
 
         self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))
+        self.private = frozenset(config.get("jobs", "private_fields"))
         self.clock = clock
         self._objects = job_object_set([])
         self._stop = threading.Event()
@@ -53,7 +57,7 @@ class JobObjects:
         from glueinfo.lrms.registry import site_jobs
 
         jobs, failed = site_jobs(self.site.ces, clock=self.clock)
-        self._objects = job_object_set(jobs)  # one assignment: readers see the old set or the new one
+        self._objects = job_object_set(jobs, self.private)  # one assignment: readers see the old set or the new one
         self.failed = failed
         self.refreshed_at = self.clock()
 
