@@ -62,6 +62,7 @@ class Plan:
     sources: list[Any]
     node_settings: Any
     schema: Any
+    glue2_schema: Any  # GLUE20.schema, read once (glueinfo.glue.glue2.publish.schema_for)
     templates: Any
     site_files: tuple[str, ...]
 
@@ -84,6 +85,7 @@ def _selected_collector_names(config: Config, enable: Iterable[str], disable: It
 def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> Plan:
     """Check a config as far as running it needs; ServiceError or ConfigError (one line) when it cannot run."""
     from glueinfo.gather.registry import SourceError, enabled_sources
+    from glueinfo.glue.glue2.publish import schema_for
     from glueinfo.glue.schema import load_glue_schema
     from glueinfo.glue.templates import TemplateError, load_templates
     from glueinfo.site.assemble import default_local_fqdn
@@ -109,9 +111,10 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     except TemplateError as exc:
         raise ServiceError(str(exc)) from None
     schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
+    glue2_schema = schema_for(config, site.glue.schema_dir)
     node_settings = read_node_settings(config)
     if settings.ldap_sync and not config.get("ldap", "url"):
         raise ConfigError(f"{config.path or '<config>'}: [run] ldap_sync is on but [ldap] url is not set")
     return Plan(config=config, settings=settings, collector_names=tuple(names), fast_names=fast, slow_names=slow,
                 remote_sources=[s for s in sources if s.name != "local"], sources=list(sources), node_settings=node_settings,
-                schema=schema, templates=templates, site_files=tuple(config.section("node")["site_snapshots"]))
+                schema=schema, glue2_schema=glue2_schema, templates=templates, site_files=tuple(config.section("node")["site_snapshots"]))

@@ -375,7 +375,8 @@ class Provider:
         ldif = build.ldif_bytes() if glue13 else b""  # made at once: no whole text beside them (10,000 hosts: 40 MB)
         entries = list(build.entries) if glue13 else []
         try:  # o=glue after o=grid, as every command writes them; its CreationTimes kept for the daemon's life
-            tail, glue2 = glue2_ldif_tail(site, plan.config, site.assembled_at, self.glue2_times, after_glue13=glue13)
+            tail, glue2 = glue2_ldif_tail(site, plan.config, site.assembled_at, self.glue2_times, after_glue13=glue13,
+                                          schema=plan.glue2_schema)
         except Exception as exc:  # a GLUE 2 failure must not stop GLUE 1.3 and Node XML: said, and left out
             log.warning("GLUE 2 not published: %s: %s", type(exc).__name__, exc)
             tail, glue2 = "", None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("glueinfo.glue")
 
 VERSIONS = ("1.3", "2.0")
+LOAD_SCHEMA: Any = object()  # build_glue2's default: read GLUE20.schema now (a one-shot command)
 
 
 def publishes(config: Any, version: str) -> bool:
@@ -31,11 +32,14 @@ def publishes(config: Any, version: str) -> bool:
 
 
 def build_glue2(site: AssembledSite, config: Any, now: float, times: Optional[CreationTimes] = None,
-                check_health: bool = True) -> Glue2Build:
+                check_health: bool = True, schema: Any = LOAD_SCHEMA) -> Glue2Build:
     """The site's GLUE 2 entries, parents first, checked (entries left out are in ``errors``, one
     per DN; entities without the values the schema needs and a site without ``[site] id`` are in
     ``warnings``).  ``times``: the publisher's CreationTime memory (a daemon keeps one; a one-shot
-    command stamps everything ``now``).  Raises Glue2Error for malformed GLUE 2 CE settings."""
+    command stamps everything ``now``).  ``schema``: GLUE20.schema as :func:`load_glue2_schema` gave it
+    (None: unchecked), for a publisher that builds often (parsing it costs more than rendering a
+    1,000-host site's GLUE 2 tree); by default it is read now.  Raises Glue2Error for malformed GLUE 2
+    CE settings."""
     if not site.model.site.unique_id:
         # Every GLUE 2 ComputingService names its AdminDomain: without [site] id there is no o=glue tree.
         # Said once at INFO (docs/glue2-mapping.md), not as a warning on every run of every such site.
@@ -45,19 +49,22 @@ def build_glue2(site: AssembledSite, config: Any, now: float, times: Optional[Cr
     health = check_endpoints(health_targets(site.model, local)) if check_health else None
     warnings: list[str] = []
     entries = glue2_entries(site, glue2_options(config), health=health, now=now, times=times, warnings=warnings)
-    build = check_glue2(entries, load_glue2_schema(site.model.glue.schema_dir) if entries else None)
+    if schema is LOAD_SCHEMA:
+        schema = load_glue2_schema(site.model.glue.schema_dir) if entries else None
+    build = check_glue2(entries, schema)
     build.warnings[:0] = warnings
     return build
 
 
 def glue2_ldif_tail(site: AssembledSite, config: Any, now: float, times: Optional[CreationTimes] = None,
-                    after_glue13: bool = True) -> tuple[str, Optional[Glue2Build]]:
+                    after_glue13: bool = True, schema: Any = LOAD_SCHEMA) -> tuple[str, Optional[Glue2Build]]:
     """The o=glue records to write after the o=grid ones in one LDIF stream (a blank line between the
     trees), and their build; ("", None) when ``[glue] versions`` leaves GLUE 2 out.  What ``ldif``,
-    ``gather --format ldif``, ``serve``'s /ldif and ``run``'s file all append, so they stay equal."""
+    ``gather --format ldif``, ``serve``'s /ldif and ``run``'s file all append, so they stay equal.
+    ``schema`` as for :func:`build_glue2`."""
     if not publishes(config, "2.0"):
         return "", None
-    build = build_glue2(site, config, now, times)
+    build = build_glue2(site, config, now, times, schema=schema)
     if not build.entries:
         return "", build
     return ("\n" if after_glue13 else "") + build.ldif(), build
@@ -97,3 +104,11 @@ def save_times(path: str, times: CreationTimes) -> Optional[str]:
     except (WriteError, OSError) as exc:
         return f"{path}: not written: {exc}"
     return None
+
+
+def schema_for(config: Any, schema_dir: str) -> Any:
+    """GLUE20.schema loaded once for a publisher that builds often (``run``, ``serve``), or
+    LOAD_SCHEMA when this site publishes no GLUE 2 tree (nothing to check, nothing to warn about)."""
+    if glue2_base(config) is None:
+        return LOAD_SCHEMA
+    return load_glue2_schema(schema_dir)
