@@ -144,6 +144,8 @@ class Gatherer:
         self.probe = probe
         # host key -> source name -> last good snapshot from that source
         self.last_good: dict[str, dict[str, HostSnapshot]] = {}
+        # The host keys last folded, and fold_short_names of them (hosts() runs several times a cycle).
+        self._canonical: tuple[set[str], dict[str, str]] = (set(), {})
         # Held while last_good changes or is read (take, accept, forget_expired, hosts), never while
         # sources run: a daemon publishes from it while a slow gather is still waiting on agents.
         self.lock = lock if lock is not None else threading.RLock()
@@ -269,7 +271,10 @@ class Gatherer:
         drop_after = drop_after_s(self.config)
         groups: dict[str, list[HostSnapshot]] = {}
         with self.lock:
-            canonical = fold_short_names(self.last_good)
+            keys = self.last_good.keys()
+            if self._canonical[0] != keys:  # the same hosts as last time fold the same way
+                self._canonical = (set(keys), fold_short_names(keys))
+            canonical = self._canonical[1]
             for key, per_source in self.last_good.items():
                 live = [s for s in per_source.values() if not is_expired(s, now, drop_after)]
                 if live:

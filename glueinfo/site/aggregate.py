@@ -28,6 +28,7 @@ uses); the renderer maps them to GLUE attributes.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import zlib
@@ -133,11 +134,14 @@ def host_key(host: HostSnapshot, key_names: Sequence[str], ram_granularity_mb: i
              facts: Optional[tuple[Any, ...]] = None) -> tuple[Any, ...]:
     """The aggregation key of one host: the values of the key facts, RAM rounded."""
     facts = facts if facts is not None else host_facts(host)
-    values = []
-    for name in key_names:
-        index = FACT_NAMES.index(name)
-        values.append(ram_bucket(facts[index], ram_granularity_mb) if index == _RAM else facts[index])
-    return tuple(values)
+    return tuple([ram_bucket(facts[index], ram_granularity_mb) if index == _RAM else facts[index]
+                  for index in _key_positions(tuple(key_names))])
+
+
+@functools.cache
+def _key_positions(key_names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each key fact sits in host_facts' tuple (asked for every host of every aggregation)."""
+    return tuple(FACT_NAMES.index(name) for name in key_names)
 
 
 @dataclass
