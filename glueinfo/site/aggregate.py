@@ -312,6 +312,19 @@ def _unique_hosts(snapshots: Iterable[HostSnapshot], warnings: list[str]) -> lis
     return sorted(latest.values(), key=lambda h: (h.hostname.casefold(), h.hostname))
 
 
+def cluster_members(site: SiteModel, snapshots: Iterable[HostSnapshot]) -> dict[str, list[HostSnapshot]]:
+    """Cluster unique id -> its hosts (one per name, sorted by name), by the same rule as
+    :func:`aggregate` but without grouping them into SubClusters: what an LRMS query needs."""
+    hosts = _unique_hosts(snapshots, [])
+    cluster_of = assign_clusters(site, [h.hostname for h in hosts])
+    members: dict[str, list[HostSnapshot]] = {c.unique_id: [] for c in site.clusters}
+    for host in hosts:
+        cluster_id = cluster_of.get(host.hostname)
+        if cluster_id is not None:
+            members[cluster_id].append(host)
+    return members
+
+
 def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tuple[Any, ...]]) -> SubClusterGroup:
     group.shared = shared_facts(group.hosts, ram_granularity_mb, [facts[id(h)] for h in group.hosts])
     group.physical_cpus = _sum(h.cpu.sockets if h.cpu else None for h in group.hosts)

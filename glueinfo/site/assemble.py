@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -52,7 +52,7 @@ from glueinfo.gather.gatherer import GatheredHost, Gatherer, GatherResult
 from glueinfo.gather.identity import host_key
 from glueinfo.gather.registry import Source, enabled_sources
 from glueinfo.gather.snapshot_files import SiteFiles
-from glueinfo.site.aggregate import SiteGroups, aggregate
+from glueinfo.site.aggregate import SiteGroups, aggregate, cluster_members
 from glueinfo.site.from_config import site_from_config
 from glueinfo.site.ids import SubClusterIds, memberships_from_entries
 from glueinfo.site.model import SiteModel, assign_clusters
@@ -75,19 +75,23 @@ def default_local_fqdn(config: Config) -> str:
         return local_hostname(CollectContext(config={"hostname": general["hostname"]}))
 
 
-def query_states(site: SiteModel, groups: SiteGroups, clock: Callable[[], float] = time.time,
+def query_states(site: SiteModel, groups: SiteGroups | Mapping[str, list[HostSnapshot]], clock: Callable[[], float] = time.time,
                  queue_state: Optional[Callable[..., QueueState]] = None) -> dict[str, QueueState]:
-    """Ask each CE's LRMS plugin for its queue's state (never raises: failures are states with an error)."""
+    """Ask each CE's LRMS plugin for its queue's state (never raises: failures are states with an error).
+    ``groups``: the site's aggregation, or only each cluster's hosts (aggregate.cluster_members)."""
     from glueinfo.lrms.registry import LrmsContext
     from glueinfo.lrms.registry import queue_state as default_queue_state
 
     ask = queue_state or default_queue_state
     states = {}
     for ce in site.ces:
-        try:
-            hosts = groups.cluster(ce.cluster).hosts
-        except KeyError:
-            hosts = []
+        if isinstance(groups, SiteGroups):
+            try:
+                hosts = groups.cluster(ce.cluster).hosts
+            except KeyError:
+                hosts = []
+        else:
+            hosts = list(groups.get(ce.cluster, ()))
         ctx = LrmsContext(queue=ce.queue, ce_config=ce.options, hosts=hosts, clock=clock,
                           timeout_s=ce.lrms_timeout, with_jobs=ce.publish_jobs, vo_map=site.vo_map)
         states[ce.unique_id] = ask(ce.lrms, ctx)
@@ -290,8 +294,8 @@ class SiteAssembler:
         now = self.clock()
         with self._lock:
             hosts = [h.snapshot for h in self._hosts(now) if not h.stale]
-            groups = self._aggregate("lrms", hosts, None, now)  # which hosts each cluster has; ids are not needed here
-        states = query_states(self.model, groups, self.clock, self.queue_state)
+            members = cluster_members(self.model, hosts)  # which hosts each cluster has: no SubClusters needed
+        states = query_states(self.model, members, self.clock, self.queue_state)
         with self._lock:
             self.states = states
         return states
