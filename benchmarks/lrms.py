@@ -55,6 +55,15 @@ def duration(seconds: int) -> str:
     return f"{minutes}:{secs:02d}"
 
 
+def job_details(user: str, rng: random.Random) -> list[str]:
+    """squeue's Command, WorkDir, exit_code, GroupName, PriorityLong, Dependency, Feature, AllocNodes, NumTasks."""
+    script = rng.choice(("run.sh", "sim.sh --steps 100", "(null)"))
+    dependency = f"afterok:{rng.randint(90000, 99999)}(unfulfilled)" if rng.random() < 0.05 else "(null)"
+    return [f"/home/{user}/jobs/{script}" if script != "(null)" else script, f"/home/{user}/jobs", "0",
+            f"grp{user[-1]}", str(rng.randint(1, 2**32 - 2)), dependency, rng.choice(("(null)", "ib")),
+            rng.choice(("login1", "login2")), str(rng.choice((1, 1, 2, 4)))]
+
+
 def generate(jobs: int, nodes: int, seed: int = 7) -> dict[str, str]:
     """Recorded-style outputs for one partition: half the jobs running, half waiting."""
     rng = random.Random(seed)
@@ -81,13 +90,13 @@ def generate(jobs: int, nodes: int, seed: int = 7) -> dict[str, str]:
             start = NOW - rng.randint(0, limit - 1)
             fields = [job_id, "RUNNING", "None", user, "acct", PARTITION, iso(submit), iso(start), iso(start + limit),
                       duration(limit), duration(NOW - start), str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
-                      "1", node, "normal", name]
+                      "1", node, "normal", *job_details(user, rng), name]
         else:
             forecast = iso(NOW + rng.randint(60, 7 * 86400)) if i % 2 else "N/A"
             reason = "Resources" if i % 3 else "Priority"
             fields = [job_id, "PENDING", reason, user, "acct", PARTITION, iso(submit), forecast, "N/A",
                       duration(limit), "0:00", str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
-                      "1", "", "normal", name]
+                      "1", "", "normal", *job_details(user, rng), name]
         records.append("|~|".join(fields) + "|~.\n")
     sinfo_text = "".join(f"{n}|{n}|{a}/{cpus_per_node - a}/0/{cpus_per_node}|{'mixed' if a else 'idle'}\n"
                          for n, a in allocated.items())

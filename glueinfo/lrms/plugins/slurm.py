@@ -102,7 +102,10 @@ UNUSABLE_NODE_STATES = frozenset({"DOWN", "FUTURE", "UNKNOWN", "DRAIN", "DRAINED
 # squeue -O fields.  Every field ends with a separator holding a random token
 # drawn per query (see squeue_format), so no job name can forge a field or a job.
 SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "UserName", "Account", "Partition", "SubmitTime", "StartTime",
-                 "EndTime", "TimeLimit", "TimeUsed", "NumCPUs", "tres-alloc", "NumNodes", "NodeList", "QOS", "Name")
+                 "EndTime", "TimeLimit", "TimeUsed", "NumCPUs", "tres-alloc", "NumNodes", "NodeList", "QOS",
+                 # for the SSS Job object (every one in squeue -O since Slurm 17.11)
+                 "Command", "WorkDir", "exit_code", "GroupName", "PriorityLong", "Dependency", "Feature",
+                 "AllocNodes", "NumTasks", "Name")
 SINFO_TEXT_FORMAT = "%N|%n|%C|%T"
 QOS_FORMAT = "Name,GrpJobs,GrpSubmit,MaxWall,MaxTRESMins"
 
@@ -111,6 +114,7 @@ _OUTPUT_ENV_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_", "SACCTMGR_")
 _OUTPUT_ENV = ("SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONF_OUT")
 
 _NONE_WORDS = frozenset({"", "N/A", "NONE", "UNKNOWN", "(NULL)", "INVALID", "NOT_SET"})
+NULL = "(null)"  # what squeue prints for a text field that is not set
 
 
 class SlurmOutputError(LrmsQueryError):
@@ -450,6 +454,16 @@ class SlurmJob:
     glue_status: Optional[str] = None
     sss_state: Optional[str] = None
     finished: bool = False
+    # Read for a published job list only (parse_squeue full=True).
+    command: Optional[str] = None  # the batch script or program, then its arguments, joined by spaces
+    work_dir: Optional[str] = None
+    exit_code: str = ""  # as squeue prints it: the wait status (<= 22.05) or EXIT:SIGNAL (>= 23.02)
+    group: Optional[str] = None
+    priority: Optional[int] = None
+    dependency: Optional[str] = None  # e.g. afterok:12(unfulfilled),afterany:13_*(unfulfilled)
+    features: Optional[str] = None
+    submit_host: Optional[str] = None
+    tasks: Optional[int] = None
 
     @property
     def running(self) -> bool:
@@ -471,6 +485,16 @@ def map_state(state: str, reason: str) -> tuple[Optional[str], Optional[str], bo
 def _opt(text: str) -> Optional[str]:
     text = text.strip()
     return None if text.upper() in _NONE_WORDS else text
+
+
+# Slurm's NO_VAL and INFINITE for 32-bit counts: printed as numbers by squeue (NumTasks of a job cancelled
+# while pending is 4294967294).
+_NO_COUNT = 0xFFFFFFFE
+
+
+def _count_or_none(text: str) -> Optional[int]:
+    number = _int_or_none(text)
+    return None if number is None or number < 0 or number >= _NO_COUNT else number
 
 
 def field_separator(token: str) -> str:
@@ -539,31 +563,46 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     if records[-1].strip():
         raise SlurmOutputError(f"squeue: output does not end with a complete job record: "
                                f"{_clip(records[-1].replace(sep, '|'))!r}")
-    timestamp, duration, number, memory, opt = (fast_timestamp, _memo(parse_duration_s), _memo(_int_or_none),
-                                                _memo(_memory_of_tres), _memo(_opt))
+    timestamp, duration, number, memory, opt, count = (fast_timestamp, _memo(parse_duration_s), _memo(_int_or_none),
+                                                       _memo(_memory_of_tres), _memo(_opt), _memo(_count_or_none))
     mapping = _memo(lambda key: map_state(*key.split("|", 1)))
     valid_state = _memo(lambda state: bool(re.fullmatch(r"[A-Z_]+", state)))
+    separators = n_fields - 1
     for number_of_record, record in enumerate(records[:-1], 1):
-        parts = record.split(sep)
-        if len(parts) != n_fields:
-            raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
-                                   f"{_clip(record.replace(sep, '|'))!r}")
-        (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres, node_count,
-         nodelist, qos, name) = parts
         try:
+            if record.count(sep) != separators:
+                raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
+                                       f"{_clip(record.replace(sep, '|'))!r}")
+            if not full:  # the counts read the first twelve fields: the others are not even split apart
+                job_id, state, reason, user, account, _, _, start, _, limit, used, cpus, _ = record.split(sep, 12)
+                job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
+                if not job_id or not valid_state(state):
+                    raise ValueError("no job id or state")
+                glue_status, sss_state, finished = mapping(f"{state}|{reason}")
+                jobs.append(SlurmJob(
+                    job_id, state, reason, opt(user), opt(account), None, None, timestamp(start), None, duration(limit),
+                    duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
+                continue
+            (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres,
+             node_count, nodelist, qos, command, work_dir, exit_code, group, priority, dependency, features,
+             submit_host, tasks, name) = record.split(sep)
             job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
             if not job_id or not valid_state(state):
                 raise ValueError("no job id or state")
             glue_status, sss_state, finished = mapping(f"{state}|{reason}")
-            if full:
-                jobs.append(SlurmJob(
-                    job_id, state, reason, opt(user), opt(account), opt(partition), timestamp(submit), timestamp(start),
-                    timestamp(end_text), duration(limit), duration(used), number(cpus), memory(tres), number(node_count),
-                    nodelist.strip(), opt(qos), name, glue_status, sss_state, finished))
-            else:
-                jobs.append(SlurmJob(
-                    job_id, state, reason, opt(user), opt(account), None, None, timestamp(start), None, duration(limit),
-                    duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
+            jobs.append(SlurmJob(
+                job_id, state, reason, opt(user), opt(account), opt(partition), timestamp(submit), timestamp(start),
+                timestamp(end_text), duration(limit), duration(used), number(cpus), memory(tres), number(node_count),
+                nodelist.strip(), opt(qos), name, glue_status, sss_state, finished,
+                # Free text squeue prints as stored ("(null)": not set) and numbers, checked inline: a
+                # call per field and job would be a fifth of the parse.
+                command if command and command != NULL else None, work_dir if work_dir and work_dir != NULL else None,
+                exit_code, group if group and group != NULL else None,
+                int(priority) if priority.isdigit() else _int_or_none(priority),
+                dependency if dependency and dependency != NULL else None,
+                features if features and features != NULL else None,
+                submit_host if submit_host and submit_host != NULL else None,
+                int(tasks) if tasks.isdigit() and len(tasks) < 10 else count(tasks)))
         except ValueError as exc:
             raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
                                    f"{_clip(record.replace(sep, '|'))!r}") from None
@@ -585,15 +624,64 @@ def node_names(hostname_of: Mapping[str, str]) -> Callable[[str], list[str]]:
     return _memo(expand)
 
 
+# How a finished job ended, by its Slurm state: someone (or the scheduler, for another job) stopped it,
+# or it or its resources failed; COMPLETED is the one success.
+COMPLETIONS = {"COMPLETED": "success", "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
+               "FAILED": "failed", "TIMEOUT": "failed", "OUT_OF_MEMORY": "failed", "NODE_FAIL": "failed",
+               "BOOT_FAIL": "failed", "DEADLINE": "failed"}
+HOLDS = {"JobHeldUser": ("User",), "JobHeldAdmin": ("System",)}
+# Slurm dependency types the SSS Dependency conditions can say (after, aftercorr, afterburstbuffer and
+# singleton have no SSS word and are left out).
+_DEPENDENCY_CONDITIONS = {"afterok": "OnSuccess", "afternotok": "OnFailure", "afterany": "OnExit"}
+_DEPENDENCY = re.compile(r"([a-z]+)((?::[^,?:()]+)*)(?:\([^)]*\))?")
+
+
+def exit_status(text: str) -> tuple[Optional[int], Optional[int]]:
+    """squeue's exit_code -> (exit code, signal), one of them None: ``3:0`` / ``0:9`` (Slurm >= 23.02)
+    or the wait status ``768`` / ``9`` (<= 22.05); (None, None) when empty or not a number."""
+    code, colon, signal = text.partition(":")
+    try:
+        if colon:
+            number, signal_number = int(code), int(signal)
+        else:
+            status = int(text)
+            number, signal_number = status >> 8 & 0xFF, status & 0x7F
+    except ValueError:
+        return None, None
+    return (None, signal_number) if signal_number else (number, None)
+
+
+def dependencies(text: Optional[str]) -> tuple[tuple[str, str], ...]:
+    """squeue's Dependency -> (SSS condition, job id) pairs.  Dependencies joined by ``?`` (any one
+    of them) are left out whole: the SSS Dependency elements of a job all have to hold."""
+    if not text or "?" in text:
+        return ()
+    found = []
+    for item in text.split(","):
+        match = _DEPENDENCY.fullmatch(item.strip())
+        condition = _DEPENDENCY_CONDITIONS.get(match.group(1)) if match else None
+        if match and condition:
+            found += [(condition, other.split("+", 1)[0]) for other in match.group(2).split(":") if other]
+    return tuple(found)
+
+
 def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
              nodes_of: Optional[Callable[[str], list[str]]] = None) -> JobInfo:
-    """The model's view of one Slurm job (GLUE CE Job / SSS Job)."""
+    """The model's view of one Slurm job (GLUE CE Job / SSS Job).
+
+    A finished job started when Slurm gave it nodes: a job cancelled while it
+    waited has none, and its StartTime (which Slurm sets to the time it was
+    cancelled) is not kept.
+    """
     glue_status, sss_state, finished = job.glue_status, job.sss_state, job.finished
-    started = sss_state in ("Running", "Suspended", "Completed") and job.start_time is not None
+    if finished:
+        started = job.start_time is not None and job.nodelist.upper() not in _NONE_WORDS
+    else:
+        started = sss_state in ("Running", "Suspended") and job.start_time is not None
     pending = not started and not finished
     reason = job.reason if job.reason and job.reason.upper() not in _NONE_WORDS else None
     nodes = list((nodes_of or node_names(hostname_of))(job.nodelist)) if started else []
-    return JobInfo(
+    info = JobInfo(
         local_id=job.job_id, name=job.name or None, local_owner=job.user, account=job.account, queue=job.partition,
         lrms_state=job.state, sss_state=sss_state, glue_status=glue_status,
         submit_time=job.submit_time,
@@ -605,8 +693,24 @@ def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
         delivered_processors=job.cpus if started else None,
         delivered_wall_s=job.elapsed_s if started else None,
         nodes=nodes,
-        scheduler_specific=reason if not started and not finished else None,
+        scheduler_specific=reason if pending else None,
+        local_group=job.group, qos=job.qos, priority=job.priority, submit_host=job.submit_host,
+        features=job.features, task_count=job.tasks, working_directory=job.work_dir,
     )
+    if job.command:
+        executable, _, arguments = job.command.partition(" ")
+        info.executable, info.arguments = executable, arguments or None
+    if pending and reason in HOLDS:
+        info.holds = HOLDS[reason]
+    if job.dependency:
+        info.dependencies = dependencies(job.dependency)
+    if finished:
+        info.completion = COMPLETIONS.get(job.state)
+        if started:
+            info.exit_code, info.exit_signal = exit_status(job.exit_code)
+        if info.completion == "failed":
+            info.scheduler_specific = reason  # NonZeroExitCode, JobLaunchFailure, TimeLimit...
+    return info
 
 
 # -- QoS limits (slurmdbd only) ------------------------------------------------------
@@ -714,9 +818,8 @@ def query(ctx: LrmsContext) -> QueueState:
         tools("scontrol", "show", "partition", "-o", queue), queue))
     nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
     token = secrets.token_hex(8)
-    jobs: Optional[list[SlurmJob]] = step(lambda: parse_squeue(
-        tools("squeue", "-h", "-r", "-t", "all", "-p", queue, "-O", squeue_format(token)), token,
-        full=ctx.with_jobs))
+    jobs: Optional[list[SlurmJob]] = step(lambda: _paused(parse_squeue, tools(
+        "squeue", "-h", "-r", "-t", "all", "-p", queue, "-O", squeue_format(token)), token, ctx.with_jobs))
     qos = None
     if partition is not None and partition.qos:
         qos_name = partition.qos
@@ -755,7 +858,8 @@ def query(ctx: LrmsContext) -> QueueState:
         if ctx.with_jobs:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
             nodes_of = node_names(hostname_of)
-            state.jobs = [job_info(j, hostname_of, nodes_of) for j in jobs]
+            with commands.gc_paused():  # 10,000s of JobInfos: see gc_paused
+                state.jobs = [job_info(j, hostname_of, nodes_of) for j in jobs]
             ctx.vo_map.assign(state.jobs)
     if state.free_cpus is not None and state.status is not None:
         slots = state.free_cpus if state.status == "Production" else 0
@@ -767,6 +871,13 @@ def query(ctx: LrmsContext) -> QueueState:
             jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)
     state.error = step.error("slurm")  # each reason once: sinfo runs twice
     return state
+
+
+def _paused(parse: Callable[[str, str, bool], list[SlurmJob]], text: str, token: str, full: bool) -> list[SlurmJob]:
+    """``parse(text, token, full)`` with the cyclic collector held off: a queue's records are many
+    objects and no cycles (glueinfo.lrms.commands.gc_paused)."""
+    with commands.gc_paused():
+        return parse(text, token, full)
 
 
 def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str]) -> list[NodeCpus]:
