@@ -146,7 +146,7 @@ def _put(entry: Entry, name: str, values: list[Value]) -> None:
     if key in entry._index:
         entry.attributes[entry._index[key]].extend(values)
     else:
-        entry._index[key] = name
+        entry.own_index()[key] = name
         entry.attributes[name] = values
 
 
