@@ -148,6 +148,52 @@ class CollectorResult:
 
 
 @dataclass
+class PublishedAmount:
+    """One consumable (Processors, Memory, Disk, Swap, Network) or Resource of a published Node's
+    Configured, Available or Utilized, as its publisher wrote it: the text and the spec's attributes
+    exactly as given, and the amount read from them (count, MB, Mbps; a Resource as written)."""
+
+    tag: str = ""
+    text: str = ""
+    value: float = 0.0
+    units: Optional[str] = None
+    metric: Optional[str] = None
+    wall_duration: Optional[str] = None  # seconds, or an xsd:duration, as written
+    consumption_rate: Optional[str] = None
+    name: Optional[str] = None  # Resource only
+    type: Optional[str] = None  # Resource only
+
+
+@dataclass
+class PublishedPart:
+    """One child element of a published Node, in document order.  Id, Name and State are places
+    only (their values: the hostname, PublishedNode.name and .state); Opsys, Arch, Description,
+    Feature and Extension keep their text; Configured, Available and Utilized their amounts."""
+
+    tag: str = ""
+    text: str = ""
+    name: Optional[str] = None  # Extension
+    type: Optional[str] = None  # Extension
+    aggregation: Optional[str] = None  # Feature (spec 4.4)
+    delimiter: Optional[str] = None  # Feature
+    count: Optional[str] = None  # Feature
+    amounts: list[PublishedAmount] = field(default_factory=list)  # Configured, Available, Utilized
+
+
+@dataclass
+class PublishedNode:
+    """A Node as software other than glueinfo published it, kept so that glueinfo republishes it
+    as it was given rather than as glueinfo would derive it (docs/sss-node-reader.md): its parts
+    in order, the facts the host model has no place for among them.  None on snapshots of Nodes
+    glueinfo wrote and of hosts glueinfo probed."""
+
+    name: Optional[str] = None  # the Name given
+    state: Optional[str] = None  # the State given
+    parts: list[PublishedPart] = field(default_factory=list)
+    features: list[str] = field(default_factory=list)  # the features its Feature parts gave, in order
+
+
+@dataclass
 class HostSnapshot:
     """Everything known about one host at one moment; unknown parts stay None."""
 
@@ -165,6 +211,7 @@ class HostSnapshot:
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # third-party collectors
     collectors: list[CollectorResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    published: Optional[PublishedNode] = None  # a Node from other software, as given (see PublishedNode)
 
     # -- derived facts, computed here so every renderer agrees ---------------
     def primary_adapter(self) -> Optional[NetworkAdapter]:

@@ -18,6 +18,14 @@ holds everywhere:
   there is, more cores than hardware threads, a boot time in the future:
   the dependent figure is dropped).  An item of a list (an adapter, a file
   system) whose own name is bad is dropped whole.
+- A Node published by other software keeps its parts as given
+  (``snapshot.published``): a part or figure of it that could not have been
+  read from a Node is dropped, with one line: an element the SSS Node spec
+  does not define, a figure that is not a finite, non-negative decimal
+  number (a whole one for Processors), a consumptionRate that is not one, a
+  wallDuration that is neither seconds nor an ISO 8601 duration, a text
+  longer than 64 KiB, more than 10,000 parts.  Its texts may hold line
+  breaks (a Description): the Node XML writer makes any text safe.
 - The rest of the snapshot, and the rest of the site, is always kept.
 
 Host names that are valid but too long to name an LDAP entry are not a
@@ -259,6 +267,88 @@ def _contradictions(snapshot: HostSnapshot, now: float, fix: bool) -> list[str]:
 
 _FACTS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "extra", "collectors")
 
+# A published Node's parts (glueinfo.sss.node_reader): what can be read from a Node.
+_PART_TAGS = frozenset({"Id", "Name", "State", "Opsys", "Arch", "Description", "Feature", "Configured", "Available",
+                        "Utilized", "Extension"})
+_CATEGORY_TAGS = frozenset({"Configured", "Available", "Utilized"})
+_AMOUNT_TAGS = frozenset({"Processors", "Memory", "Disk", "Swap", "Network", "Resource"})
+_DECIMAL = re.compile(r"^\s*[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+_WALL = re.compile(r"^(?:\d+(?:\.\d+)?|P(?!$)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d)(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?)$")
+
+
+def _decimal_problem(text: Any, whole: bool = False) -> Optional[str]:
+    """Why ``text`` is not a finite, non-negative decimal number (``whole``: without a fraction)."""
+    if not isinstance(text, str) or not _DECIMAL.match(text):
+        return f"{str(text)[:40]!r} is not a number"
+    value = float(text)
+    if not math.isfinite(value) or value > 3.4e38:
+        return f"{text.strip()[:40]!r} is not a finite number"
+    if whole and value != int(value):
+        return f"{text.strip()[:40]!r} is not a whole number"
+    return None
+
+
+def _amount_problem(amount: Any) -> Optional[str]:
+    if amount.tag not in _AMOUNT_TAGS:
+        return f"{str(amount.tag)[:40]!r} is not an element of the SSS Node spec"
+    why = _decimal_problem(amount.text, whole=amount.tag == "Processors")
+    if why is None:
+        why = _scalar_problem("value", amount.value)
+    if why is None and amount.consumption_rate is not None:
+        why = _decimal_problem(amount.consumption_rate)
+    if why is None and amount.wall_duration is not None and not _WALL.match(str(amount.wall_duration)):
+        why = f"wallDuration {str(amount.wall_duration)[:40]!r} is neither seconds nor an ISO 8601 duration"
+    if why is None:
+        texts = (amount.units, amount.metric, amount.wall_duration, amount.consumption_rate, amount.name, amount.type)
+        if any(text is not None and len(text) > _MAX_TEXT for text in texts):
+            why = "has an attribute longer than 64 KiB"
+    return why
+
+
+def _published_problems(snapshot: HostSnapshot, fix: bool) -> list[str]:
+    """The parts of ``snapshot.published`` no Node could have given (see the module docstring)."""
+    published = snapshot.published
+    if published is None:
+        return []
+    problems: list[str] = []
+    if len(published.parts) > _MAX_ITEMS:
+        problems.append(f"published.parts has {len(published.parts)} items")
+        if fix:
+            published.parts = []
+    for text, what in ((published.name, "name"), (published.state, "state")):
+        if text is not None and len(text) > _MAX_TEXT:
+            problems.append(f"published.{what} is {len(text)} characters long")
+            if fix:
+                setattr(published, what, None)
+    keep = []
+    for index, part in enumerate(published.parts):
+        where = f"published.parts[{index}] ({str(part.tag)[:40]})"
+        why = None
+        if part.tag not in _PART_TAGS:
+            why = "is not an element of the SSS Node spec"
+        elif len(part.text) > _MAX_TEXT:
+            why = f"has a text of {len(part.text)} characters"
+        elif part.tag not in _CATEGORY_TAGS and part.amounts:
+            why = "holds amounts"
+        elif len(part.amounts) > _MAX_ITEMS:
+            why = f"has {len(part.amounts)} amounts"
+        if why is not None:
+            problems.append(f"{where} {why}")
+            continue
+        amounts = []
+        for number, amount in enumerate(part.amounts):
+            trouble = _amount_problem(amount)
+            if trouble is None:
+                amounts.append(amount)
+            else:
+                problems.append(f"{where}.amounts[{number}] ({str(amount.tag)[:40]}) {trouble}")
+        if fix and len(amounts) != len(part.amounts):
+            part.amounts = amounts
+        keep.append(part)
+    if fix and len(keep) != len(published.parts):
+        published.parts = keep
+    return problems
+
 
 def _problems(snapshot: HostSnapshot, now: float, fix: bool) -> list[str]:
     walk = _Walk(fix)
@@ -272,7 +362,7 @@ def _problems(snapshot: HostSnapshot, now: float, fix: bool) -> list[str]:
             walk.found(name, "(the whole item)")
             if fix:
                 setattr(snapshot, name, None)
-    return walk.problems + _contradictions(snapshot, now, fix)
+    return walk.problems + _contradictions(snapshot, now, fix) + _published_problems(snapshot, fix)
 
 
 def validate_snapshot(snapshot: Any, now: float) -> Validated:
