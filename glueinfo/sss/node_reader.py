@@ -1,4 +1,5 @@
-"""Read stage for agents: SSS Node XML -> HostSnapshot (the inverse of render_node_xml).
+"""Read stage for agents, the spool and snapshot files: SSS Node XML -> HostSnapshot (the inverse
+of glueinfo.sss.node_xml).
 
 What a glueinfo ``<Node>`` carries comes back exactly: every fact lives in one
 place (glueinfo.sss.vocabulary), floats are written with ``repr`` and times with
@@ -8,10 +9,22 @@ for sanity but not stored: they are recomputed from the facts.  A section of
 the snapshot with no fact in the document reads back as None (an all-None
 ``CpuInfo()`` and ``None`` render the same).
 
-Node XML from other software (Maui, SLURM, a hand-written file) is read too:
-its Configured/Available Processors, Memory and Swap, Opsys, Arch, Features
-and Resources land in the model; extensions glueinfo does not know are kept
-in ``static.extensions`` by name.
+Node XML from other software (Maui, SLURM, a hand-written file) is read
+without loss (docs/sss-node-reader.md has the rules and the conformance
+table): a Node not in the form glueinfo writes (another order, a Name that
+is not the Id's first label, no State or no Source Extension, attributes
+glueinfo does not write, an Extension of another type) has the facts the
+host model has a place for read into it (Configured Processors, Memory and
+Swap, Available Memory and Swap, Opsys, Arch, Features, Resources, known
+Extensions; other Extensions in ``static.extensions`` by name) and every
+part the spec defines kept as given in ``HostSnapshot.published``, which the
+renderer writes back where it came from.  A Node in a namespace (the
+SSSRMAP namespace of a Response's Data, or any default namespace) reads as
+one in none.  A Feature is the spec's comma-delimited string.  The reference
+forms (spec 4.4: the Node's text, or an Id or Name with ``aggregation``
+List, Pattern or Range, ``delimiter``, ``count``) become one snapshot per
+node named, each with the Node's shared properties, at most MAX_NODES a
+document.
 
 Input is untrusted (it comes from the network): it is parsed by
 glueinfo.core.xmlsafe and every number is checked; a negative, non-finite or
@@ -24,10 +37,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
@@ -36,6 +50,8 @@ from typing import Any, NoReturn, Optional, Union
 from lxml import etree
 
 from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.hostrange import MAX_HOSTS, HostRangeError
+from glueinfo.core.hostrange import expand as expand_range
 from glueinfo.core.model import (
     CollectorResult,
     CpuInfo,
@@ -46,6 +62,9 @@ from glueinfo.core.model import (
     ModelError,
     NetworkAdapter,
     OsInfo,
+    PublishedAmount,
+    PublishedNode,
+    PublishedPart,
     StaticFacts,
     from_value,
 )
@@ -56,6 +75,8 @@ from glueinfo.sss import vocabulary as sss_node
 MAX_MB = 2**40  # 1 EB: no host has more memory or disk than that
 MAX_PROCESSORS = 2**20
 MAX_NETWORK_MBPS = 10**7
+MAX_NODES = MAX_HOSTS  # nodes one document may name, its reference forms expanded (glueinfo.core.hostrange's bound)
+MAX_FEATURES = 10_000  # features one Feature may name (glueinfo.core.validate keeps no longer list)
 LATEST_TIME = 32503680000.0  # year 3000: later means a broken clock or a broken peer
 
 # (min, max) for each Extension fact; anything outside is absurd.
@@ -77,13 +98,217 @@ _INT_HIGH = {name: high for name, (_, high) in _LIMITS.items()}
 _JSON_LIMITS = {"size_mb": MAX_MB, "available_mb": MAX_MB, "mtu": 2**20, "speed_mbps": MAX_NETWORK_MBPS}
 
 _PLAIN_NUMBER = re.compile(r"^\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*$")
-# xsd:duration (without years/months' sign) or whole seconds as in the spec's examples.
-_WALL_DURATION = re.compile(r"^(?:\d+|P(?!$)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d)(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?)$")
+# wallDuration: seconds, as the spec's examples write it (wallDuration="3576"), or an xsd:duration, as
+# its type table says (no sign).  For the bound, a year counts 365 days and a month 30.
+_SECONDS = re.compile(r"^\d+(?:\.\d+)?$")
+_XSD_DURATION = re.compile(r"^P(?!$)(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+_DURATION_SECONDS = (365 * 86400, 30 * 86400, 86400, 3600, 60, 1)
+MAX_WALL_S = 100 * 365 * 86400  # a century: anything longer is a broken peer
 _COLLECTOR = re.compile(r"^(ok|failed) (\S+) (\S+?)(?:: (.*))?$", re.DOTALL)
 
 
 class NodeXMLError(GlueinfoError, ValueError):
     """Node XML that cannot be read back; the message is one line naming node and element."""
+
+
+# -- Pattern: the names a finite regular expression matches ---------------------------------------------
+# The spec's Pattern aggregation is "a regular expression (perl5)": a Node read from a document must
+# become named nodes, so a Pattern is expanded into every string it matches in full, which is possible
+# only for a finite language.  The subset read: literal characters; \d and escaped punctuation
+# (\. \- ...); classes [a-z0-9_] of characters, ranges and \d (not negated); groups ( ) and (?: ) with
+# | alternatives; the quantifiers ?, {n} and {m,n} (a lazy ? after one changes nothing); ^ at the
+# start and $ at the end.  Refused: . (any character), * and + and {m,} (no bound), negated classes,
+# other escapes (\w, \s, back references) and (? ) constructs.  Its size is counted before any name
+# is made.
+
+class PatternError(GlueinfoError, ValueError):
+    """A Pattern that does not name a finite, small set of names; the message says why."""
+
+
+_META = frozenset("\\^$.|?*+()[]{}")
+_MAX_PATTERN = 1024  # characters
+_MAX_DEPTH = 32  # nested groups
+_MAX_REPEAT = 64
+_DIGITS = tuple("0123456789")
+
+# A parsed Pattern: ("set", characters) | ("seq", items) | ("alt", items) | ("rep", item, low, high)
+_Node = tuple[Any, ...]
+
+
+class _PatternParser:
+    def __init__(self, text: str) -> None:
+        self.text, self.at = text, 0
+
+    def peek(self) -> str:
+        return self.text[self.at] if self.at < len(self.text) else ""
+
+    def take(self) -> str:
+        char = self.peek()
+        self.at += 1
+        return char
+
+    def parse(self) -> _Node:
+        text = self.text
+        if len(text) > _MAX_PATTERN:
+            raise PatternError(f"longer than {_MAX_PATTERN} characters")
+        if text.startswith("^"):
+            self.at = 1
+        if text.endswith("$") and not text.endswith("\\$"):
+            self.text = text = text[:-1]
+        tree = self.alternatives(0)
+        if self.at < len(text):
+            raise PatternError(f"unbalanced {text[self.at]!r} at {self.at}")
+        return tree
+
+    def alternatives(self, depth: int) -> _Node:
+        if depth > _MAX_DEPTH:
+            raise PatternError(f"groups nested deeper than {_MAX_DEPTH}")
+        branches = [self.sequence(depth)]
+        while self.peek() == "|":
+            self.take()
+            branches.append(self.sequence(depth))
+        return branches[0] if len(branches) == 1 else ("alt", branches)
+
+    def sequence(self, depth: int) -> _Node:
+        items = []
+        while self.peek() not in ("", "|", ")"):
+            items.append(self.quantified(self.atom(depth)))
+        return ("seq", items)
+
+    def atom(self, depth: int) -> _Node:
+        at, char = self.at, self.take()
+        if char == "(":
+            if self.peek() == "?":
+                if self.text[self.at:self.at + 2] != "?:":
+                    raise PatternError(f"(? constructs other than (?: are not read (at {at})")
+                self.at += 2
+            inner = self.alternatives(depth + 1)
+            if self.take() != ")":
+                raise PatternError(f"the group opened at {at} is not closed")
+            return inner
+        if char == "[":
+            return ("set", self.characters(at))
+        if char == "\\":
+            return ("set", self.escape(at))
+        if char == ".":
+            raise PatternError(f"'.' (at {at}) matches any character: write '\\.' for a dot")
+        if char in "*+?{":
+            raise PatternError(f"{char!r} at {at} has nothing to repeat")
+        if char in _META or char.isspace():
+            raise PatternError(f"{char!r} at {at} cannot stand there")
+        return ("set", (char,))
+
+    def escape(self, at: int) -> tuple[str, ...]:
+        char = self.take()
+        if char == "d":
+            return _DIGITS
+        if char and not char.isalnum() and not char.isspace():
+            return (char,)
+        raise PatternError(f"'\\{char}' at {at}: only \\d and escaped punctuation are read")
+
+    def characters(self, at: int) -> tuple[str, ...]:
+        if self.peek() == "^":
+            raise PatternError(f"the class at {at} is negated: it matches almost any character")
+        chars: dict[str, None] = {}
+        first = True
+        while True:
+            char = self.take()
+            if char == "":
+                raise PatternError(f"the class opened at {at} is not closed")
+            if char == "]" and not first:
+                break
+            first = False
+            if char == "\\":
+                members = self.escape(self.at - 1)
+                chars.update(dict.fromkeys(members))
+                continue
+            if self.peek() == "-" and self.text[self.at + 1:self.at + 2] not in ("", "]"):
+                self.take()
+                end = self.take()
+                if end == "\\":
+                    escaped = self.escape(self.at - 1)
+                    end = escaped[0] if len(escaped) == 1 else ""  # \d cannot end a range
+                if not end or ord(end) < ord(char) or ord(end) - ord(char) > 256:
+                    raise PatternError(f"the range {char}-{end} in the class at {at} is not one of up to 256 characters")
+                chars.update(dict.fromkeys(chr(code) for code in range(ord(char), ord(end) + 1)))
+                continue
+            chars[char] = None
+        if any(c.isspace() for c in chars):
+            raise PatternError(f"the class at {at} holds white space, which no name has")
+        return tuple(chars)
+
+    def quantified(self, item: _Node) -> _Node:
+        at, char = self.at, self.peek()
+        if char in ("*", "+"):
+            raise PatternError(f"{char!r} at {at} repeats without bound")
+        if char == "?":
+            self.take()
+            low, high = 0, 1
+        elif char == "{":
+            end = self.text.find("}", at)
+            bounds = self.text[at + 1:end].split(",") if end > 0 else []
+            if not 1 <= len(bounds) <= 2 or not all(b.isdigit() and b.isascii() for b in bounds if b) or not bounds[0]:
+                raise PatternError(f"the repetition at {at} is not {{n}} or {{m,n}}")
+            if len(bounds) == 2 and not bounds[1]:
+                raise PatternError(f"{{{bounds[0]},}} at {at} repeats without bound")
+            low, high = int(bounds[0]), int(bounds[-1])
+            if high < low or high > _MAX_REPEAT:
+                raise PatternError(f"the repetition at {at} is not {{m,n}} with m <= n <= {_MAX_REPEAT}")
+            self.at = end + 1
+        else:
+            return item
+        if self.peek() == "?":  # lazy: the same strings
+            self.take()
+        elif self.peek() in ("*", "+", "?", "{"):
+            raise PatternError(f"{self.peek()!r} at {self.at} repeats a repetition")
+        return ("rep", item, low, high)
+
+
+def _size(tree: _Node, cap: int) -> int:
+    """How many strings ``tree`` makes (repeats counted), or cap + 1 when more than ``cap``."""
+    kind = tree[0]
+    if kind == "set":
+        return min(len(tree[1]), cap + 1)
+    if kind == "seq":
+        total = 1
+        for item in tree[1]:
+            total = min(total * _size(item, cap), cap + 1)
+        return total
+    if kind == "alt":
+        return min(sum(_size(item, cap) for item in tree[1]), cap + 1)
+    one, total, power = _size(tree[1], cap), 0, 1
+    for times in range(tree[3] + 1):
+        if times >= tree[2]:
+            total = min(total + power, cap + 1)
+        power = min(power * one, cap + 1)
+    return total
+
+
+def _strings(tree: _Node) -> Iterator[str]:
+    kind = tree[0]
+    if kind == "set":
+        yield from tree[1]
+    elif kind == "seq":
+        for parts in itertools.product(*[list(_strings(item)) for item in tree[1]]):
+            yield "".join(parts)
+    elif kind == "alt":
+        for item in tree[1]:
+            yield from _strings(item)
+    else:
+        one = list(_strings(tree[1]))
+        for times in range(tree[2], tree[3] + 1):
+            for parts in itertools.product(one, repeat=times):
+                yield "".join(parts)
+
+
+def pattern_names(pattern: str, limit: int) -> list[str]:
+    """Every string the finite regular expression ``pattern`` matches in full, in order, each once
+    (the subset above); PatternError when it is outside that subset or makes more than ``limit``."""
+    tree = _PatternParser(pattern).parse()
+    size = _size(tree, limit)
+    if size > limit:
+        raise PatternError(f"makes more than {limit} names")
+    return list(dict.fromkeys(_strings(tree)))
 
 
 @lru_cache(maxsize=1)
@@ -221,21 +446,20 @@ class _Reader:
         return value
 
     # -- the node -------------------------------------------------------------------
-    def read(self, source: Optional[str]) -> HostSnapshot:
+    def read(self, source: Optional[str], limit: int = MAX_NODES) -> list[HostSnapshot]:
+        """The snapshots of this Node: one, or one per node its reference form names (at most
+        ``limit``, else NodeXMLError), each with the Node's shared properties."""
         if self.node is None:  # a reader made only to check values (NodeFileReader)
             raise NodeXMLError(f"{self.what}: no Node to read")
         children = [c for c in self.node if isinstance(c.tag, str)]
-        ids = [c for c in children if c.tag == "Id"]
-        if len(ids) != 1:
-            raise NodeXMLError(f"{self.what}: a Node needs exactly one Id, found {len(ids)}")
-        hostname = (ids[0].text or "").strip()
-        self.node_id = hostname[:80]
-        if not hostname or len(hostname) > 255 or hostname.split() != [hostname]:  # split() cuts at what isspace() calls space
-            self.fail("Id", "must be a host name (1-255 characters, no spaces)")
-
+        names, expanded_from = self.identity(children, limit)
+        hostname = names[0]
         snap: dict[str, Any] = {"hostname": hostname, "collected_at": 0.0, "source": source or "node-xml"}
         sections: dict[str, dict[str, Any]] = {"cpu": {}, "memory": {}, "load": {}, "os": {}, "static": {}}
         seen: set[Any] = set()
+        # Whether this Node is other software's (any part not as glueinfo writes it): then it is
+        # kept as published (HostSnapshot.published), the figures glueinfo would derive with it.
+        self.foreign = expanded_from is not None
 
         def once(key: Any, where: str) -> None:
             if key in seen:
@@ -246,32 +470,202 @@ class _Reader:
         # (single elements, Configured/Available/Utilized, figures, Extensions).
         categories: list[etree._Element] = []
         extensions: list[etree._Element] = []
+        given: dict[str, str] = {}  # Name and State, as given
+        last = -1
         for child in children:
             tag = child.tag
-            if tag == "Extension":
+            if tag == "Extension":  # most of them; the last of glueinfo's order
                 extensions.append(child)
-            elif tag in _SINGLE:
-                once(tag, tag)  # State is derived again on rendering; other software's own states are fine
-                if tag == "State" and self.mark and isinstance(child.sourceline, int):
-                    self.marks[child.sourceline] = (_STATE_MARK, None)
-                    self.marked[child.sourceline] = child
-                if tag == "Opsys" and child.text:
-                    sections["os"]["name"] = child.text
-                if tag == "Arch" and child.text:
-                    sections["os"]["platform_type"] = child.text
+                last = _LAST_RANK
+                continue
+            rank = _RANK.get(tag)
+            if rank is None:
+                continue  # not an element of the spec (a later spec's, another namespace's): not read
+            if rank < last:  # glueinfo writes them in _RANK's order
+                self.foreign = True
+            last = rank
+            if tag in _SINGLE:
+                once(tag, tag)
+                text = child.text or ""
+                if tag == "State":
+                    given[tag] = text
+                    if self.mark and isinstance(child.sourceline, int):
+                        self.marks[child.sourceline] = (_STATE_MARK, None)
+                        self.marked[child.sourceline] = child
+                elif tag == "Name":
+                    given[tag] = text
+                    if expanded_from != "Name" and _reference_attributes(child):
+                        self.fail("Name", "aggregation, delimiter and count name the nodes of a Node without an Id; this one has one")
+                elif not text:  # glueinfo writes none of these empty
+                    self.foreign = True
+                elif tag == "Opsys":
+                    sections["os"]["name"] = text
+                elif tag == "Arch":
+                    sections["os"]["platform_type"] = text
             elif tag == "Feature":
-                if child.text and child.text.strip():
-                    sections["static"].setdefault("features", []).append(child.text.strip())
+                features = self.features(child)
+                if features:
+                    sections["static"].setdefault("features", []).extend(features)
             elif tag in sss_node.CATEGORIES:
                 once(tag, tag)
                 categories.append(child)
+        name = given.get("Name")
+        if given.get("State") not in sss_node.NODE_STATES or name is None or (
+                # the first label, unless the Id is an address (short_name's test is slow: an exception for most names)
+                name != hostname.partition(".")[0] or ":" in hostname or hostname.replace(".", "").isdigit()) \
+                and name != sss_node.short_name(hostname):
+            self.foreign = True
         figures = self.categories(categories, sections, snap)
         self.check_figures(figures)
+        self.signed = False  # glueinfo writes the Source Extension in every Node
         self.extensions(extensions, sections, snap, once)
+        if not self.signed:
+            self.foreign = True
         snapshot = self.snapshot(snap, sections)
         if source:
             snapshot.source = source
-        return snapshot
+        if self.foreign:
+            features = list(sections["static"].get("features", ()))
+            snapshot.published = self.published(children, given.get("Name"), given.get("State"), expanded_from, features)
+        if len(names) == 1:
+            return [snapshot]
+        return [_one_of(snapshot, name, expanded_from) for name in names]
+
+    def identity(self, children: list[etree._Element], limit: int) -> tuple[list[str], Optional[str]]:
+        """The names this Node stands for, and what names them when that is not one plain Id: the
+        Node's own text (a reference, spec 4.4), an Id or a Name with an aggregation (or count)."""
+        node = self.node
+        assert node is not None
+        text = (node.text or "").strip()
+        ids = [c for c in children if c.tag == "Id"]
+        if text:
+            self.node_id = text[:80]
+            if children:
+                self.fail("Node", "a reference (the node's id as the Node's text, spec 4.4) holds no elements")
+            return self.names("Node", text, node, limit), "Node"
+        node_form = _reference_attributes(node)
+        if len(ids) == 1:
+            hostname = (ids[0].text or "").strip()
+            self.node_id = hostname[:80]
+            holder, where = ids[0], "Id"
+            if _reference_attributes(holder):
+                if node_form:
+                    self.fail("Node", "the Node and its Id both carry aggregation, delimiter or count: give them once")
+            elif node_form:
+                holder, where = node, "Node"
+            else:
+                if not hostname or len(hostname) > 255 or hostname.split() != [hostname]:  # split() cuts at what isspace() calls space
+                    self.fail("Id", "must be a host name (1-255 characters, no spaces)")
+                return [hostname], None
+            return self.names(where, hostname, holder, limit), "Id"
+        if not ids:
+            names = [c for c in children if c.tag == "Name"]
+            if len(names) == 1 and (_reference_attributes(names[0]) or node_form):
+                expression = (names[0].text or "").strip()
+                self.node_id = expression[:80]
+                holder = names[0] if _reference_attributes(names[0]) else node
+                return self.names("Name", expression, holder, limit), "Name"
+        raise NodeXMLError(f"{self.what}: a Node needs exactly one Id, found {len(ids)}")
+
+    def names(self, where: str, expression: str, holder: etree._Element, limit: int) -> list[str]:
+        """The node names ``expression`` stands for by ``holder``'s aggregation, delimiter and count,
+        each checked as an Id is; at most ``limit`` of them."""
+        names = self.expand(where, expression, holder, limit, "node")
+        seen: set[str] = set()
+        for name in names:
+            if not name or len(name) > 255 or name.split() != [name]:
+                self.fail(where, f"{name[:80]!r} is not a host name (1-255 characters, no spaces)")
+            if name in seen:
+                self.fail(where, f"names {name[:80]!r} twice")
+            seen.add(name)
+        return names
+
+    def expand(self, where: str, expression: str, holder: etree._Element, limit: int, what: str) -> list[str]:
+        """The items of a value written with the spec's aggregation (4.4): List (split at ``delimiter``,
+        a comma by default; items stripped, empty ones skipped), Range (``prefix[5-23,77]``, as
+        glueinfo.core.hostrange reads it) or Pattern (a finite regular expression: every name it
+        matches in full); without one, the value itself.  ``count``, when given, must be how many
+        there are.  More than ``limit`` is refused before any is made."""
+        aggregation, delimiter, count = (holder.get(name) for name in sss_node.REFERENCE_ATTRIBUTES)
+        kind = aggregation
+        if kind is not None and kind not in sss_node.AGGREGATIONS:
+            self.fail(f"{where}/@aggregation", f"{kind[:40]!r} is not List, Pattern or Range")
+        if delimiter is not None and kind != "List":
+            self.fail(f"{where}/@delimiter", 'applies to aggregation="List" only')
+        many = f"more than the {limit} {what}s a document may name"
+        if kind is None:
+            items = [expression]
+        elif kind == "List":
+            if delimiter == "":
+                self.fail(f"{where}/@delimiter", "is empty")
+            separator = "," if delimiter is None else delimiter
+            if expression.count(separator) >= limit:
+                self.fail(where, f"the List names {many}")
+            items = [item for item in (part.strip() for part in expression.split(separator)) if item]
+        elif kind == "Range":
+            if ":" in expression:  # hostrange would take it for a port
+                self.fail(where, f"Range {expression[:80]!r}: a name has no ':'")
+            try:
+                items = expand_range(expression)
+            except HostRangeError as exc:
+                self.fail(where, f"Range {' '.join(str(exc).split())}")
+        else:
+            try:
+                items = pattern_names(expression, limit)
+            except PatternError as exc:
+                self.fail(where, f"Pattern {expression[:80]!r}: {exc}")
+        if len(items) > limit:
+            self.fail(where, f"the {kind} names {len(items)} {what}s, {many}")
+        if count is not None:
+            number = self.integer(f"{where}/@count", count, 1, MAX_NODES)
+            if number != len(items):
+                self.fail(f"{where}/@count", f"{number}, but {len(items)} {what}{'' if len(items) == 1 else 's'} named")
+        return items
+
+    def features(self, element: etree._Element) -> list[str]:
+        """A Feature's features: a comma-delimited string (Table 1), or an aggregation's items."""
+        text = element.text or ""
+        if _reference_attributes(element):
+            self.foreign = True
+            return [item.strip() for item in self.expand("Feature", text, element, MAX_FEATURES, "feature") if item.strip()]
+        stripped = text.strip()
+        if "," not in text:
+            if not stripped or stripped != text:  # glueinfo writes one feature an element, as it is
+                self.foreign = True
+            return [stripped] if stripped else []
+        self.foreign = True
+        return [item for item in (part.strip() for part in text.split(",")) if item]
+
+    def amount(self, category: str, element: etree._Element) -> PublishedAmount:
+        """A consumable or Resource as published, with the amount :meth:`categories` read (and checked) from it."""
+        tag, get, text = str(element.tag), element.get, element.text
+        where = f"{category}/{tag}"
+        value = self.number(where, text, 0, 1e15) if tag == "Resource" else self.figure(where, tag, text, get("units"))
+        return PublishedAmount(tag, text or "", float(value), get("units"), get("metric"), get("wallDuration"),
+                               get("consumptionRate"), get("name"), get("type"))
+
+    def published(self, children: list[etree._Element], name: Optional[str], state: Optional[str],
+                  expanded_from: Optional[str], features: list[str]) -> PublishedNode:
+        """The Node's parts as given, in order (HostSnapshot.published); Id, Name and State as places."""
+        parts: list[PublishedPart] = [PublishedPart("Id")] if expanded_from == "Node" else []
+        for child in children:
+            tag = child.tag
+            if tag not in _RANK:
+                continue
+            if tag in sss_node.CATEGORIES:
+                parts.append(PublishedPart(tag, amounts=[self.amount(tag, element) for element in child if element.tag in _AMOUNT_RANK]))
+            elif tag == "Extension":
+                parts.append(PublishedPart(tag, child.text or "", name=child.get("name"), type=child.get("type")))
+            elif tag == "Feature":
+                aggregation, delimiter, count = (child.get(a) for a in sss_node.REFERENCE_ATTRIBUTES)
+                parts.append(PublishedPart(tag, child.text or "", aggregation=aggregation, delimiter=delimiter, count=count))
+            elif tag in _PLACES:
+                if tag == "Name" and expanded_from == "Name":
+                    parts.append(PublishedPart("Id"))  # each node's Id: the name it was expanded to
+                parts.append(PublishedPart(tag))
+            else:
+                parts.append(PublishedPart(tag, child.text or ""))
+        return PublishedNode(name, state, parts, features)
 
     def snapshot(self, snap: dict[str, Any], sections: dict[str, dict[str, Any]]) -> HostSnapshot:
         """The HostSnapshot of what was read.  Facts read from elements and typed Extensions have
@@ -301,23 +695,38 @@ class _Reader:
         figures: dict[tuple[str, str], float] = {}
         resources: dict[tuple[str, Optional[str]], dict[str, Any]] = {}
         for category in categories:
+            group = category.tag
+            last = -1
+            configured = group == "Configured"
             for element in category:
-                if not isinstance(element.tag, str):
-                    continue
                 tag = element.tag
-                where = f"{category.tag}/{tag}"
-                if tag == "Resource":
-                    self.resource(where, category.tag, element, resources)
-                    continue
-                if tag not in sss_node.CONSUMABLES:
+                rank = _AMOUNT_RANK.get(tag)  # None for a comment (its tag is a function) too
+                if rank is None:
                     continue  # a consumable from a later spec: not ours to judge
-                if (category.tag, tag) in figures:
-                    self.fail(where, "given twice")
-                self.attributes(where, element)
-                figures[(category.tag, tag)] = self.figure(where, tag, element.text, element.get("units"))
-                if self.mark and category.tag != "Configured" and tag in _VOLATILE_FIGURES and isinstance(element.sourceline, int):
-                    self.marks[element.sourceline] = (_FIGURE_MARK, (category.tag, tag, element.get("units")))
-                    self.marked[element.sourceline] = element
+                get = element.get
+                units, metric, wall, rate = get("units"), get("metric"), get("wallDuration"), get("consumptionRate")
+                # Whether the amount is as glueinfo writes it (_as_glueinfo_writes, its common cases inline: per host read)
+                if rank < last:
+                    self.foreign = True
+                elif configured:
+                    if metric is not None or wall is not None or rate is not None or (
+                            units != _CONFIGURED_UNITS[tag] and rank != _RESOURCE):
+                        self.foreign = True
+                elif not (units == "MB" and metric == "Instantaneous" and wall is None and rate is None and rank < _NETWORK) \
+                        and not _as_glueinfo_writes(group, tag, units, metric, wall, rate):
+                    self.foreign = True
+                last = rank
+                where = f"{group}/{tag}"
+                if tag == "Resource":
+                    self.resource(where, group, element, resources)
+                else:
+                    if (group, tag) in figures:
+                        self.fail(where, "given twice")
+                    self.check_attributes(where, wall, rate)
+                    figures[(group, tag)] = self.figure(where, tag, element.text, units)
+                    if self.mark and group != "Configured" and tag in _VOLATILE_FIGURES and isinstance(element.sourceline, int):
+                        self.marks[element.sourceline] = (_FIGURE_MARK, (group, tag, units))
+                        self.marked[element.sourceline] = element
         self.figures = figures
         if ("Configured", "Processors") in figures:
             if figures[("Configured", "Processors")] < 1:
@@ -347,12 +756,28 @@ class _Reader:
         return self.amount_mb(where, text, units, tag)
 
     def attributes(self, where: str, element: etree._Element) -> None:
-        rate = element.get("consumptionRate")
+        self.check_attributes(where, element.get("wallDuration"), element.get("consumptionRate"))
+
+    def check_attributes(self, where: str, wall: Optional[str], rate: Optional[str]) -> None:
+        """A consumable's wallDuration and consumptionRate, when given, checked."""
         if rate is not None:
             self.number(f"{where}/@consumptionRate", rate, 0, 10**6)
-        wall = element.get("wallDuration")
-        if wall is not None and not _WALL_DURATION.match(wall):
-            self.fail(f"{where}/@wallDuration", f"{wall[:40]!r} is not an ISO 8601 duration")
+        if wall is not None:
+            self.wall_seconds(f"{where}/@wallDuration", wall)
+
+    def wall_seconds(self, where: str, text: str) -> float:
+        """A wallDuration in seconds: seconds as written, or an xsd:duration; checked (at most a century)."""
+        if text.isdigit() and text.isascii() and int(text) <= MAX_WALL_S:  # what glueinfo writes, at once
+            return float(text)
+        if _SECONDS.match(text):
+            return self.number(where, text, 0, MAX_WALL_S)
+        match = _XSD_DURATION.match(text)
+        if match is None:
+            self.fail(where, f"{text[:40]!r} is not a number of seconds or an ISO 8601 duration")
+        seconds = sum(float(part) * unit for part, unit in zip(match.groups(), _DURATION_SECONDS, strict=True) if part)
+        if seconds > MAX_WALL_S:
+            self.fail(where, f"{text[:40]!r} is absurdly long (over {MAX_WALL_S} seconds)")
+        return seconds
 
     def resource(self, where: str, category: str, element: etree._Element,
                  resources: dict[tuple[str, Optional[str]], dict[str, Any]]) -> None:
@@ -394,6 +819,8 @@ class _Reader:
             field = by_key.get((name, etype))
             if field is not None:
                 once(("Extension", name), f"Extension[@name={name!r}]")
+                if field is _SOURCE:
+                    self.signed = True
                 value = self.known_value(field, text)
                 if self.mark and field in _VOLATILE_EXTENSIONS and isinstance(element.sourceline, int):
                     self.marks[element.sourceline] = (_EXTENSION_MARK, field)
@@ -430,6 +857,8 @@ class _Reader:
                     "name": name, "success": match.group(1) == "ok", "duration_s": duration,
                     "source": match.group(3), "error": match.group(4)})
             else:  # the admin's [extensions], or another program's: kept by name
+                if etype not in sss_node.GLUEINFO_TYPES:
+                    self.foreign = True
                 static_ext[name] = text
         if static_ext:
             sections["static"]["extensions"] = static_ext
@@ -466,43 +895,112 @@ def _refuse_constant(word: str) -> NoReturn:
 # One decoder for every JSON record (json.loads with options would build a new one per call).
 _JSON = json.JSONDecoder(parse_constant=_refuse_constant)
 _SINGLE = frozenset({"Name", "Description", "State", "Opsys", "Arch"})
+_SOURCE = sss_node.EXTENSIONS_BY_KEY[("Source", "Glueinfo")]
+# The Node's children the spec defines, in the order glueinfo writes them, and the amounts of a category.
+_RANK = {tag: rank for rank, tag in enumerate(("Id", "Name", "State", "Opsys", "Arch", "Description", "Feature",
+                                               "Configured", "Available", "Utilized", "Extension"))}
+_AMOUNT_RANK = {tag: rank for rank, tag in enumerate(("Processors", "Memory", "Swap", "Disk", "Network", "Resource"))}
+_LAST_RANK = _RANK["Extension"]
+_CONFIGURED_UNITS: dict[str, Optional[str]] = {"Processors": None, "Memory": "MB", "Swap": "MB", "Disk": "MB", "Network": "Mbps",
+                                              "Resource": None}
+_NETWORK, _RESOURCE = _AMOUNT_RANK["Network"], _AMOUNT_RANK["Resource"]
+_PLACES = frozenset({"Id", "Name", "State"})  # published as places: their values are the snapshot's
 
 
-def snapshot_from_node(node: etree._Element, what: str = "Node XML", source: Optional[str] = None) -> HostSnapshot:
-    """One ``<Node>`` element -> HostSnapshot; ``source`` overrides the one recorded in it."""
+def _reference_attributes(element: etree._Element) -> bool:
+    """Whether ``element`` carries any of aggregation, delimiter or count (spec 4.4)."""
+    return bool(element.keys()) and any(element.get(name) is not None for name in sss_node.REFERENCE_ATTRIBUTES)
+
+
+def _as_glueinfo_writes(category: str, tag: str, units: Optional[str], metric: Optional[str], wall: Optional[str],
+                        rate: Optional[str]) -> bool:
+    """Whether a consumable ``tag`` carries the spec's attributes exactly as glueinfo writes it in
+    ``category`` (glueinfo.sss.node_xml): otherwise its Node is another program's."""
+    if category == "Configured":
+        if metric is not None or wall is not None or rate is not None:
+            return False
+        if tag == "Processors":
+            return units is None
+        return tag == "Resource" or units == ("Mbps" if tag == "Network" else "MB")
+    if tag == "Processors":
+        if metric == "Instantaneous":
+            return units is None and wall is None and rate is None
+        return metric == "Average" and units is None and wall is not None and (rate is None or category == "Utilized")
+    if tag == "Resource":
+        return metric == "Instantaneous" and wall is None and rate is None
+    return tag != "Network" and units == "MB" and metric == "Instantaneous" and wall is None and rate is None
+
+
+
+
+def _one_of(snapshot: HostSnapshot, name: str, expanded_from: Optional[str]) -> HostSnapshot:
+    """One node of a Node that names several: the shared facts (never changed once read), its own
+    name, top level, extra and collector list (what a receiver may set)."""
+    published = snapshot.published
+    if expanded_from == "Name" and published is not None:
+        published = dataclasses.replace(published, name=name)
+    return dataclasses.replace(snapshot, hostname=name, extra=dict(snapshot.extra), collectors=list(snapshot.collectors),
+                               published=published)
+
+
+def snapshots_from_node(node: etree._Element, what: str = "Node XML", source: Optional[str] = None,
+                        limit: int = MAX_NODES) -> list[HostSnapshot]:
+    """One ``<Node>`` element -> its snapshots (one per node a reference form names, at most
+    ``limit``); ``source`` overrides the one recorded in it."""
+    node = _plain(node)
     if node.tag != "Node":
         raise NodeXMLError(f"{what}: expected a Node element, got {node.tag!r}")
-    return _Reader(node, what).read(source)
+    return _Reader(node, what).read(source, limit)
+
+
+def _plain(element: etree._Element) -> etree._Element:
+    """``element`` with its namespace, and its descendants' in the same one, taken off their tags in
+    place (a Node in an SSSRMAP Response's namespace, or a document's default namespace, is an SSS
+    Node); elements of other namespaces keep theirs, so they are read as nothing the spec defines."""
+    tag = element.tag
+    if not (isinstance(tag, str) and tag[:1] == "{"):
+        return element
+    prefix = tag[:tag.index("}") + 1]
+    for descendant in element.iter():
+        name = descendant.tag
+        if isinstance(name, str) and name.startswith(prefix):
+            descendant.tag = name[len(prefix):]
+    etree.cleanup_namespaces(element)
+    return element
 
 
 def _root(data: Union[bytes, str, etree._Element], what: str, max_bytes: int) -> etree._Element:
     if isinstance(data, etree._Element):
-        return data
+        if isinstance(data.tag, str) and data.tag[:1] == "{":
+            data = copy.deepcopy(data)  # _plain renames in place: not the caller's tree
+        return _plain(data)
     try:
-        return parse_xml(data, max_bytes=max_bytes, what=what)
+        return _plain(parse_xml(data, max_bytes=max_bytes, what=what))
     except XMLInputError as exc:
         raise NodeXMLError(str(exc)) from None
 
 
 def read_nodes(data: Union[bytes, str, etree._Element], *, what: str = "Node XML", source: Optional[str] = None,
                max_bytes: int = DEFAULT_MAX_BYTES) -> list[HostSnapshot]:
-    """A ``<Data>`` of Nodes (or a single ``<Node>``) -> snapshots, in document order."""
+    """A ``<Data>`` of Nodes (or a single ``<Node>``, or an SSSRMAP ``<Response>`` holding a Data) ->
+    snapshots, in document order, a Node that names several nodes giving one each (at most
+    MAX_NODES in all).  No namespace, or one (the SSSRMAP namespace a Response's Data is in)."""
     root = _root(data, what, max_bytes)
     if root.tag == "Node":
-        return [snapshot_from_node(root, what, source)]
+        return snapshots_from_node(root, what, source)
     if root.tag not in ("Data", "Response"):
         raise NodeXMLError(f"{what}: expected a Node or Data element, got {root.tag!r}")
     container = root if root.tag == "Data" else root.find("Data")
-    snapshots = []
+    snapshots: list[HostSnapshot] = []
     seen: set[str] = set()
     for node in (container if container is not None else ()):
         if not isinstance(node.tag, str):
             continue
-        snapshot = snapshot_from_node(node, what, source)
-        if snapshot.hostname in seen:
-            raise NodeXMLError(f"{what}: Node {snapshot.hostname!r} appears twice")
-        seen.add(snapshot.hostname)
-        snapshots.append(snapshot)
+        for snapshot in snapshots_from_node(node, what, source, MAX_NODES - len(snapshots)):
+            if snapshot.hostname in seen:
+                raise NodeXMLError(f"{what}: Node {snapshot.hostname!r} appears twice")
+            seen.add(snapshot.hostname)
+            snapshots.append(snapshot)
     return snapshots
 
 
@@ -543,6 +1041,8 @@ _LINES = {
     _STATE_MARK: re.compile(rb"([ \t]*<(State))()>(" + _TEXT + rb")</State>"),
 }
 _RATE = b' consumptionRate="'
+_RATED, _AVERAGE = ("Utilized", "Processors"), b' metric="Average"'
+_STATE_WORDS = frozenset(state.encode() for state in sss_node.NODE_STATES)
 _MAX_LINES = 60000  # libxml2 may count source lines only up to 65535
 _UTF8 = frozenset({"UTF-8", "US-ASCII", "ASCII"})
 
@@ -643,8 +1143,12 @@ class NodeFileReader:
         if root.tag != "Node" or not isinstance(data, bytes):
             return read_node(root, what=what, source=source, max_bytes=max_bytes)  # a <Data>, or text: not kept
         reader = _Reader(root, what, mark=True)
-        snapshot = reader.read(source)  # what read_node does with a lone <Node>
-        self._remember(name, data, root, reader, snapshot, source)
+        snapshots = reader.read(source)  # what read_node does with a lone <Node>
+        if len(snapshots) != 1:
+            raise NodeXMLError(f"{what}: expected one Node, found {len(snapshots)}")
+        snapshot = snapshots[0]
+        if snapshot.published is None:  # another program's Node is read whole every time: its figures are kept as given
+            self._remember(name, data, root, reader, snapshot, source)
         return _handed(snapshot)
 
     def _remember(self, name: str, data: bytes, root: etree._Element, reader: _Reader, snapshot: HostSnapshot,
@@ -688,8 +1192,8 @@ class NodeFileReader:
             rate: Optional[bytes] = None
             if kind == _FIGURE_MARK and rest.startswith(_RATE):
                 end = rest.find(b'"', len(_RATE))
-                if end < 0:
-                    return None
+                if end < 0 or payload[:2] != _RATED or _AVERAGE not in opening:  # where glueinfo writes one; else
+                    return None  # the Node is another program's, which the full read keeps as published
                 rate, rest = rest[len(_RATE):end], rest[end + 1:]
                 if plain(rate) is None:
                     return None
@@ -698,6 +1202,8 @@ class NodeFileReader:
             lines[index] = b""
             if kind != _STATE_MARK:
                 texts.append((kind, payload, rest[1:].decode("ascii"), None if rate is None else rate.decode("ascii")))
+            elif rest[1:] not in _STATE_WORDS:  # another word makes the Node another program's: the full read keeps it
+                return None
         if _digest(lines) != known.digest:
             return None
         previous = known.snapshot

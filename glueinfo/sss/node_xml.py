@@ -22,20 +22,25 @@ What each figure means and where it comes from (the README has the table):
   Average over the same wallDuration),
   Memory = available RAM, Swap = free swap, Disk = space available to users.
 - Utilized: Processors = busy processors rounded up, metric Average, with
-  ``wallDuration`` (PT1M for the 1-minute load average, or the measured CPU
-  utilisation interval) and ``consumptionRate`` = busy / utilized processors;
+  ``wallDuration`` in seconds as the spec's examples write it (60 for the
+  1-minute load average, or the measured CPU utilisation interval) and
+  ``consumptionRate`` = busy / utilized processors;
   Memory = RAM - available RAM; Swap = swap - free swap; Disk = size - available.
 - Resource: the extensible consumables of ``snapshot.extra["node_resources"]``
   (from ``[node] resources`` for the local host).
 - Extension: every other fact, see glueinfo.sss.vocabulary.EXTENSIONS.
 
 A figure whose inputs are unknown is left out: nothing is invented.
+
+A Node other software published (``snapshot.published``, read by
+glueinfo.sss.node_reader) is written back as it was given, State by
+:func:`document_state` (see "a Node other software published" below and
+docs/sss-node-reader.md).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import ipaddress
 import json
 import math
 import re
@@ -49,10 +54,11 @@ from lxml import etree
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.freshness import is_stale
 from glueinfo.core.lastrun import LastRun
-from glueinfo.core.model import FileSystem, HostSnapshot
+from glueinfo.core.model import FileSystem, HostSnapshot, PublishedAmount, PublishedNode, PublishedPart
 from glueinfo.core.units import format_number
 from glueinfo.core.xmlsafe import parse_xml
 from glueinfo.sss import vocabulary as sss_node
+from glueinfo.sss.vocabulary import short_name
 
 # Characters XML 1.0 cannot carry at all; replaced so hostile strings never break a document.
 _NOT_XML_CHAR = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -124,19 +130,11 @@ def format_time(epoch: float) -> str:
     return text + "Z"
 
 
-def format_duration(seconds: float) -> str:
-    """ISO 8601 duration (xsd:duration): 60 -> PT1M, 90 -> PT1M30S, 2.5 -> PT2.5S."""
-    seconds = max(0.0, float(seconds))
-    whole_minutes, rest = divmod(seconds, 60.0)
-    hours, minutes = divmod(int(whole_minutes), 60)
-    text = "PT"
-    if hours:
-        text += f"{hours}H"
-    if minutes:
-        text += f"{minutes}M"
-    if rest or text == "PT":
-        text += f"{format_number(round(rest, 6))}S"
-    return text
+def format_seconds(seconds: float) -> str:
+    """A wallDuration as the spec's examples write it (``wallDuration="3576"``): seconds, to the
+    microsecond, without an exponent: 60 -> 60, 1.5 -> 1.5 (docs/sss-node-reader.md says why not
+    the xsd:duration of the spec's type table)."""
+    return format_number(round(max(0.0, float(seconds)), 6))
 
 
 def format_value(kind: str, value: Any) -> Optional[str]:
@@ -154,14 +152,6 @@ def format_value(kind: str, value: Any) -> Optional[str]:
         return " ".join(value) if value else None
     text = str(value)
     return text if text != "" else None
-
-
-def short_name(hostname: str) -> str:
-    try:
-        ipaddress.ip_address(hostname)
-        return hostname
-    except ValueError:
-        return hostname.split(".", 1)[0] or hostname
 
 
 def _section_value(snapshot: HostSnapshot, section: str, attribute: str) -> Any:
@@ -203,9 +193,14 @@ def scheduler_view(snapshot: HostSnapshot) -> Optional[dict[str, Any]]:
 
 
 def node_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
-    """Idle / Busy / Offline / Unknown / Configured by the rules in this module's docstring."""
+    """Idle / Busy / Offline / Unknown / Configured by the rules in this module's docstring: glueinfo's
+    judgement of the host (Haizea, the status page), whatever its Node says (:func:`document_state`)."""
     if _matches(snapshot.hostname, settings.offline_hosts):
         return "Offline"
+    if snapshot.published is not None:
+        given = _given_state(snapshot, now, settings)
+        if given in sss_node.NODE_STATES:
+            return given
     if is_stale(snapshot, now, settings.stale_after_s):  # the one staleness rule, shared with glueinfo.gather.gatherer
         return "Unknown"
     view = scheduler_view(snapshot)
@@ -217,6 +212,39 @@ def node_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> st
     if (snapshot.cpu and snapshot.cpu.logical_cpus) or (snapshot.memory and snapshot.memory.ram_mb):
         return "Configured"
     return "Unknown"
+
+
+def _given_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> Optional[str]:
+    """The State other software gave its Node, as it stands now: Unknown once the report is older
+    than ``stale_after`` (by a known collection time); None when none was given."""
+    published = snapshot.published
+    if published is None or published.state is None:
+        return None
+    if snapshot.collected_at > 0 and is_stale(snapshot, now, settings.stale_after_s):
+        return "Unknown"
+    return published.state
+
+
+def document_state(snapshot: HostSnapshot, now: float, settings: NodeSettings) -> Optional[str]:
+    """The State a host's Node carries (None: no State element).  A Node glueinfo writes:
+    :func:`node_state`.  A Node other software published (``snapshot.published``): what its publisher
+    meant, not glueinfo's reading of the load: (1) Offline when the host matches ``[node]
+    offline_hosts``; (2) Unknown when its collection time is known and older than ``stale_after``;
+    (3) its given State, any word; (4) none given: the CE's batch system's view when one knows the
+    node; (5) otherwise none (docs/sss-node-reader.md)."""
+    if snapshot.published is None:
+        return node_state(snapshot, now, settings)
+    if _matches(snapshot.hostname, settings.offline_hosts):
+        return "Offline"
+    given = _given_state(snapshot, now, settings)
+    if given is not None:
+        return given
+    if snapshot.collected_at > 0 and is_stale(snapshot, now, settings.stale_after_s):
+        return "Unknown"
+    view = scheduler_view(snapshot)
+    if view is not None and view.get("state") in ("Idle", "Busy", "Offline", "Unknown"):
+        return str(view["state"])
+    return None
 
 
 def counted_filesystems(snapshot: HostSnapshot, settings: NodeSettings) -> list[FileSystem]:
@@ -398,7 +426,7 @@ class _Template:
         self.disk_available = disk_available
         self.resources = resources
 
-    def fill(self, snapshot: HostSnapshot, state: str, form: _Form) -> str:
+    def fill(self, snapshot: HostSnapshot, state: Optional[str], form: _Form) -> str:
         """The Node's text with this snapshot's volatile figures and State."""
         pieces = self.pieces
         out = [pieces[0]]
@@ -408,10 +436,10 @@ class _Template:
         return "".join(out)
 
 
-Slot = Callable[[HostSnapshot, str, _Template, _Form], str]
+Slot = Callable[[HostSnapshot, Optional[str], _Template, _Form], str]
 
 
-def _state_slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+def _state_slot(snapshot: HostSnapshot, state: Optional[str], template: _Template, form: _Form) -> str:
     return f"{form.pre}<State>{state}</State>{form.post}"
 
 
@@ -427,7 +455,7 @@ def _amount(elements: list[str], tag: str, value: Optional[float], attributes: s
 _INSTANT_MB = ' units="MB" metric="Instantaneous"'
 
 
-def _consumption_slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+def _consumption_slot(snapshot: HostSnapshot, state: Optional[str], template: _Template, form: _Form) -> str:
     """The Available and Utilized blocks: what the load and free memory say, and the (lasting) disk figures."""
     cpus = snapshot.cpu.logical_cpus if snapshot.cpu else None
     memory = snapshot.memory
@@ -444,7 +472,7 @@ def _consumption_slot(snapshot: HostSnapshot, state: str, template: _Template, f
         busy, seconds = use
         busy_capped = min(busy, float(cpus))
         in_use = min(cpus, math.ceil(busy_capped - 1e-9)) if busy_capped > 1e-9 else 0
-        wall = format_duration(seconds)  # PTnHnMnS: nothing to escape
+        wall = format_seconds(seconds)  # digits and a point: nothing to escape
         available.append(f'<Processors metric="Average" wallDuration="{wall}">{cpus - in_use}</Processors>')
         rate = f' consumptionRate="{format_number(round(busy_capped / in_use, 4))}"' if in_use else ""
         utilized.append(f'<Processors metric="Average" wallDuration="{wall}"{rate}>{in_use}</Processors>')
@@ -470,7 +498,7 @@ def _extension_slot(field: sss_node.ExtensionField) -> Slot:
     opening = _EXTENSION_OPENING[(field.name, field.type)]
     section, attribute, kind = field.section, field.attribute, field.kind
 
-    def slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+    def slot(snapshot: HostSnapshot, state: Optional[str], template: _Template, form: _Form) -> str:
         text = format_value(kind, _section_value(snapshot, section, attribute))
         return "" if text is None else f"{form.pre}{opening}{_text(text)}</Extension>{form.post}"
 
@@ -481,7 +509,7 @@ _EXTENSION_SLOTS = {field: _extension_slot(field) for field in sss_node.EXTENSIO
 
 
 def _extra_slot(name: str) -> Slot:
-    def slot(snapshot: HostSnapshot, state: str, template: _Template, form: _Form) -> str:
+    def slot(snapshot: HostSnapshot, state: Optional[str], template: _Template, form: _Form) -> str:
         if name not in snapshot.extra:
             return ""
         parts: list[str] = []
@@ -499,10 +527,13 @@ def _extra_json(facts: Any) -> str:
 
 
 def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: _Form = COMPACT) -> _Template:
-    """The template of one host's ``<Node>``: everything but its volatile figures (see above).
-    Raises NodeRenderError for a snapshot without a host name."""
+    """The template of one host's ``<Node>``: everything but its volatile figures (see above); of a
+    Node other software published, :func:`published_template`.  Raises NodeRenderError for a
+    snapshot without a host name."""
     if not snapshot.hostname:
         raise NodeRenderError("snapshot has no host name: cannot give the Node an Id")
+    if snapshot.published is not None:
+        return published_template(snapshot, snapshot.published, form)
     pieces: list[Any] = []
     text: list[str] = [form.open]
 
@@ -591,9 +622,138 @@ def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: _Form = 
     return _Template(tuple(pieces), disk_size, disk_available, resources)
 
 
+# -- a Node other software published ------------------------------------------------------------
+# Written back as it was given (HostSnapshot.published): its parts in their order, each figure with
+# its own text and attributes; a fact the host model holds is written from the model (so a fact
+# dropped at the model boundary stays out), as given while the model agrees with what was read.
+# Nothing glueinfo would derive is added; after the parts, the Extensions of facts the snapshot
+# holds beyond them (another source's, the batch system's view), never glueinfo's provenance
+# (Source, CollectedAt, HostRoot, the gather times).  Only the State is filled in at each render.
+
+# (category, tag) -> the fact a published amount stands for, and how the reader rounds it.
+_HOMED_AMOUNTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("Configured", "Processors"): ("cpu", "logical_cpus"), ("Configured", "Memory"): ("memory", "ram_mb"),
+    ("Configured", "Swap"): ("memory", "swap_mb"), ("Available", "Memory"): ("memory", "ram_available_mb"),
+    ("Available", "Swap"): ("memory", "swap_free_mb"),
+}
+_HOMED_TEXTS = {"Opsys": "name", "Arch": "platform_type"}
+_PROVENANCE_EXTRA = frozenset({"gather"})
+
+
+def _published_state_slot(snapshot: HostSnapshot, state: Optional[str], template: _Template, form: _Form) -> str:
+    if state is None:
+        return ""
+    return f"{form.pre}<State>{_text(state)}</State>{form.post}" if state else f"{form.pre}<State/>{form.post}"
+
+
+def _published_amounts(snapshot: HostSnapshot, category: str, amounts: list[PublishedAmount]) -> list[str]:
+    elements: list[str] = []
+    for amount in amounts:
+        homed = _HOMED_AMOUNTS.get((category, amount.tag))
+        if homed is not None:
+            part = getattr(snapshot, homed[0])
+            fact = None if part is None else getattr(part, homed[1])
+            if fact is None:
+                continue  # unknown now (dropped at the model boundary): left out
+            read = int(amount.value) if amount.tag == "Processors" else int(round(amount.value))
+            if fact != read:  # the model knows better than the text: glueinfo's form of the fact
+                units = None if amount.tag == "Processors" else "MB"
+                _consumable(elements, amount.tag, fact, units=units, metric=None if category == "Configured" else "Instantaneous")
+                continue
+        _sub(elements, amount.tag, amount.text, name=amount.name, type=amount.type, units=amount.units, metric=amount.metric,
+             wallDuration=amount.wall_duration, consumptionRate=amount.consumption_rate)
+    return elements
+
+
+def _published_extensions(snapshot: HostSnapshot, parts: list[PublishedPart]) -> list[str]:
+    """The Extensions of facts the snapshot holds and the published parts do not carry."""
+    carried = {(part.name, part.type) for part in parts if part.tag == "Extension"}
+    names = {name for name, _ in carried}
+    types = {etype for _, etype in carried}
+    elements: list[str] = []
+    for field in sss_node.EXTENSIONS:
+        if field.section != "snapshot" and (field.name, field.type) not in carried:
+            _extension(elements, field.name, field.type, format_value(field.kind, _section_value(snapshot, field.section, field.attribute)))
+    static = snapshot.static
+    if static:
+        if sss_node.RUNTIME_ENVIRONMENT not in carried:
+            for tag in static.runtime_environment:
+                _extension(elements, *sss_node.RUNTIME_ENVIRONMENT, tag or None)
+        for key, value in static.extensions.items():
+            if key not in names:
+                _extension(elements, key, sss_node.TYPE_SITE, str(value))
+    if sss_node.TYPE_NETWORK_ADAPTER not in types:
+        for adapter in snapshot.network or ():
+            record = dict(vars(adapter))
+            _extension(elements, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
+    if sss_node.TYPE_FILESYSTEM not in types:
+        for fs in snapshot.filesystems or ():
+            record = dict(vars(fs))
+            _extension(elements, record.pop("mount_point") or "", sss_node.TYPE_FILESYSTEM, _json(record))
+    for name, facts in snapshot.extra.items():
+        if name != sss_node.RESOURCES_EXTRA and name not in _PROVENANCE_EXTRA and (name, sss_node.TYPE_EXTRA) not in carried:
+            _extension(elements, name, sss_node.TYPE_EXTRA, _extra_json(facts))
+    for result in snapshot.collectors:
+        if (result.name, sss_node.TYPE_COLLECTOR) not in carried:
+            line = f"{'ok' if result.success else 'failed'} {float(result.duration_s)!r} {result.source or 'builtin'}"
+            error = " ".join((result.error or "").split())
+            _extension(elements, result.name, sss_node.TYPE_COLLECTOR, f"{line}: {error}" if error else line)
+    return elements
+
+
+def published_template(snapshot: HostSnapshot, published: PublishedNode, form: _Form = COMPACT) -> _Template:
+    """The template of a Node other software published (see above): its text, and the State slot."""
+    parts = published.parts
+    if not any(part.tag == "Id" for part in parts):
+        parts = [PublishedPart("Id"), *parts]  # a Node has an Id (from a record made elsewhere)
+    features = snapshot.static.features if snapshot.static else []
+    as_given = features == published.features
+    state_at = next((i for i, part in enumerate(parts) if part.tag == "State"), None)
+    if state_at is None:  # where glueinfo writes it: after the Id and Name
+        state_at = next((i for i, part in enumerate(parts) if part.tag not in ("Id", "Name")), len(parts))
+    features_at = next((i for i, part in enumerate(parts) if part.tag == "Feature"), None)
+    if features_at is None:
+        features_at = next((i for i, part in enumerate(parts) if part.tag in sss_node.CATEGORIES or part.tag == "Extension"),
+                           len(parts))
+    text: list[str] = [form.open]
+    pieces: list[Any] = []
+    for index, part in enumerate(parts + [PublishedPart("")]):
+        if index == state_at:
+            pieces.append("".join(text))
+            pieces.append(_published_state_slot)
+            text.clear()
+        if index == features_at and not as_given:
+            text.append(_lines(form, [f"<Feature>{_text(feature)}</Feature>" for feature in features if feature]))
+        tag = part.tag
+        elements: list[str] = []
+        if tag == "Id":
+            _sub(elements, "Id", snapshot.hostname)
+        elif tag == "Name":
+            _sub(elements, "Name", published.name or "")
+        elif tag == "Feature":
+            if as_given:
+                _sub(elements, "Feature", part.text, aggregation=part.aggregation, delimiter=part.delimiter, count=part.count)
+        elif tag in sss_node.CATEGORIES:
+            amounts = _published_amounts(snapshot, tag, part.amounts)
+            text.append(_block(form, tag, amounts) if amounts else f"{form.pre}<{tag}/>{form.post}")
+        elif tag == "Extension":
+            _sub(elements, "Extension", part.text, name=part.name, type=part.type)
+        elif tag in _HOMED_TEXTS and part.text:
+            fact = _section_value(snapshot, "os", _HOMED_TEXTS[tag])
+            if fact:
+                _sub(elements, tag, str(fact))
+        elif tag in ("Opsys", "Arch", "Description"):
+            _sub(elements, tag, part.text)
+        text.append(_lines(form, elements))
+    text.append(_lines(form, _published_extensions(snapshot, parts)))
+    text.append(form.close)
+    pieces.append("".join(text))
+    return _Template(tuple(pieces), None, None, [])
+
+
 def node_markup(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> str:
     """The ``<Node>`` of one host as compact XML text (see the module docstring for every figure)."""
-    return node_template(snapshot, settings).fill(snapshot, node_state(snapshot, now, settings), COMPACT)
+    return node_template(snapshot, settings).fill(snapshot, document_state(snapshot, now, settings), COMPACT)
 
 
 def node_element(snapshot: HostSnapshot, now: float, settings: NodeSettings = NodeSettings()) -> etree._Element:
@@ -606,13 +766,16 @@ def _lasting_key(snapshot: HostSnapshot, settings: NodeSettings) -> tuple[Any, .
     first (the gatherer hands a host's unchanged facts over as the same objects) and by value
     otherwise, and keeps them alive."""
     memory = snapshot.memory
+    if snapshot.published is not None:  # its template holds every figure but the State
+        return (snapshot.hostname, snapshot.published, settings, snapshot.cpu, memory, snapshot.load, snapshot.network,
+                snapshot.filesystems, snapshot.os, snapshot.static, tuple(snapshot.extra.items()), tuple(snapshot.collectors))
     extra = tuple((name, None if name in VOLATILE_EXTRA else value) for name, value in snapshot.extra.items())
     return (snapshot.hostname, snapshot.source, snapshot.host_root, settings, snapshot.cpu,
             None if memory is None else (memory.ram_mb, memory.swap_mb, memory.virtual_mb),
             snapshot.network, snapshot.filesystems, snapshot.os, snapshot.static, extra, tuple(snapshot.collectors))
 
 
-def _volatile_key(snapshot: HostSnapshot, state: str) -> tuple[Any, ...]:
+def _volatile_key(snapshot: HostSnapshot, state: Optional[str]) -> tuple[Any, ...]:
     """What a Node's slots read, besides its lasting facts."""
     memory = snapshot.memory
     return (state, snapshot.collected_at, snapshot.load,
@@ -664,7 +827,7 @@ class NodeMarkupCache:
     def _text(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> Union[str, bytes]:
         """The Node in ``form``: compact markup as text, pretty lines as UTF-8 (kept in the form the
         document is put together in, so no copy of it is made per render)."""
-        state = node_state(snapshot, now, settings)
+        state = document_state(snapshot, now, settings)
         lasting = _lasting_key(snapshot, settings)
         volatile = _volatile_key(snapshot, state)
         hit = self._nodes.previous(snapshot.hostname)

@@ -1,7 +1,7 @@
 """The SSS Node object's vocabulary as glueinfo uses it (no I/O, no XML).
 
-Shared by the renderer (render_node_xml.py) and the reader (read_node_xml.py)
-so the two agree, field for field, on where each HostSnapshot fact lives in a
+Shared by the renderer (node_xml.py) and the reader (node_reader.py) so the
+two agree, field for field, on where each HostSnapshot fact lives in a
 ``<Node>``.  Each fact has exactly one home:
 
 - its own element where the SSS Node spec has one (Id, Opsys, Arch, Feature,
@@ -12,11 +12,13 @@ so the two agree, field for field, on where each HostSnapshot fact lives in a
 
 Derived figures (State, Name, Description, Available/Utilized Processors,
 Utilized Memory, Disk, Network) are computed from those facts and are not
-read back when the facts themselves are present.
+read back from a Node glueinfo wrote.  A Node other software wrote keeps them
+as given (``HostSnapshot.published``, docs/sss-node-reader.md).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
@@ -34,6 +36,13 @@ TYPE_COLLECTOR = "Collector"
 TYPE_EXTRA = "Extra"  # a third-party collector's facts (snapshot.extra[name])
 TYPE_SITE = "Site"  # the admin's [extensions] config section
 RUNTIME_ENVIRONMENT = ("RunTimeEnvironment", "Static")
+# The Extension types glueinfo writes besides those of EXTENSIONS: an Extension of another type, or of
+# none, is another program's.
+GLUEINFO_TYPES = frozenset({TYPE_NETWORK_ADAPTER, TYPE_FILESYSTEM, TYPE_COLLECTOR, TYPE_EXTRA, TYPE_SITE})
+
+# The node reference's aggregation words (spec 4.4), and its attributes.
+AGGREGATIONS = ("List", "Pattern", "Range")
+REFERENCE_ATTRIBUTES = ("aggregation", "delimiter", "count")
 
 # snapshot.extra key under which Resource elements (extensible consumables) are kept.
 RESOURCES_EXTRA = "node_resources"
@@ -96,3 +105,12 @@ PSEUDO_FILESYSTEMS = frozenset({
     "securityfs", "debugfs", "tracefs", "pstore", "bpf", "autofs", "mqueue", "hugetlbfs", "fusectl",
     "configfs", "efivarfs", "binfmt_misc", "nsfs", "iso9660", "zram",
 })
+
+
+def short_name(hostname: str) -> str:
+    """A Node's Name as glueinfo writes it: the first label of the host name (an address whole)."""
+    try:
+        ipaddress.ip_address(hostname)
+        return hostname
+    except ValueError:
+        return hostname.split(".", 1)[0] or hostname

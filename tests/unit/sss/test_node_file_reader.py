@@ -138,7 +138,7 @@ HOSTILE = [
     ('<Processors metric="Average"', lambda line: line.replace(b'">', b'" consumptionRate="-1">', 1)),
     ('<Processors metric="Average"', lambda line: line.replace(b'">', b'" consumptionRate="0.5" consumptionRate="0.5">', 1)),
     ('<Processors metric="Average"', lambda line: line.replace(b'">', b'" consumptionRate="0.5>', 1)),
-    ('<Processors metric="Average"', lambda line: line.replace(b'wallDuration="PT1M"', b'wallDuration="soon"')),
+    ('<Processors metric="Average"', lambda line: line.replace(b'wallDuration="60"', b'wallDuration="soon"')),
     ("<Id>", _text(b"wn-other.example.org")),
     ("<\\?xml", lambda line: line.replace(b"UTF-8", b"ISO-8859-1")),
     ("<\\?xml", lambda line: line + b"<!DOCTYPE Node [<!ENTITY lol \"1\">]>"),

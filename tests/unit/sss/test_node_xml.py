@@ -110,15 +110,15 @@ def test_hostile_strings_still_give_a_valid_document():
 
 
 def expected_processors(snap: dict) -> tuple[int, int, str, float] | None:
-    """(utilized, available, wallDuration, busy) by the README's rules, computed from the raw fixture."""
+    """(utilized, available, wallDuration in seconds, busy) by the README's rules, computed from the raw fixture."""
     cpus = snap["cpu"]["logical_cpus"]
     load = snap["load"]
     if load is None:
         return None
     if load.get("cpu_utilisation_percent") is not None:
-        busy, wall = load["cpu_utilisation_percent"] / 100 * cpus, "PT2S"
+        busy, wall = load["cpu_utilisation_percent"] / 100 * cpus, "2"
     else:
-        busy, wall = load["load1"], "PT1M"
+        busy, wall = load["load1"], "60"
     capped = min(busy, cpus)
     used = math.ceil(capped - 1e-9) if capped > 1e-9 else 0
     return used, cpus - used, wall, capped
@@ -184,12 +184,12 @@ def test_processors_from_measured_utilisation_and_from_load():
     root = assert_valid(render_node(by_load, NOW))
     assert root.findtext("Utilized/Processors") == "4" and root.findtext("Available/Processors") == "4"
     assert root.find("Utilized/Processors").get("consumptionRate") == "0.8"
-    assert root.find("Utilized/Processors").get("wallDuration") == "PT1M"
+    assert root.find("Utilized/Processors").get("wallDuration") == "60"
     measured = HostSnapshot(hostname="b", collected_at=NOW, cpu=cpu,
                             load=LoadInfo(load1=7.9, cpu_utilisation_percent=25.0, utilisation_interval_s=1.5))
     root = assert_valid(render_node(measured, NOW))
     assert root.findtext("Utilized/Processors") == "2" and root.findtext("Available/Processors") == "6"
-    assert root.find("Utilized/Processors").get("wallDuration") == "PT1.5S"
+    assert root.find("Utilized/Processors").get("wallDuration") == "1.5"
     overloaded = HostSnapshot(hostname="c", collected_at=NOW, cpu=cpu, load=LoadInfo(load1=30.0))
     root = assert_valid(render_node(overloaded, NOW))
     assert root.findtext("Utilized/Processors") == "8" and root.findtext("Available/Processors") == "0"
@@ -328,7 +328,8 @@ def test_units_are_converted_when_reading():
     (b"<Node><Id>x</Id><Configured><Memory>100</Memory></Configured><Available><Memory>200</Memory></Available></Node>",
      "Available/Memory: 200 is more than Configured/Memory"),
     (b"<Node><Id>x</Id><Utilized><Processors consumptionRate='-1'>1</Processors></Utilized></Node>", "consumptionRate: -1 is negative"),
-    (b"<Node><Id>x</Id><Utilized><Processors wallDuration='an hour'>1</Processors></Utilized></Node>", "not an ISO 8601 duration"),
+    (b"<Node><Id>x</Id><Utilized><Processors wallDuration='an hour'>1</Processors></Utilized></Node>",
+     "'an hour' is not a number of seconds or an ISO 8601 duration"),
     (b"<Node><Id>x</Id><Configured><Resource>1</Resource></Configured></Node>", "needs a name"),
     (b"<Node><Id>x</Id><Extension name='ClockSpeed' type='Cpu'>-2000</Extension></Node>", "ClockSpeed.*negative"),
     (b"<Node><Id>x</Id><Extension name='LoadAverage1' type='Load'>nan</Extension></Node>", "not a number"),
