@@ -947,7 +947,8 @@ def snapshots_from_node(node: etree._Element, what: str = "Node XML", source: Op
                         limit: int = MAX_NODES) -> list[HostSnapshot]:
     """One ``<Node>`` element -> its snapshots (one per node a reference form names, at most
     ``limit``); ``source`` overrides the one recorded in it."""
-    node = _plain(node)
+    if isinstance(node.tag, str) and node.tag[:1] == "{":  # in a namespace of its own: read a plain copy
+        node = _plain(copy.deepcopy(node))
     if node.tag != "Node":
         raise NodeXMLError(f"{what}: expected a Node element, got {node.tag!r}")
     return _Reader(node, what).read(source, limit)

@@ -259,6 +259,9 @@ def test_an_sssrmap_response_in_its_namespace_and_elements_of_other_namespaces()
                 '</Configured></Node></Data></Response>').encode()
     a, b = read_nodes(response)
     assert (a.hostname, b.hostname, b.cpu.logical_cpus) == ("a", "b", 2)
+    tree = etree.fromstring(response)
+    assert [s.hostname for s in read_nodes(tree)] == ["a", "b"]
+    assert tree.tag == f"{{{SSSRMAP}}}Response" and tree.find(f"{{{SSSRMAP}}}Data") is not None  # the caller's tree as it was
     assert compact(render_node(b, NOW)) == "<Node><Id>b</Id><Configured><Processors>2</Processors></Configured></Node>"
 
 
