@@ -69,6 +69,7 @@ _CLOCK_SLACK_S = 300.0  # boot times this far in the future are a wrong clock, n
 # C0 and C1 controls, DEL, lone surrogates and the two non-characters XML 1.0 refuses.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
+_DNS_NAME = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?")
 
 
 @dataclass
@@ -85,6 +86,8 @@ def host_name_problem(name: Any) -> Optional[str]:
     """Why ``name`` is not a host name (one line), or None: DNS rules, or an IP address."""
     if not isinstance(name, str) or not name:
         return "the host name is empty"
+    if len(name) <= 254 and _DNS_NAME.fullmatch(name) and len(name.rstrip(".")) <= 253:
+        return None  # the usual case, decided by the rules below in one match (the dot makes it linear)
     shown = repr(name[:80]) + ("..." if len(name) > 80 else "")
     if _CONTROL.search(name):
         return f"host name {shown} holds control characters"

@@ -295,9 +295,10 @@ class Gatherer:
                                       sources=dict(merged.extra["gather"]["sources"])))
         return hosts
 
-    def gather(self) -> GatherResult:
+    def gather(self, list_hosts: bool = True) -> GatherResult:
         """Run every source once (each in its own thread, within ``[sources] gather_timeout``),
-        keep what they brought, forget what expired, and return the site's hosts now."""
+        keep what they brought, forget what expired, and return the site's hosts now (without
+        ``list_hosts``, ``hosts`` stays empty: for a caller that assembles the site itself)."""
         started = self.clock()
         section = self.config.section("sources")
         deadline = started + section["gather_timeout"]
@@ -312,13 +313,16 @@ class Gatherer:
 
         now = self.clock()
         result.dropped.extend(self.forget_expired(now))
-        result.hosts.extend(self.hosts(now))
+        if list_hosts:
+            result.hosts.extend(self.hosts(now))
         result.duration_s = self.clock() - started
 
         for failure in result.failures:
             log.warning("%s", failure)
-        log.info("gathered %d hosts (%d stale) from %s in %.2f s; %d failures",
-                 len(result.hosts), sum(h.stale for h in result.hosts),
-                 ", ".join(f"{n}: {c}" for n, c in result.counts.items()) or "no source",
-                 result.duration_s, len(result.failures))
+        if log.isEnabledFor(logging.INFO):
+            known = (f"{len(result.hosts)} hosts ({sum(h.stale for h in result.hosts)} stale)" if list_hosts
+                     else f"{len(self.last_good)} host names")
+            log.info("gathered %s from %s in %.2f s; %d failures", known,
+                     ", ".join(f"{n}: {c}" for n, c in result.counts.items()) or "no source",
+                     result.duration_s, len(result.failures))
         return result

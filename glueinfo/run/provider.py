@@ -274,7 +274,7 @@ class Provider:
 
     def job_gather(self) -> None:
         assembler = self.assembler
-        assembler.gather()
+        assembler.gather(list_hosts=False)  # the publish below assembles the hosts
         if assembler is self.assembler:  # not reloaded meanwhile
             self.publish("gather")
 

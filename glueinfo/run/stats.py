@@ -145,8 +145,8 @@ class ObservedAssembler(SiteAssembler):
         super().__init__(config, **kwargs)
         self.observed = observed
 
-    def gather(self) -> GatherResult:
-        result = super().gather()
+    def gather(self, list_hosts: bool = True) -> GatherResult:
+        result = super().gather(list_hosts)
         self.observed.hosts_dropped += len(result.dropped)
         return result
 

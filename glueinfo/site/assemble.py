@@ -276,9 +276,10 @@ class SiteAssembler:
             self.state.release()
 
     # -- the inputs ----------------------------------------------------------------------------
-    def gather(self) -> GatherResult:
-        """Run the sources once (glueinfo.gather.Gatherer.gather) and keep what they brought."""
-        result = self.gatherer.gather()
+    def gather(self, list_hosts: bool = True) -> GatherResult:
+        """Run the sources once (glueinfo.gather.Gatherer.gather) and keep what they brought;
+        ``list_hosts`` as there (the daemon's cycle assembles right after: no list needed)."""
+        result = self.gatherer.gather(list_hosts)
         with self._lock:
             self.failures = [str(f) for f in result.failures]
         return result
