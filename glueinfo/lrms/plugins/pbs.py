@@ -507,6 +507,8 @@ class PbsJob:
     node_count: Optional[int] = None
     exec_hosts: dict[str, int] = field(default_factory=dict)
     comment: Optional[str] = None
+    # full=True: the job's attributes, for what only the SSS Job object reads (job_info: _details)
+    attributes: Any = None
 
     @property
     def finished(self) -> bool:
@@ -588,7 +590,69 @@ def _job_from(job_id: str, top: _Attributes, resources: _Attributes, used: _Attr
         job.end_time = convert.time(top.get("obittime") or top.get("comp_time"))
         job.memory_mb = convert.size(resources.get("mem"))
         job.node_count = convert.number(resources.get("nodect"))
+        job.attributes = top
     return job
+
+
+def _details(info: JobInfo, job: PbsJob, started: bool, convert: _Converters) -> None:
+    """What the SSS Job object adds, from the job's attributes as both families print them (names
+    differ in case: OpenPBS Exit_status / Submit_Host, Torque exit_status / submit_host; Torque's
+    Resource_List.cput and resources_used.cput are R.cput and U.cput of its flat record).  Each is
+    read only for the jobs it can concern: 50,000 jobs a refresh."""
+    top = job.attributes
+    torque = "Job_Id" in top  # Torque's flat record (every one has it); OpenPBS's JSON object has no such key
+    priority = top.get("Priority")
+    if priority is not None:
+        info.priority = priority if type(priority) is int else convert.number(priority)
+    info.submit_host = top.get("Submit_Host") or top.get("submit_host")
+    if started:
+        if torque:
+            cput, memory = top.get("U.cput"), top.get("U.mem")
+        else:
+            used = top.get("resources_used") or _EMPTY
+            cput, memory = used.get("cput"), used.get("mem")
+        if cput is not None:
+            info.cpu_duration_s = convert.duration(cput)
+        if memory is not None:
+            info.delivered_memory_mb = convert.size(memory)
+    cput_limit = top.get("R.cput") if torque else (top.get("Resource_List") or _EMPTY).get("cput")
+    if cput_limit is not None:
+        info.cpu_time_limit_s = convert.duration(cput_limit)
+    if job.sss_state == "Hold":
+        holds = top.get("Hold_Types")
+        if holds:
+            info.holds = tuple(HOLDS[letter] for letter in str(holds) if letter in HOLDS)
+    depend = top.get("depend")
+    if depend:
+        info.dependencies = dependencies(str(depend))
+    executable = top.get("executable")
+    if executable:
+        info.executable = _jsdl_values(str(executable), "Executable")[0] or None
+        arguments = top.get("argument_list")
+        info.arguments = " ".join(_jsdl_values(str(arguments), "Argument")) if arguments else None
+    environment = top.get("Variable_List")
+    info.environment = environment if isinstance(environment, (dict, str)) else None
+    info.working_directory = top.get("jobdir") or top.get("init_work_dir")
+    if job.glue_status in FINISHED:
+        exit_status = top.get("Exit_status")
+        status = convert.number(top.get("exit_status") if exit_status is None else exit_status)
+        info.completion, code, signal = ending(status, convert.number(top.get("substate")))
+        if started or (code is not None and code < 0):  # a negative code: PBS could not run it
+            info.exit_code, info.exit_signal = code, signal
+        if info.completion in ("failed", "cancelled"):
+            info.scheduler_specific = job.comment  # OpenPBS: "Job run at ... and exceeded resource walltime"
+
+
+_JSDL = re.compile(r"<jsdl-hpcpa:(Executable|Argument)>(.*?)</jsdl-hpcpa:\1>", re.S)
+_XML_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
+
+
+def _jsdl_values(text: str, tag: str) -> list[str]:
+    """OpenPBS ``executable`` / ``argument_list``, as qstat prints them: JSDL HPC Profile elements
+    (``<jsdl-hpcpa:Argument>-n</jsdl-hpcpa:Argument>...``, XML-escaped) -> their values; ``[""]`` when none."""
+    values = [re.sub(r"&(?:lt|gt|amp|quot|apos);", lambda m: _XML_ENTITIES[m.group(0)], value)
+              for found, value in _JSDL.findall(text) if found == tag]
+    return values or [""]
 
 
 def _torque_nodes_cpus(value: Any) -> Optional[int]:
@@ -629,8 +693,10 @@ def parse_jobs_json(text: str, full: bool = True) -> list[PbsJob]:
 # Torque job attributes read (top level, and inside Resource_List / resources_used): lxml filters
 # them in C, so the ~40 others each job carries (Variable_List, paths...) cost no Python.
 _TORQUE_TOP = ("Job_Id", "job_state", "euser", "egroup", "Job_Owner", "Account_Name")
-_TORQUE_FULL = ("Job_Name", "queue", "exec_host", "ctime", "qtime", "start_time", "comp_time", "comment")
-_TORQUE_NESTED = ("walltime", "ncpus", "procs", "nodes", "nodect", "mem")
+_TORQUE_FULL = ("Job_Name", "queue", "exec_host", "ctime", "qtime", "start_time", "comp_time", "comment",
+                # for the SSS Job object
+                "exit_status", "Priority", "Hold_Types", "submit_host", "depend", "Variable_List", "init_work_dir")
+_TORQUE_NESTED = ("walltime", "ncpus", "procs", "nodes", "nodect", "mem", "cput")
 _TORQUE_GROUPS = ("Resource_List", "resources_used")
 
 
@@ -694,11 +760,47 @@ def parse_jobs_xml(text: str, full: bool = True) -> list[PbsJob]:
     return jobs
 
 
-def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
-    """The model's view of one PBS job (GLUE CE Job / SSS Job)."""
+# Hold_Types letters -> SSS Hold words (n: no hold).
+HOLDS = {"u": "User", "o": "Operator", "s": "System", "p": "Password"}
+# PBS dependency types the SSS Dependency conditions can say (before*, after (start) and on:COUNT cannot).
+_DEPENDENCY_CONDITIONS = {"afterok": "OnSuccess", "afternotok": "OnFailure", "afterany": "OnExit"}
+_DELETED, _FAILED = 91, 93  # OpenPBS substates of a finished job (92: finished, exit status 0)
+
+
+def dependencies(text: Optional[str]) -> tuple[tuple[str, str], ...]:
+    """``depend`` (``afterok:12.srv@srv:13.srv,afterany:14.srv``) -> (SSS condition, job id) pairs;
+    an id's ``@server`` suffix is cut, as qstat lists jobs without it."""
+    if not text:
+        return ()
+    found = []
+    for item in text.split(","):
+        kind, _, ids = item.strip().partition(":")
+        condition = _DEPENDENCY_CONDITIONS.get(kind)
+        if condition:
+            found += [(condition, other.split("@", 1)[0]) for other in ids.split(":") if other]
+    return tuple(found)
+
+
+def ending(status: Optional[int], substate: Optional[int]) -> tuple[Optional[str], Optional[int], Optional[int]]:
+    """(completion, exit code, signal) of a finished job from its exit status and (OpenPBS) substate.
+    Exit status: 0-255 the job's own, 256 + N killed by signal N, negative PBS's code for a job it
+    could not run.  OpenPBS's substate tells a deleted job (91) from one that ended by itself;
+    Torque's does not, so a job it killed (its walltime, or qdel) is "failed" there."""
+    code, signal = (None, status - 256) if status is not None and status > 256 else (status, None)
+    if substate == _DELETED:
+        return "cancelled", code, signal
+    if status is None:
+        return None, None, None
+    return ("success" if status == 0 and substate != _FAILED else "failed"), code, signal
+
+
+def job_info(job: PbsJob, node_name: Callable[[str], str], convert: Optional[_Converters] = None) -> JobInfo:
+    """The model's view of one PBS job (GLUE CE Job / SSS Job); ``convert``: the converters of the
+    refresh (made anew when not given)."""
+    convert = convert or _Converters()
     started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
     pending = not started and not job.finished
-    return JobInfo(
+    info = JobInfo(
         local_id=job.job_id, name=job.name, local_owner=job.owner, local_group=job.group, account=job.account,
         queue=job.queue, lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
         submit_time=job.submit_time,
@@ -710,7 +812,11 @@ def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
         delivered_processors=(sum(job.exec_hosts.values()) or None) if started else None,
         delivered_wall_s=job.walltime_used_s if started else None,
         nodes=[node_name(h) for h in job.exec_hosts] if started else [],
+        node_processors=tuple(job.exec_hosts.values()) if started else (),
         scheduler_specific=job.comment if pending else None)
+    if job.attributes is not None:
+        _details(info, job, started, convert)
+    return info
 
 
 # -- shared helpers ----------------------------------------------------------------------
@@ -868,7 +974,8 @@ def query(ctx: LrmsContext) -> QueueState:
 
         with commands.gc_paused():  # 50,000 JobInfos: see gc_paused
             if ctx.with_jobs:
-                infos = [job_info(j, node_name) for j in jobs]
+                convert = _Converters()
+                infos = [job_info(j, node_name, convert) for j in jobs]
                 commands.assign_vos(ctx.vo_map, infos)
                 state.vo_counts = count_by_vo(infos)
                 state.jobs = infos
