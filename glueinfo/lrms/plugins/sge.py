@@ -282,6 +282,11 @@ class SgeJob:
     requested_queues: list[str] = field(default_factory=list)
     instances: list[str] = field(default_factory=list)  # queue@host it runs in (running jobs)
     priority: Optional[float] = None
+    # For the SSS Job object (full=True only).
+    cpu_s: Optional[int] = None  # -ext cpu_usage: CPU seconds so far (running jobs whose usage is reported)
+    h_cpu_s: Optional[int] = None  # its hard_request h_cpu
+    predecessors: tuple[str, ...] = ()  # the jobs it waits for (-hold_jid), resolved to job numbers
+    instance_slots: Optional[list[int]] = None  # a parallel job's slots on each of ``instances``
 
     @property
     def local_id(self) -> str:
@@ -318,7 +323,8 @@ def _split_instance(name: str) -> tuple[str, str]:
 # The job_list children read: the counts need these; a published job list (full) also the rest.
 _JOB_TAGS_COUNTS = ("JB_job_number", "state", "slots", "JB_owner", "JAT_start_time", "JB_submission_time", "tasks",
                     "hard_req_queue", "hard_request")
-_JOB_TAGS_FULL = (*_JOB_TAGS_COUNTS, "JB_name", "full_job_name", "JB_project", "JB_department", "JAT_prio")
+_JOB_TAGS_FULL = (*_JOB_TAGS_COUNTS, "JB_name", "full_job_name", "JB_project", "JB_department", "JAT_prio",
+                  "cpu_usage", "predecessor_jobs")
 _CONTAINERS = ("queue_info", "job_info", "Queue-List", "job_list")
 
 
@@ -346,9 +352,14 @@ def _job(values: Mapping[str, str], queues: list[str], h_rt: Optional[int], inst
         department = values.get("JB_department", "").strip() or None
         prio_text = values.get("JAT_prio", "").strip()
         prio = float(prio_text) if prio_text else None
+        cpu_text = values.get("cpu_usage")
+        cpu_s = int(float(cpu_text) + 0.5) if cpu_text else None
+        h_cpu = read.time_s(values["h_cpu"]) if "h_cpu" in values else None
+        predecessors = tuple(values["predecessor_jobs"].split(",")) if "predecessor_jobs" in values else ()
         return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner,
                        _undo_lt(name) if name is not None else None, project, department, start, submit, h_rt,
-                       queues, instances if len(tasks) == 1 else list(instances), prio) for task in tasks]
+                       queues, instances if len(tasks) == 1 else list(instances), prio, cpu_s, h_cpu, predecessors)
+                for task in tasks]
     return [SgeJob(number, task, state, glue_status, sss_state, finished, slots, owner, None, None, None, start, submit,
                    h_rt, queues, instances if len(tasks) == 1 else list(instances)) for task in tasks]
 
@@ -418,6 +429,9 @@ class _QstatJobs:
                 self.running[key] = job
                 self.jobs.append(job)
             else:  # a parallel job's share on another instance
+                if seen.instance_slots is None:
+                    seen.instance_slots = [seen.slots]
+                seen.instance_slots.append(job.slots)
                 seen.slots += job.slots
                 seen.instances.append(instance)
 
@@ -472,8 +486,14 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
                 if tag == "hard_req_queue":
                     queues.append((element.text or "").strip())
                 elif tag == "hard_request":
-                    if element.get("name") == "h_rt":
+                    name = element.get("name")
+                    if name == "h_rt":
                         h_rt = found.h_rt(element.text or "", where)
+                    elif name == "h_cpu":
+                        values["h_cpu"] = element.text or ""
+                elif tag == "predecessor_jobs":  # one element per job waited for
+                    text = (element.text or "").strip()
+                    values[tag] = f"{values[tag]},{text}" if tag in values else text
                 else:
                     values[tag] = element.text or ""
             continue
@@ -620,7 +640,7 @@ def job_info(job: SgeJob, queue: str, lookup: dict[str, str]) -> JobInfo:
     started = bool(job.instances)
     hosts = [site_host(name.split("@", 1)[1], lookup) for name in job.instances] if started else []
     account = _account(job)
-    return JobInfo(
+    info = JobInfo(
         local_id=job.local_id, name=job.name, local_owner=job.owner, account=account, queue=queue,
         lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
         submit_time=job.submit_time, start_time=job.start_time if started else None,
@@ -628,7 +648,19 @@ def job_info(job: SgeJob, queue: str, lookup: dict[str, str]) -> JobInfo:
         delivered_processors=job.slots if started else None,
         nodes=list(dict.fromkeys(hosts)),
         scheduler_specific=None,
+        cpu_duration_s=job.cpu_s if started else None, cpu_time_limit_s=job.h_cpu_s,
     )
+    if started:
+        if job.instance_slots is None:
+            info.node_processors = (job.slots,)
+        else:  # a parallel job: its slots on each host (two queues' instances on one host are added up)
+            per_host: dict[str, int] = {}
+            for host, slots in zip(hosts, job.instance_slots, strict=True):
+                per_host[host] = per_host.get(host, 0) + slots
+            info.node_processors = tuple(per_host.values())
+    if job.predecessors:  # -hold_jid: it starts once they have ended, however they ended
+        info.dependencies = tuple(("OnExit", number) for number in job.predecessors)
+    return info
 
 
 # -- running the commands ------------------------------------------------------------
