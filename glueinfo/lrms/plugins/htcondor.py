@@ -69,7 +69,11 @@ SLOT_ATTRS = ("Name", "Machine", "SlotType", "SlotID", "Cpus", "TotalSlotCpus", 
 SCHEDD_ATTRS = ("Name", "MaxJobsRunning", "TotalRunningJobs", "TotalIdleJobs", "TotalHeldJobs")
 JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobUniverse", "Owner", "AcctGroup", "AccountingGroup",
              "x509UserProxyVOName", "x509userproxysubject", "QDate", "JobCurrentStartDate", "EnteredCurrentStatus",
-             "CompletionDate", "RequestCpus", "RequestMemory", "RemoteHost", "HoldReason")
+             "CompletionDate", "RequestCpus", "RequestMemory", "RemoteHost", "HoldReason",
+             # For the SSS Job object: Cmd is in every ad, the others only in those of jobs that ended, were
+             # removed or held.  Attributes every ad has and the counts never read (JobPrio, RemoteUserCpu,
+             # Iwd, Arguments, Environment) are not asked for: each would cost every refresh (docs/lrms/htcondor.md).
+             "Cmd", "ExitCode", "ExitBySignal", "ExitSignal", "RemoveReason", "HoldReasonCode")
 
 QUEUE_BY = ("schedd", "accounting_group")
 ALL_SCHEDDS = "all"
@@ -359,7 +363,7 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
     cpus = _int(ad, "requestcpus")
     memory = _int(ad, "requestmemory")
     reason = _str(ad, "holdreason") if sss == "Hold" else None
-    return JobInfo(
+    info = JobInfo(
         local_id=f"{schedd}#{cluster}.{proc}", local_owner=_str(ad, "owner"),
         global_owner=_str(ad, "x509userproxysubject"), account=group_of(ad), queue=schedd,
         lrms_state=word, sss_state=sss, glue_status=glue,
@@ -369,7 +373,31 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
         requested_processors=cpus, requested_memory_mb=memory if memory and memory > 0 else None,
         delivered_processors=cpus if started else None,
         delivered_wall_s=max(0, int(now - start)) if started and start is not None else None,
-        nodes=nodes, scheduler_specific=reason, proxy_vo=_str(ad, "x509userproxyvoname"))
+        nodes=nodes, scheduler_specific=reason, proxy_vo=_str(ad, "x509userproxyvoname"), executable=_str(ad, "cmd"))
+    if nodes and cpus is not None:
+        info.node_processors = (cpus,)
+    if sss == "Hold":
+        code = _int(ad, "holdreasoncode")
+        info.holds = () if code is None else ("User",) if code == HOLD_BY_USER else ("System",)
+    elif finished:
+        _ending(info, ad, status)
+    return info
+
+
+HOLD_BY_USER = 1  # HoldReasonCode 1: condor_hold by a user; every other code is HTCondor's own
+
+
+def _ending(info: JobInfo, ad: Mapping[str, Any], status: int) -> None:
+    """How a finished job ended: Removed (3) -> cancelled (RemoveReason as the reason); Completed (4)
+    -> killed by a signal (ExitBySignal, ExitSignal): failed; else ExitCode 0 success, other failed."""
+    if status == 3:
+        info.completion = "cancelled"
+        info.scheduler_specific = _str(ad, "removereason")
+        return
+    if literal(ad.get("exitbysignal")) is True:
+        info.completion, info.exit_signal = "failed", _int(ad, "exitsignal")
+    elif (code := _int(ad, "exitcode")) is not None:
+        info.completion, info.exit_code = ("success" if code == 0 else "failed"), code
 
 
 # -- running the commands ----------------------------------------------------------------
