@@ -50,7 +50,6 @@ from typing import Any, Optional
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
-from glueinfo.gather.identity import host_key
 from glueinfo.glue.build import RenderCache
 from glueinfo.run.history import History
 from glueinfo.run.ldap_retry import LdapOutcome, LdapSync, make_ldap_sync
@@ -72,6 +71,11 @@ __all__ = ["JOB_NAMES", "LdapOutcome", "LdapSync", "Provider", "RunSettings", "S
 def _with_host_root(config: Config, host_root: Optional[str]) -> Config:
     """The config with the command line's --host-root in it, so every part reads the same tree."""
     return config.with_values("glueinfo", host_root=host_root) if host_root else config
+
+
+def _view_key(view: Any) -> Any:
+    """A scheduler view (a dict of plain values, or None) as something a tuple can compare."""
+    return tuple(sorted(view.items())) if isinstance(view, dict) else view
 
 
 class Provider:
@@ -346,8 +350,11 @@ class Provider:
 
     @staticmethod
     def _fingerprint(site: AssembledSite) -> tuple[Any, ...]:
-        hosts = tuple((host_key(h.snapshot.hostname), h.snapshot.collected_at, h.stale, tuple(sorted(h.sources.items())))
-                      for h in site.hosts)
+        # Names as assembled (already one per host, in one order): a spelling or order that differs
+        # from last time costs one needless render, never a missed change.  The batch system's view
+        # of a node (extra["lrms"], which Node XML's State follows) is part of the host.
+        hosts = tuple([(h.snapshot.hostname, h.snapshot.collected_at, h.stale, tuple(h.sources.items()),
+                        _view_key(h.snapshot.extra.get("lrms"))) for h in site.hosts])
         return hosts, tuple(sorted(site.states.items(), key=lambda item: item[0]))  # QueueStates compare by value
 
     def _publish(self, reason: str, began: float) -> bool:
