@@ -48,6 +48,7 @@ def generate(jobs: int, hosts: int, seed: int = 17) -> dict[str, str]:
     rng = random.Random(seed)
     used = [0] * hosts
     records, wide = [], ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"]
+    listed = []  # the same jobs with the fields asked for when jobs are listed (lsf.BJOBS_LISTED_FIELDS)
     host = 0
     for i in range(jobs):
         vo = VOS[i % len(VOS)]
@@ -74,6 +75,7 @@ def generate(jobs: int, hosts: int, seed: int = 17) -> dict[str, str]:
             "EXEC_HOST": exec_host, "NREQ_SLOT": str(slots), "NALLOC_SLOT": str(slots if placed else 0),
             "RUNTIMELIMIT": hms(limit), "RUN_TIME": hms(NOW - start if start else 0),
             "PEND_REASON": "" if placed else "Job slot limit reached;"})
+        listed.append({**records[-1], "COMMAND": f"/home/{user}/jobs/{name}.sh -n {slots}"})
         wide.append(f"{job_id:<7} {user:<7} {stat:<5} {QUEUE:<10} ce01.example.org {exec_host or '':<11} {name:<10} "
                     f"{time.strftime('%b %d %H:%M', time.gmtime(submit))}")
     host_records, host_wide = [], ["HOST_NAME          STATUS          JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV "]
@@ -92,6 +94,7 @@ def generate(jobs: int, hosts: int, seed: int = 17) -> dict[str, str]:
         "lsid9": "IBM Platform LSF Standard 9.1.3.0, Jul 04 2014\n",
         "bqueues": queue,
         "bjobs_json": json.dumps({"COMMAND": "bjobs", "JOBS": jobs, "RECORDS": records}, indent=2),
+        "bjobs_json_listed": json.dumps({"COMMAND": "bjobs", "JOBS": jobs, "RECORDS": listed}, indent=2),
         "bhosts_json": json.dumps({"COMMAND": "bhosts", "HOSTS": hosts, "RECORDS": host_records}, indent=2),
         "bjobs_wide": "\n".join(wide) + "\n", "bhosts_wide": "\n".join(host_wide) + "\n"}
 
@@ -104,6 +107,8 @@ def runner(outputs: dict[str, str], version: str):  # type: ignore[no-untyped-de
         if tool == "bqueues":
             return 0, outputs["bqueues"], ""
         form = "json" if "-json" in args else "wide"
+        if tool == "bjobs" and "-json" in args and "command" in args[args.index("-o") + 1].split():
+            form = "json_listed"  # the job list's fields
         return 0, outputs[f"{tool}_{form}"], ""
 
     return run
@@ -117,8 +122,9 @@ def main() -> None:
     assert BJOBS_FIELDS and BHOSTS_FIELDS  # the generator writes exactly these fields
     vo_map = VoMap.from_values([f"group:{vo}={vo}" for vo in VOS])
     for version, label, key in (("lsid10", "LSF 10.1.0.13 JSON", "bjobs_json"), ("lsid9", "LSF 9.1.3 plain", "bjobs_wide")):
+        listed = f", {len(outputs['bjobs_json_listed']) // jobs} bytes/job listed" if key == "bjobs_json" else ""
         print(f"{label}: {jobs} jobs ({len(outputs[key]) / 2**20:.1f} MiB of bjobs output, "
-              f"{len(outputs[key]) // jobs} bytes/job), {hosts} hosts")
+              f"{len(outputs[key]) // jobs} bytes/job{listed}), {hosts} hosts")
         for with_jobs in (True, False):
             cpu = []
             for _ in range(repeat):

@@ -69,6 +69,11 @@ QUEUE_STATUS = {("Open", True): "Production", ("Open", False): "Queueing",
 BJOBS_FIELDS = ("jobid", "jobindex", "stat", "user", "user_group", "queue", "proj_name", "job_name", "submit_time",
                 "start_time", "finish_time", "exec_host", "nreq_slot", "nalloc_slot", "runtimelimit", "run_time",
                 "pend_reason")
+# Asked for besides BJOBS_FIELDS when the jobs are listed (the counts never read it): the SSS Job
+# object's Executable, from the command line.  bjobs -o could also give from_host, cpu_used,
+# dependency, exec_cwd and exit_code (bjobs lists no finished job without -a); each costs every
+# listed job's refresh a few percent (docs/lrms/lsf.md), so they are not asked for.
+BJOBS_LISTED_FIELDS = ("command",)
 BHOSTS_FIELDS = ("host_name", "status", "max", "njobs", "run", "ssusp", "ususp", "rsv", "comments")
 
 _OUTPUT_ENV = ("LSB_BJOBS_FORMAT", "LSB_BQUEUES_FORMAT", "LSB_BHOSTS_FORMAT", "LSB_HMS_TIME_FORMAT",
@@ -373,6 +378,7 @@ class LsfJob:
     end_time: Optional[float] = None
     hosts: dict[str, int] = field(default_factory=dict)
     pend_reason: Optional[str] = None
+    command: Optional[str] = None  # for the SSS Job object (JSON, full=True only)
 
     @property
     def finished(self) -> bool:
@@ -465,6 +471,9 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                 job.end_time = stamp(record.get("FINISH_TIME"))
                 job.hosts = exec_hosts(str(record.get("EXEC_HOST") or ""))
                 job.pend_reason = _opt(record.get("PEND_REASON"))
+                command = record.get("COMMAND")
+                if command:
+                    job.command = str(command)
         except (KeyError, ValueError) as exc:
             raise LsfOutputError(f"bjobs -json: job {clip(str(record.get('JOBID')))}: {exc}") from None
         jobs.append(job)
@@ -525,7 +534,7 @@ def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:
 def job_info(job: LsfJob, node_name: Callable[[str], str]) -> JobInfo:
     started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
     pending = not started and not job.finished
-    return JobInfo(
+    info = JobInfo(
         local_id=job.job_id, name=job.name, local_owner=job.user, local_group=job.group, account=job.project,
         queue=job.queue, lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
         submit_time=job.submit_time, start_time=job.start_time if started else None,
@@ -534,7 +543,19 @@ def job_info(job: LsfJob, node_name: Callable[[str], str]) -> JobInfo:
         delivered_processors=(sum(job.hosts.values()) or None) if started else None,
         delivered_wall_s=job.run_time_s if started else None,
         nodes=[node_name(h) for h in job.hosts] if started else [],
+        node_processors=tuple(job.hosts.values()) if started else (),
         scheduler_specific=job.pend_reason if pending else None)
+    if job.command:  # the command line: the program, then its arguments
+        executable, _, arguments = job.command.strip().partition(" ")
+        info.executable, info.arguments = executable or None, arguments.strip() or None
+    if job.finished:
+        # DONE: ended with exit code 0; EXIT: a non-zero exit code or killed (bkill), before it started
+        # only by bkill; ZOMBI: killed while its host was unreachable.
+        if job.state == "DONE":
+            info.completion, info.exit_code = "success", 0
+        else:
+            info.completion = "failed" if job.state == "EXIT" and started else "cancelled"
+    return info
 
 
 # -- estimates ---------------------------------------------------------------------------
@@ -578,7 +599,8 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
 def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool) -> list[LsfJob]:
     """The queue's unfinished jobs (bjobs -u all lists no finished ones unless asked)."""
     if json_mode:
-        code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(BJOBS_FIELDS), "-json", "-hms",
+        fields = (*BJOBS_FIELDS, *BJOBS_LISTED_FIELDS) if full else BJOBS_FIELDS
+        code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(fields), "-json", "-hms",
                                     ok_codes=(0, 255))
         if not out.strip() and any(message in err for message in _NO_JOBS):
             return []
