@@ -180,3 +180,19 @@ state_dir = {tmp_path / 'state'}
     assert number("GlueCEStateFreeJobSlots") == slots["avail"]
     assert number("GlueCEPolicyMaxWallClockTime") == SgeCell.SHORT_MAX_WALL_MIN
     assert number("GlueCEPolicyMaxCPUTime") == SgeCell.SHORT_MAX_CPU_MIN
+
+
+def test_sss_job_fields_match_qstat_j(cell, busy):
+    """A job waiting for another (-hold_jid) and one asking for h_cpu: the plugin's dependency and CPU limit
+    against what `qstat -j` prints for them.  Last in the module: its jobs would change the counts above."""
+    first = busy["running"][0]
+    waiter = cell.qsub("-q", "short", "-N", "waiter", "-hold_jid", first, "-l", "h_cpu=0:10:0")
+    shown = cell.run("qstat", "-j", waiter)
+    predecessors = [line.split(":", 1)[1].split(",") for line in shown.splitlines()
+                    if line.startswith("jid_predecessor_list")]
+    (limits,) = [line.split(":", 1)[1] for line in shown.splitlines() if line.startswith("hard resource_list")]
+    jobs = {job.local_id: job for job in state_of(cell, "short").jobs}
+    job = jobs[waiter]
+    assert predecessors and job.dependencies == tuple(("OnExit", number.strip()) for number in predecessors[0])
+    assert "h_cpu=600" in limits.replace(" ", "") and job.cpu_time_limit_s == 600
+    assert job.sss_state == "Hold"  # hqw: held by the dependency

@@ -428,3 +428,36 @@ def test_haizea_workload_matches_squeue(slurm, busy, tmp_path):
         assert node_set.find("res[@type='CPU']").get("amount") == str(math.ceil(100 * int(row[5]) / int(row[4])))
     # the node itself: busy for Slurm, so described (its CPUs at 100 each)
     assert 100 * slurm.cpus in [int(r.get("amount")) for r in root.iterfind("site/nodes/node-set/res[@type='CPU']")]
+
+
+def test_sss_job_fields_match_scontrol(slurm, busy, tmp_path):
+    """Executable, arguments, working directory, priority, group and submit host as `scontrol show job` prints
+    them; a job cancelled while it waited has no StartTime in Job XML although squeue prints one.  Last in the
+    module: the jobs it adds would change the counts the tests above check."""
+    from glueinfo.sss.job_xml import render_jobs
+
+    script = tmp_path / "sss.sh"
+    script.write_text("#!/bin/sh\nsleep 300\n")
+    script.chmod(0o755)
+    job_id = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "-e", "/dev/null", "-p", "short", "-t", "5",
+                       "-J", "sss", str(script), "one", "two").strip()
+    gone = slurm.sbatch("-p", "short", "-t", "5", "-J", "gone")
+    slurm.run("scancel", gone)
+    slurm.wait_for(lambda: any(row[0] == gone and row[1] == "CANCELLED" for row in squeue_rows(slurm, "short")),
+                   what="the cancelled job in squeue")
+    shown = slurm.run("scontrol", "show", "job", "-o", job_id)
+    jobs = {job.local_id: job for job in state_of(slurm, "short").jobs}
+    job = jobs[job_id]
+    assert (job.executable, job.arguments) == (str(script), "one two")  # Command=<script> one two
+    assert job.working_directory == re.search(r"\bWorkDir=(\S+)", shown).group(1)
+    assert job.priority == int(re.search(r"\bPriority=(\d+)", shown).group(1))
+    assert job.local_group == re.search(r"\bGroupId=([^(\s]+)\(", shown).group(1)
+    assert job.submit_host == re.search(r"\bAllocNode:Sid=([^:\s]+):", shown).group(1)
+    assert job.sss_state == "Idle" and job.holds == ()
+    cancelled = jobs[gone]
+    (row,) = [row for row in squeue_rows(slurm, "short") if row[0] == gone]
+    assert row[2] not in ("N/A", "")  # Slurm gives a job cancelled while pending a StartTime ...
+    assert cancelled.start_time is None and cancelled.completion == "cancelled"  # ... that is not one
+    xml = etree.fromstring(render_jobs([cancelled, job], private={"arguments"}))
+    assert xml[0].find("StartTime") is None and xml[0].findtext("StatusMessage") == "Cancelled before it started"
+    assert xml[1].findtext("Arguments") == "one two" and xml[1].findtext("Executable") == str(script)
