@@ -574,13 +574,14 @@ def profile(hosts: int, interval: float, top: int, clock: str = "cpu") -> None:
     import pstats
 
     from glueinfo.core.config import load
+    from glueinfo.run.gc_policy import CollectorPolicy
     from glueinfo.run.provider import Provider
 
     logging.basicConfig(level=logging.WARNING, format="glueinfo: %(levelname)s: %(message)s")
     workdir = tempfile.mkdtemp(prefix=f"glueinfo-incremental-profile-{hosts}-")
     try:
         site, config_path = make_site(workdir, hosts, interval, local=False)
-        provider = Provider(load(config_path))
+        provider = Provider(load(config_path), collector_policy=CollectorPolicy(time.time))  # as `glueinfo run` makes it
         thread_profiles: list[cProfile.Profile] = []
 
         def make_profiler() -> cProfile.Profile:
@@ -663,13 +664,14 @@ def quick(hosts: int, interval: float, intervals: int) -> None:
     import logging
 
     from glueinfo.core.config import load
+    from glueinfo.run.gc_policy import CollectorPolicy
     from glueinfo.run.provider import Provider
 
     logging.basicConfig(level=logging.WARNING, format="glueinfo: %(levelname)s: %(message)s")
     workdir = tempfile.mkdtemp(prefix=f"glueinfo-incremental-quick-{hosts}-")
     try:
         site, config_path = make_site(workdir, hosts, interval, local=False)
-        provider = Provider(load(config_path))
+        provider = Provider(load(config_path), collector_policy=CollectorPolicy(time.time))  # as `glueinfo run` makes it
         jobs = [name for name in ("gather", "lrms") if hasattr(provider, f"job_{name}")]
         provider.restore()
         costs: list[float] = []

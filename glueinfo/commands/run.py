@@ -70,13 +70,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.commands.site_options import clock_from_environment
     from glueinfo.core.config import load
+    from glueinfo.run.gc_policy import CollectorPolicy
     from glueinfo.run.provider import Provider, ServiceError
 
     setup_logging(args)
     config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
+    clock = clock_from_environment()
     try:
-        provider = Provider(config, clock=clock_from_environment(), host_root=args.host_root, enable=args.collector,
-                            disable=args.no_collector)
+        provider = Provider(config, clock=clock, host_root=args.host_root, enable=args.collector,
+                            disable=args.no_collector, collector_policy=None if args.once else CollectorPolicy(clock))
     except ServiceError as exc:
         raise UsageError(str(exc)) from None
 

@@ -51,6 +51,7 @@ from typing import Any, Optional
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
 from glueinfo.glue.build import RenderCache
+from glueinfo.run.gc_policy import CollectorPolicy
 from glueinfo.run.history import History
 from glueinfo.run.ldap_retry import LdapOutcome, LdapSync, make_ldap_sync
 from glueinfo.run.local_host import LocalHost, combine_local
@@ -84,8 +85,9 @@ class Provider:
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.time, host_root: Optional[str] = None,
                  enable: Iterable[str] = (), disable: Iterable[str] = (),
                  ldap_sync_factory: Callable[[Config, Callable[[], float]], Callable[[Sequence[Any]], LdapOutcome]] = make_ldap_sync,
-                 queue_state: Optional[Callable[..., Any]] = None) -> None:
+                 queue_state: Optional[Callable[..., Any]] = None, collector_policy: Optional[CollectorPolicy] = None) -> None:
         self.clock = clock
+        self.collector_policy = collector_policy  # the daemon's garbage-collection schedule (glueinfo.run.gc_policy)
         self.host_root = host_root
         self.cli_enable, self.cli_disable = tuple(enable), tuple(disable)
         self.ldap_sync_factory = ldap_sync_factory
@@ -244,6 +246,8 @@ class Provider:
             except Exception as exc:  # closing down anyway
                 log.debug("HTTP server stop: %s", exc)
         self.assembler.close()
+        if self.collector_policy is not None:
+            self.collector_policy.restore()
 
     # -- jobs ------------------------------------------------------------------------------------
     def run_job(self, name: str) -> None:
@@ -333,6 +337,8 @@ class Provider:
             stats.last_started_at = self.clock()
             try:
                 published = self._publish(reason, began)
+                if self.collector_policy is not None:
+                    self.collector_policy.after_publish()
             except Exception as exc:
                 stats.failures += 1
                 stats.last_error = f"{type(exc).__name__}: {_one_line(exc)}"
