@@ -180,7 +180,9 @@ def processor_use(snapshot: HostSnapshot) -> Optional[tuple[float, float]]:
     return None
 
 
-def _matches(hostname: str, patterns: Iterable[str]) -> bool:
+def _matches(hostname: str, patterns: Sequence[str]) -> bool:
+    if not patterns:
+        return False
     names = {hostname.lower(), short_name(hostname).lower()}
     return any(fnmatch.fnmatchcase(name, pattern.lower()) for pattern in patterns for name in names)
 

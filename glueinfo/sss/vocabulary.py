@@ -109,6 +109,8 @@ PSEUDO_FILESYSTEMS = frozenset({
 
 def short_name(hostname: str) -> str:
     """A Node's Name as glueinfo writes it: the first label of the host name (an address whole)."""
+    if ":" not in hostname and not hostname.replace(".", "").isdigit():
+        return hostname.split(".", 1)[0] or hostname  # no address has letters without a colon: no parse needed
     try:
         ipaddress.ip_address(hostname)
         return hostname
