@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures", "htcondor"))
 
 import make_fixtures as fx  # noqa: E402
 
+from glueinfo.lrms.plugins.htcondor import JOB_ATTRS  # noqa: E402
 from glueinfo.lrms.registry import LrmsContext, queue_state  # noqa: E402
 from glueinfo.lrms.vo_map import VoMap  # noqa: E402
 
@@ -75,7 +76,7 @@ def generate(jobs: int, machines: int, schedds: int, seed: int = 13) -> dict[str
                                     "TotalHeldJobs": 0} for n in names], fx.SCHEDD_ATTRS),
     }
     for name, ads in queues.items():
-        outputs[f"q {name}"] = fx.q_json(ads, fx.JOB_ATTRS)
+        outputs[f"q {name}"] = fx.q_json(ads, JOB_ATTRS)  # what the plugin asks for (no private fields)
         outputs[f"full {name}"] = fx.q_json(ads, None)
     return outputs
 

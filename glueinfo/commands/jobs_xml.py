@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
     from glueinfo.lrms.registry import site_jobs
+    from glueinfo.run.job_objects import with_private_fields
     from glueinfo.site.assemble import default_local_fqdn
     from glueinfo.site.from_config import site_from_config
     from glueinfo.sss.job_xml import render_jobs
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if unknown:
             known = ", ".join(ce.section or ce.unique_id for ce in site.ces)
             raise UsageError(f"--ce {', '.join(sorted(unknown))}: no such CE (known: {known})")
-    jobs, failed = site_jobs(ces, clock=time.time)
     private = frozenset(config.get("jobs", "private_fields"))
+    jobs, failed = site_jobs(with_private_fields(ces, private), clock=time.time)
     sys.stdout.buffer.write(render_jobs(jobs, pretty=not args.compact, private=private))
     return 1 if failed else 0

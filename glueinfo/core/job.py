@@ -8,9 +8,11 @@ of these per refresh).
 
 Some fields can hold what a site may not want to show to anyone who asks
 (``arguments``, ``working_directory``, ``environment``: secrets, private
-paths): plugins fill them when the LRMS prints them anyway, and the renderers
-publish them only when told to (``[jobs] private_fields``, passed in by the
-command or daemon that renders).
+paths).  They are read and published only when the admin names them in
+``[jobs] private_fields``: the command or daemon that lists jobs for SSS Job
+XML hands that choice to the LRMS plugins in each CE's options
+(:data:`PRIVATE_FIELDS_OPTION`, see :func:`private_fields`), so nothing is
+paid for them otherwise, and to the renderer, which writes no other.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from typing import Optional, Union
 # How a finished job ended (JobInfo.completion): it succeeded, it failed (by itself, or its
 # resources did: time or memory limit, node failure), or someone stopped it (deleted, preempted).
 COMPLETIONS = ("success", "failed", "cancelled")
+
+# The JobInfo fields that can hold secrets or private paths, by the names [jobs] private_fields takes.
+PRIVATE_FIELDS = ("arguments", "environment", "working_directory")
+# The key of a CE's options (LrmsContext.ce_config) under which the job-listing commands pass the
+# private fields wanted; the [ce:NAME] sections have no such key, so it is never set from a file.
+PRIVATE_FIELDS_OPTION = "private_fields"
 
 # Dependency conditions, the SSS Job spec's words (Dependency condition="..."): run after the
 # other job succeeded, failed, or ended whichever way.
@@ -99,3 +107,10 @@ def environment_items(environment: Union[Mapping[str, str], str, None]) -> Itera
 
 
 _UNESCAPED_COMMA = re.compile(r"(?<!\\),")
+
+
+def private_fields(ce_options: Mapping[str, object]) -> frozenset[str]:
+    """The private fields a plugin is asked to read, from its CE's options (none unless the options
+    carry :data:`PRIVATE_FIELDS_OPTION`)."""
+    wanted = ce_options.get(PRIVATE_FIELDS_OPTION)
+    return frozenset(str(name) for name in wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else frozenset()

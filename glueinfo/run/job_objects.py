@@ -15,21 +15,32 @@ would show jobs that may have ended); the failure is logged once per
 refresh by glueinfo.lrms.registry and its CE id kept in ``failed``.
 Arguments, working directories and environments are in the objects only
 when ``[jobs] private_fields`` names them: ``serve`` answers without
-authentication unless ``[serve] key_file`` is set.
+authentication unless ``[serve] key_file`` is set.  The plugins are told
+too (:func:`with_private_fields`), so they read those fields only then.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Optional
 
 from glueinfo.core.config import Config
+from glueinfo.core.job import PRIVATE_FIELDS_OPTION
 from glueinfo.sss.object_sets import job_object_set
 
 log = logging.getLogger("glueinfo.serve_jobs")
+
+
+def with_private_fields(ces: Sequence[Any], private: Collection[str]) -> list[Any]:
+    """The CEs (site.CESpec values) with ``private`` in their options under PRIVATE_FIELDS_OPTION,
+    which tells their LRMS plugins to read those fields of each job (none: the CEs as they are)."""
+    if not private:
+        return list(ces)
+    return [dataclasses.replace(ce, options={**ce.options, PRIVATE_FIELDS_OPTION: tuple(sorted(private))}) for ce in ces]
 
 
 class JobObjects:
@@ -56,7 +67,7 @@ class JobObjects:
     def refresh(self) -> None:
         from glueinfo.lrms.registry import site_jobs
 
-        jobs, failed = site_jobs(self.site.ces, clock=self.clock)
+        jobs, failed = site_jobs(with_private_fields(self.site.ces, self.private), clock=self.clock)
         self._objects = job_object_set(jobs, self.private)  # one assignment: readers see the old set or the new one
         self.failed = failed
         self.refreshed_at = self.clock()

@@ -42,7 +42,7 @@ glueinfo/sss/xsd/sss-job.xsd.  Per job, in this order and only when known
 Arguments, InitialWorkingDirectory and Environment can hold secrets and
 private paths, and ``glueinfo serve`` answers without authentication by
 default: they are written only for the names in ``private`` (a subset of
-:data:`PRIVATE_FIELDS`), which the command or daemon takes from
+glueinfo.core.job.PRIVATE_FIELDS), which the command or daemon takes from
 ``[jobs] private_fields``; this module reads no config.
 
 Text the LRMS reports (job names are anything a user typed) is carried as
@@ -66,9 +66,6 @@ SSS_STATES = ("Idle", "Hold", "Running", "Suspended", "Completed")
 # Units of unit-less numbers, for the SSSRMAP engine (Memory is always written with units="MB").
 JOB_DEFAULT_UNITS = {"Memory": "MB"}
 EXTENSION_TYPE = "Scheduler"
-
-# The JobInfo fields written only when asked for, by the names [jobs] private_fields takes.
-PRIVATE_FIELDS = ("arguments", "environment", "working_directory")
 
 _ENDED = {"success": "Succeeded", "failed": "Failed", "cancelled": "Cancelled"}
 _NO_PRIVATE: frozenset[str] = frozenset()
@@ -133,7 +130,7 @@ def status_message(job: JobInfo) -> Optional[str]:
 def job_element(job: JobInfo, machine: Optional[str] = None, private: Collection[str] = _NO_PRIVATE) -> etree._Element:
     """One ``<Job>``; raises ValueError for a job without an id (the one property the spec requires).
 
-    ``private``: which of :data:`PRIVATE_FIELDS` to write.
+    ``private``: which of glueinfo.core.job.PRIVATE_FIELDS to write.
     """
     if not job.local_id or not job.local_id.strip():
         raise ValueError("a job without an id cannot be an SSS Job")
@@ -232,7 +229,7 @@ def data_element(jobs: Iterable[JobInfo | tuple[JobInfo, Optional[str]]],
                  private: Collection[str] = _NO_PRIVATE) -> etree._Element:
     """``<Data>`` with one ``<Job>`` per job; items are jobs or (job, machine) pairs.
 
-    ``private``: which of :data:`PRIVATE_FIELDS` to write (none by default).
+    ``private``: which of glueinfo.core.job.PRIVATE_FIELDS to write (none by default).
     """
     data = etree.Element("Data")
     for item in jobs:

@@ -19,7 +19,7 @@ def job_object_set(jobs: Iterable[JobInfo | tuple[JobInfo, Optional[str]]],
                    private: Collection[str] = frozenset()) -> ObjectSet:
     """The jobs as an SSSRMAP ObjectSet of ``Job`` objects; items are jobs or (job, machine) pairs.
 
-    ``private``: which of job_xml.PRIVATE_FIELDS the objects hold (none by
+    ``private``: which of glueinfo.core.job.PRIVATE_FIELDS the objects hold (none by
     default: what an object does not hold, no query can select).  Raises
     ValueError for a job without an id, as job_xml.job_element does.
     """

@@ -54,7 +54,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.job import JobInfo
+from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, clip, environment
@@ -74,6 +74,11 @@ JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobUniverse", "Owner", "AcctGr
              # removed or held.  Attributes every ad has and the counts never read (JobPrio, RemoteUserCpu,
              # Iwd, Arguments, Environment) are not asked for: each would cost every refresh (docs/lrms/htcondor.md).
              "Cmd", "ExitCode", "ExitBySignal", "ExitSignal", "RemoveReason", "HoldReasonCode")
+
+# Asked for only when [jobs] private_fields names the field (glueinfo.core.job.private_fields): the new
+# (V2) syntax first, the old one (Args, Env) for jobs submitted with it.
+PRIVATE_ATTRS = {"arguments": ("Arguments", "Args"), "working_directory": ("Iwd",),
+                 "environment": ("Environment", "Env")}
 
 QUEUE_BY = ("schedd", "accounting_group")
 ALL_SCHEDDS = "all"
@@ -347,8 +352,10 @@ def in_group(group: Optional[str], prefix: str) -> bool:
     return group is not None and (group == prefix or group.startswith(prefix + "."))
 
 
-def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now: float) -> Optional[JobInfo]:
-    """The model's view of one job ad; None for a job that uses no slot of the pool (its universe)."""
+def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now: float,
+                private: frozenset[str] = frozenset()) -> Optional[JobInfo]:
+    """The model's view of one job ad; None for a job that uses no slot of the pool (its universe).
+    ``private``: the private fields (glueinfo.core.job.PRIVATE_FIELDS) to read too."""
     cluster, proc, status = _int(ad, "clusterid"), _int(ad, "procid"), _int(ad, "jobstatus")
     if cluster is None or proc is None or status is None:
         raise HTCondorOutputError(f"condor_q -name {schedd}: a job ad without ClusterId, ProcId or JobStatus: "
@@ -373,9 +380,20 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
         requested_processors=cpus, requested_memory_mb=memory if memory and memory > 0 else None,
         delivered_processors=cpus if started else None,
         delivered_wall_s=max(0, int(now - start)) if started and start is not None else None,
-        nodes=nodes, scheduler_specific=reason, proxy_vo=_str(ad, "x509userproxyvoname"), executable=_str(ad, "cmd"))
+        nodes=nodes, scheduler_specific=reason, proxy_vo=_str(ad, "x509userproxyvoname"))
+    command = ad.get("cmd")  # a literal path in every job ad
+    if type(command) is str and command:
+        info.executable = command
     if nodes and cpus is not None:
         info.node_processors = (cpus,)
+    if private:
+        if "arguments" in private:
+            info.arguments = _str(ad, "arguments") or _str(ad, "args")
+        if "working_directory" in private:
+            info.working_directory = _str(ad, "iwd")
+        if "environment" in private:
+            text = _str(ad, "environment")
+            info.environment = environment_v2(text) if text else environment_v1(_str(ad, "env"))
     if sss == "Hold":
         code = _int(ad, "holdreasoncode")
         info.holds = () if code is None else ("User",) if code == HOLD_BY_USER else ("System",)
@@ -385,6 +403,40 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
 
 
 HOLD_BY_USER = 1  # HoldReasonCode 1: condor_hold by a user; every other code is HTCondor's own
+
+
+def environment_v2(text: str) -> dict[str, str]:
+    """A job's ``Environment`` (the new syntax): ``NAME=value`` words separated by spaces, a value with
+    spaces in single quotes, a single quote inside them doubled (``B='x y' C='it''s'``)."""
+    words: list[str] = []
+    word: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "'":
+            if quoted and text[i + 1:i + 2] == "'":
+                word.append("'")
+                i += 1
+            else:
+                quoted = not quoted
+        elif char.isspace() and not quoted:
+            if word:
+                words.append("".join(word))
+                word = []
+        else:
+            word.append(char)
+        i += 1
+    if word:
+        words.append("".join(word))
+    return dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("="))
+
+
+def environment_v1(text: Optional[str]) -> Optional[dict[str, str]]:
+    """A job's ``Env`` (the old syntax): ``NAME=value`` items separated by semicolons."""
+    if not text:
+        return None
+    return dict(item.split("=", 1) for item in text.split(";") if "=" in item and not item.startswith("="))
 
 
 def _ending(info: JobInfo, ad: Mapping[str, Any], status: int) -> None:
@@ -432,10 +484,10 @@ class ScheddAnswer:
     text: Optional[str] = None  # condor_q's output, not yet read (see read_answer)
 
 
-def ask_schedd(tools: Tools, name: str) -> ScheddAnswer:
+def ask_schedd(tools: Tools, name: str, attributes: Sequence[str] = JOB_ATTRS) -> ScheddAnswer:
     """condor_q's output for schedd ``name`` (``text``), or the one-line ``error`` of a run that failed."""
     try:
-        out = run_tool(tools, "condor_q", "-name", name, "-allusers", "-json", "-attributes", ",".join(JOB_ATTRS))
+        out = run_tool(tools, "condor_q", "-name", name, "-allusers", "-json", "-attributes", ",".join(attributes))
         return ScheddAnswer(name, text=out)
     except LrmsQueryError as exc:
         return ScheddAnswer(name, error=str(exc))
@@ -516,7 +568,10 @@ def query(ctx: LrmsContext) -> QueueState:
             if not in_scope:
                 errors.append("the collector lists no schedd")
 
-    answers: list[ScheddAnswer] = _run_all([functools.partial(ask_schedd, tools, s.name) for s in in_scope]) if in_scope else []
+    private = private_fields(ctx.ce_config) if ctx.with_jobs else frozenset()
+    attributes = (*JOB_ATTRS, *(a for field in sorted(private) for a in PRIVATE_ATTRS.get(field, ())))
+    answers: list[ScheddAnswer] = (_run_all([functools.partial(ask_schedd, tools, s.name, attributes) for s in in_scope])
+                                   if in_scope else [])
     jobs: list[JobInfo] = []
     with commands.gc_paused():  # 50,000 decoded ads and their JobInfos: see gc_paused
         for answer in answers:
@@ -526,7 +581,7 @@ def query(ctx: LrmsContext) -> QueueState:
             if answer.ads is None:
                 continue
             try:
-                mine = [job for ad in answer.ads if (job := job_from_ad(ad, answer.schedd, lookup, now)) is not None]
+                mine = [job for ad in answer.ads if (job := job_from_ad(ad, answer.schedd, lookup, now, private)) is not None]
             except LrmsQueryError as exc:
                 failed[answer.schedd] = str(exc)
                 continue

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.job import JobInfo
+from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, clip, environment
@@ -379,6 +379,7 @@ class LsfJob:
     hosts: dict[str, int] = field(default_factory=dict)
     pend_reason: Optional[str] = None
     command: Optional[str] = None  # for the SSS Job object (JSON, full=True only)
+    work_dir: Optional[str] = None  # exec_cwd, when the working directory is asked for
 
     @property
     def finished(self) -> bool:
@@ -471,9 +472,11 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                 job.end_time = stamp(record.get("FINISH_TIME"))
                 job.hosts = exec_hosts(str(record.get("EXEC_HOST") or ""))
                 job.pend_reason = _opt(record.get("PEND_REASON"))
-                command = record.get("COMMAND")
+                command, work_dir = record.get("COMMAND"), record.get("EXEC_CWD")
                 if command:
                     job.command = str(command)
+                if work_dir:  # asked for only as a private field
+                    job.work_dir = _opt(work_dir)
         except (KeyError, ValueError) as exc:
             raise LsfOutputError(f"bjobs -json: job {clip(str(record.get('JOBID')))}: {exc}") from None
         jobs.append(job)
@@ -531,7 +534,9 @@ def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:
     return jobs
 
 
-def job_info(job: LsfJob, node_name: Callable[[str], str]) -> JobInfo:
+def job_info(job: LsfJob, node_name: Callable[[str], str], private: frozenset[str] = frozenset()) -> JobInfo:
+    """The model's view of one LSF job (GLUE CE Job / SSS Job); ``private``: the private fields
+    (glueinfo.core.job.PRIVATE_FIELDS) to fill too."""
     started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
     pending = not started and not job.finished
     info = JobInfo(
@@ -543,11 +548,16 @@ def job_info(job: LsfJob, node_name: Callable[[str], str]) -> JobInfo:
         delivered_processors=(sum(job.hosts.values()) or None) if started else None,
         delivered_wall_s=job.run_time_s if started else None,
         nodes=[node_name(h) for h in job.hosts] if started else [],
-        node_processors=tuple(job.hosts.values()) if started else (),
         scheduler_specific=job.pend_reason if pending else None)
+    if started and job.hosts:
+        info.node_processors = tuple(job.hosts.values())
     if job.command:  # the command line: the program, then its arguments
         executable, _, arguments = job.command.strip().partition(" ")
-        info.executable, info.arguments = executable or None, arguments.strip() or None
+        info.executable = executable or None
+        if "arguments" in private:
+            info.arguments = arguments.strip() or None
+    if job.work_dir and "working_directory" in private:
+        info.working_directory = job.work_dir
     if job.finished:
         # DONE: ended with exit code 0; EXIT: a non-zero exit code or killed (bkill), before it started
         # only by bkill; ZOMBI: killed while its host was unreachable.
@@ -596,10 +606,14 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
     return commands.tools_for(ctx, "lsf_bin_dir", env, deadline)
 
 
-def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool) -> list[LsfJob]:
-    """The queue's unfinished jobs (bjobs -u all lists no finished ones unless asked)."""
+def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool,
+              private: frozenset[str] = frozenset()) -> list[LsfJob]:
+    """The queue's unfinished jobs (bjobs -u all lists no finished ones unless asked); ``private``: the
+    private fields to read too (the working directory: exec_cwd)."""
     if json_mode:
         fields = (*BJOBS_FIELDS, *BJOBS_LISTED_FIELDS) if full else BJOBS_FIELDS
+        if full and "working_directory" in private:
+            fields = (*fields, "exec_cwd")
         code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(fields), "-json", "-hms",
                                     ok_codes=(0, 255))
         if not out.strip() and any(message in err for message in _NO_JOBS):
@@ -634,7 +648,8 @@ def query(ctx: LrmsContext) -> QueueState:
             tools("bhosts", "-o", " ".join(BHOSTS_FIELDS), "-json", *host_args)))
     else:
         hosts = step(lambda: parse_bhosts_wide(tools("bhosts", "-w", *host_args)))
-    jobs: Optional[list[LsfJob]] = step(lambda: read_jobs(tools, queue_name, json_mode, now, ctx.with_jobs))
+    jobs: Optional[list[LsfJob]] = step(lambda: read_jobs(tools, queue_name, json_mode, now, ctx.with_jobs,
+                                                          private_fields(ctx.ce_config)))
 
     if queue is not None:
         state.status = glue_status(queue.status)
@@ -667,7 +682,8 @@ def query(ctx: LrmsContext) -> QueueState:
             return site_host(host, lookup)
 
         if ctx.with_jobs:
-            infos = [job_info(j, node_name) for j in jobs]
+            private = private_fields(ctx.ce_config)
+            infos = [job_info(j, node_name, private) for j in jobs]
         else:
             infos = [JobInfo(local_id=j.job_id, local_owner=j.user, local_group=j.group, account=j.project,
                              glue_status=j.glue_status) for j in active]

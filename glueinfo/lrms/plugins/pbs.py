@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from glueinfo.core import xmlsafe
-from glueinfo.core.job import JobInfo
+from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, clip, environment
@@ -507,8 +507,20 @@ class PbsJob:
     node_count: Optional[int] = None
     exec_hosts: dict[str, int] = field(default_factory=dict)
     comment: Optional[str] = None
-    # full=True: the job's attributes, for what only the SSS Job object reads (job_info: _details)
-    attributes: Any = None
+    # For the SSS Job object (full=True only).
+    exit_status: Optional[int] = None  # PBS's: 0-255, 256 + the signal that killed it, negative: could not run
+    substate: Optional[int] = None  # OpenPBS: 91 deleted, 92 finished, 93 failed (of a finished job)
+    priority: Optional[int] = None
+    hold_types: Optional[str] = None  # letters: n none, u user, o operator, s system, p bad password
+    submit_host: Optional[str] = None
+    cput_used_s: Optional[int] = None
+    cput_limit_s: Optional[int] = None
+    memory_used_mb: Optional[int] = None
+    depend: Optional[str] = None  # afterok:12.srv:13.srv,afterany:14.srv
+    executable: Optional[str] = None  # OpenPBS, for a job submitted as qsub -- PROGRAM ARGS
+    arguments: Optional[str] = None
+    environment: Any = None  # Variable_List: a JSON object (OpenPBS) or NAME=value,... text (Torque)
+    work_dir: Optional[str] = None
 
     @property
     def finished(self) -> bool:
@@ -539,9 +551,10 @@ def _memo(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 class _Converters:
-    """The memoised converters of one parse (no state outlives it)."""
+    """The memoised converters of one parse (no state outlives it), and the private fields it reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, private: frozenset[str] = frozenset()) -> None:
+        self.private = private
         self.duration = _memo(parse_duration_s)
         self.time = _memo(parse_time)
         self.size = _memo(parse_size_mb)
@@ -590,57 +603,53 @@ def _job_from(job_id: str, top: _Attributes, resources: _Attributes, used: _Attr
         job.end_time = convert.time(top.get("obittime") or top.get("comp_time"))
         job.memory_mb = convert.size(resources.get("mem"))
         job.node_count = convert.number(resources.get("nodect"))
-        job.attributes = top
+        _details(job, top, resources, used, convert)
     return job
 
 
-def _details(info: JobInfo, job: PbsJob, started: bool, convert: _Converters) -> None:
-    """What the SSS Job object adds, from the job's attributes as both families print them (names
-    differ in case: OpenPBS Exit_status / Submit_Host, Torque exit_status / submit_host; Torque's
-    Resource_List.cput and resources_used.cput are R.cput and U.cput of its flat record).  Each is
-    read only for the jobs it can concern: 50,000 jobs a refresh."""
-    top = job.attributes
-    torque = "Job_Id" in top  # Torque's flat record (every one has it); OpenPBS's JSON object has no such key
-    priority = top.get("Priority")
-    if priority is not None:
-        info.priority = priority if type(priority) is int else convert.number(priority)
-    info.submit_host = top.get("Submit_Host") or top.get("submit_host")
-    if started:
-        if torque:
-            cput, memory = top.get("U.cput"), top.get("U.mem")
-        else:
-            used = top.get("resources_used") or _EMPTY
-            cput, memory = used.get("cput"), used.get("mem")
-        if cput is not None:
-            info.cpu_duration_s = convert.duration(cput)
-        if memory is not None:
-            info.delivered_memory_mb = convert.size(memory)
-    cput_limit = top.get("R.cput") if torque else (top.get("Resource_List") or _EMPTY).get("cput")
-    if cput_limit is not None:
-        info.cpu_time_limit_s = convert.duration(cput_limit)
-    if job.sss_state == "Hold":
-        holds = top.get("Hold_Types")
-        if holds:
-            info.holds = tuple(HOLDS[letter] for letter in str(holds) if letter in HOLDS)
-    depend = top.get("depend")
-    if depend:
-        info.dependencies = dependencies(str(depend))
-    executable = top.get("executable")
-    if executable:
-        info.executable = _jsdl_values(str(executable), "Executable")[0] or None
-        arguments = top.get("argument_list")
-        info.arguments = " ".join(_jsdl_values(str(arguments), "Argument")) if arguments else None
-    environment = top.get("Variable_List")
-    info.environment = environment if isinstance(environment, (dict, str)) else None
-    info.working_directory = top.get("jobdir") or top.get("init_work_dir")
+def _details(job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attributes, convert: _Converters) -> None:
+    """What the SSS Job object adds, from the attributes both families print (names differ in case:
+    OpenPBS Exit_status / Submit_Host, Torque exit_status / submit_host).  Each is read only for the
+    jobs it can concern (an exit status for finished jobs, holds for held ones, use for started
+    ones), and the private fields only when asked for (convert.private): 50,000 jobs a refresh."""
     if job.glue_status in FINISHED:
         exit_status = top.get("Exit_status")
-        status = convert.number(top.get("exit_status") if exit_status is None else exit_status)
-        info.completion, code, signal = ending(status, convert.number(top.get("substate")))
-        if started or (code is not None and code < 0):  # a negative code: PBS could not run it
-            info.exit_code, info.exit_signal = code, signal
-        if info.completion in ("failed", "cancelled"):
-            info.scheduler_specific = job.comment  # OpenPBS: "Job run at ... and exceeded resource walltime"
+        job.exit_status = convert.number(top.get("exit_status") if exit_status is None else exit_status)
+        job.substate = convert.number(top.get("substate"))
+    elif job.sss_state == "Hold":
+        holds = top.get("Hold_Types")
+        job.hold_types = str(holds) if holds and holds != "n" else None
+    priority = top.get("Priority")
+    if priority is not None:
+        job.priority = priority if type(priority) is int else convert.number(priority)
+    host = top.get("Submit_Host") or top.get("submit_host")
+    if host:
+        job.submit_host = str(host)
+    if type(used) is _Prefixed:  # Torque's flat record: read its keys, not through three more calls a job
+        cput, memory, cput_limit = top.get("U.cput"), top.get("U.mem"), top.get("R.cput")
+    else:
+        cput, memory = (used.get("cput"), used.get("mem")) if used is not _EMPTY else (None, None)
+        cput_limit = resources.get("cput")
+    if cput is not None:
+        job.cput_used_s = convert.duration(cput)
+    if memory is not None:
+        job.memory_used_mb = convert.size(memory)
+    if cput_limit is not None:
+        job.cput_limit_s = convert.duration(cput_limit)
+    depend = top.get("depend")
+    if depend:
+        job.depend = str(depend)
+    executable = top.get("executable")
+    if executable:
+        job.executable = _jsdl_values(str(executable), "Executable")[0] or None
+    private = convert.private
+    if private:
+        arguments = top.get("argument_list") if "arguments" in private else None
+        job.arguments = " ".join(_jsdl_values(str(arguments), "Argument")) if arguments else None
+        environment = top.get("Variable_List") if "environment" in private else None
+        job.environment = environment if isinstance(environment, (dict, str)) else None
+        work_dir = top.get("jobdir") or top.get("init_work_dir") if "working_directory" in private else None
+        job.work_dir = str(work_dir) if work_dir else None
 
 
 _JSDL = re.compile(r"<jsdl-hpcpa:(Executable|Argument)>(.*?)</jsdl-hpcpa:\1>", re.S)
@@ -666,17 +675,18 @@ def _torque_nodes_cpus(value: Any) -> Optional[int]:
     return total or None
 
 
-def parse_jobs_json(text: str, full: bool = True) -> list[PbsJob]:
+def parse_jobs_json(text: str, full: bool = True, private: frozenset[str] = frozenset()) -> list[PbsJob]:
     """``qstat -f -t -F json QUEUE``: ``{"Jobs": {ID: {attributes}}}`` (no ``Jobs`` when the queue is empty).
 
     Any malformed job fails the whole list.  ``full=False`` reads only what the
-    counts, per-VO counts and estimates need.
+    counts, per-VO counts and estimates need; ``private``: the private fields
+    (glueinfo.core.job.PRIVATE_FIELDS) to read too.
     """
     data = _load_json(text, "qstat -f -F json")
     items = data.get("Jobs") or {}
     if not isinstance(items, dict):
         raise PbsOutputError("qstat -f -F json: 'Jobs' is not an object")
-    convert = _Converters()
+    convert = _Converters(private)
     jobs = []
     for job_id, attributes in items.items():
         try:
@@ -695,7 +705,8 @@ def parse_jobs_json(text: str, full: bool = True) -> list[PbsJob]:
 _TORQUE_TOP = ("Job_Id", "job_state", "euser", "egroup", "Job_Owner", "Account_Name")
 _TORQUE_FULL = ("Job_Name", "queue", "exec_host", "ctime", "qtime", "start_time", "comp_time", "comment",
                 # for the SSS Job object
-                "exit_status", "Priority", "Hold_Types", "submit_host", "depend", "Variable_List", "init_work_dir")
+                "exit_status", "Priority", "Hold_Types", "submit_host", "depend")
+_TORQUE_PRIVATE = {"environment": "Variable_List", "working_directory": "init_work_dir"}  # read only when asked
 _TORQUE_NESTED = ("walltime", "ncpus", "procs", "nodes", "nodect", "mem", "cput")
 _TORQUE_GROUPS = ("Resource_List", "resources_used")
 
@@ -712,15 +723,17 @@ class _Prefixed:
         return self.record.get(self.prefix + key, default)
 
 
-def parse_jobs_xml(text: str, full: bool = True) -> list[PbsJob]:
+def parse_jobs_xml(text: str, full: bool = True, private: frozenset[str] = frozenset()) -> list[PbsJob]:
     """Torque ``qstat -f -x -t QUEUE``: ``<Data><Job><Job_Id/>...<Resource_List><walltime/>...</Job>``;
-    empty output when the queue has no jobs.  Any malformed job fails the whole list."""
+    empty output when the queue has no jobs.  Any malformed job fails the whole list.  ``private``:
+    the private fields (glueinfo.core.job.PRIVATE_FIELDS) to read too."""
     if not text.strip():
         return []
     root = _torque_xml(text, "qstat -f -x")
-    convert = _Converters()
+    convert = _Converters(private)
     jobs = []
-    tags = ("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *(_TORQUE_FULL if full else ()), *_TORQUE_NESTED)
+    private_tags = tuple(tag for name, tag in _TORQUE_PRIVATE.items() if name in private) if full else ()
+    tags = ("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *(_TORQUE_FULL if full else ()), *private_tags, *_TORQUE_NESTED)
     records: list[dict[str, str]] = []
     record: dict[str, str] = {}
     prefix = ""
@@ -781,23 +794,22 @@ def dependencies(text: Optional[str]) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def ending(status: Optional[int], substate: Optional[int]) -> tuple[Optional[str], Optional[int], Optional[int]]:
-    """(completion, exit code, signal) of a finished job from its exit status and (OpenPBS) substate.
-    Exit status: 0-255 the job's own, 256 + N killed by signal N, negative PBS's code for a job it
-    could not run.  OpenPBS's substate tells a deleted job (91) from one that ended by itself;
-    Torque's does not, so a job it killed (its walltime, or qdel) is "failed" there."""
+def ending(job: PbsJob) -> tuple[Optional[str], Optional[int], Optional[int]]:
+    """(completion, exit code, signal) of a finished job.  Exit status: 0-255 the job's own, 256 + N
+    killed by signal N, negative PBS's code for a job it could not run.  OpenPBS's substate tells a
+    deleted job (91) from one that ended by itself; Torque's does not, so a job it killed (its
+    walltime, or qdel) is "failed" there."""
+    status = job.exit_status
     code, signal = (None, status - 256) if status is not None and status > 256 else (status, None)
-    if substate == _DELETED:
+    if job.substate == _DELETED:
         return "cancelled", code, signal
     if status is None:
         return None, None, None
-    return ("success" if status == 0 and substate != _FAILED else "failed"), code, signal
+    return ("success" if status == 0 and job.substate != _FAILED else "failed"), code, signal
 
 
-def job_info(job: PbsJob, node_name: Callable[[str], str], convert: Optional[_Converters] = None) -> JobInfo:
-    """The model's view of one PBS job (GLUE CE Job / SSS Job); ``convert``: the converters of the
-    refresh (made anew when not given)."""
-    convert = convert or _Converters()
+def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
+    """The model's view of one PBS job (GLUE CE Job / SSS Job)."""
     started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
     pending = not started and not job.finished
     info = JobInfo(
@@ -812,10 +824,33 @@ def job_info(job: PbsJob, node_name: Callable[[str], str], convert: Optional[_Co
         delivered_processors=(sum(job.exec_hosts.values()) or None) if started else None,
         delivered_wall_s=job.walltime_used_s if started else None,
         nodes=[node_name(h) for h in job.exec_hosts] if started else [],
-        node_processors=tuple(job.exec_hosts.values()) if started else (),
         scheduler_specific=job.comment if pending else None)
-    if job.attributes is not None:
-        _details(info, job, started, convert)
+    # The SSS fields are set apart, each only when known: a keyword is matched by name against the
+    # model's ~40 fields, which costs 50,000 jobs more than setting the few that are known.
+    if job.priority is not None:
+        info.priority = job.priority
+    if job.submit_host is not None:
+        info.submit_host = job.submit_host
+    if job.executable is not None:
+        info.executable = job.executable
+    if job.cput_limit_s is not None:
+        info.cpu_time_limit_s = job.cput_limit_s
+    if started:
+        if job.exec_hosts:
+            info.node_processors = tuple(job.exec_hosts.values())
+        info.cpu_duration_s, info.delivered_memory_mb = job.cput_used_s, job.memory_used_mb
+    if job.arguments is not None or job.work_dir is not None or job.environment is not None:  # private, asked for
+        info.arguments, info.working_directory, info.environment = job.arguments, job.work_dir, job.environment
+    if job.hold_types and job.sss_state == "Hold":
+        info.holds = tuple(HOLDS[letter] for letter in job.hold_types if letter in HOLDS)
+    if job.depend:
+        info.dependencies = dependencies(job.depend)
+    if job.finished:
+        info.completion, code, signal = ending(job)
+        if started or (code is not None and code < 0):  # a negative code: PBS could not run it
+            info.exit_code, info.exit_signal = code, signal
+        if info.completion in ("failed", "cancelled"):
+            info.scheduler_specific = job.comment  # OpenPBS: "Job run at ... and exceeded resource walltime"
     return info
 
 
@@ -910,6 +945,7 @@ def query(ctx: LrmsContext) -> QueueState:
     if configured not in ("auto", *FLAVOURS):
         raise LrmsQueryError(f"pbs: pbs_flavour {configured!r} is not auto, openpbs or torque")
     errors: list[str] = []
+    private = private_fields(ctx.ce_config) if ctx.with_jobs else frozenset()
 
     def step(what: Callable[[], Any]) -> Any:
         try:
@@ -934,11 +970,12 @@ def query(ctx: LrmsContext) -> QueueState:
                                                                   queue_name))
         all_nodes: Optional[list[PbsNode]] = step(lambda: parse_nodes_json(tools("pbsnodes", "-a", "-F", "json")))
         jobs: Optional[list[PbsJob]] = step(lambda: _paused(parse_jobs_json, tools("qstat", "-f", "-t", "-F", "json",
-                                                                                   queue_name), ctx.with_jobs))
+                                                                                   queue_name), ctx.with_jobs, private))
     else:
         queue = step(lambda: parse_queue_text(tools("qstat", "-Q", "-f", queue_name), queue_name))
         all_nodes = step(lambda: parse_nodes_xml(tools("pbsnodes", "-x")))
-        jobs = step(lambda: _paused(parse_jobs_xml, tools("qstat", "-f", "-x", "-t", queue_name), ctx.with_jobs))
+        jobs = step(lambda: _paused(parse_jobs_xml, tools("qstat", "-f", "-x", "-t", queue_name), ctx.with_jobs,
+                                    private))
 
     if queue is not None:
         state.status = glue_status_of_queue(queue.enabled, queue.started)
@@ -974,8 +1011,7 @@ def query(ctx: LrmsContext) -> QueueState:
 
         with commands.gc_paused():  # 50,000 JobInfos: see gc_paused
             if ctx.with_jobs:
-                convert = _Converters()
-                infos = [job_info(j, node_name, convert) for j in jobs]
+                infos = [job_info(j, node_name) for j in jobs]
                 commands.assign_vos(ctx.vo_map, infos)
                 state.vo_counts = count_by_vo(infos)
                 state.jobs = infos
@@ -995,11 +1031,12 @@ def query(ctx: LrmsContext) -> QueueState:
     return state
 
 
-def _paused(parse: Callable[[str, bool], list[PbsJob]], text: str, full: bool) -> list[PbsJob]:
-    """``parse(text, full)`` with the collector paused: the job list of 50,000 jobs makes hundreds of
-    thousands of objects, none in a cycle (see glueinfo.lrms.commands.gc_paused)."""
+def _paused(parse: Callable[[str, bool, frozenset[str]], list[PbsJob]], text: str, full: bool,
+            private: frozenset[str]) -> list[PbsJob]:
+    """``parse(text, full, private)`` with the collector paused: the job list of 50,000 jobs makes hundreds
+    of thousands of objects, none in a cycle (see glueinfo.lrms.commands.gc_paused)."""
     with commands.gc_paused():
-        return parse(text, full)
+        return parse(text, full, private)
 
 
 def iter_states() -> Iterable[tuple[str, str, str]]:

@@ -648,9 +648,11 @@ def job_info(job: SgeJob, queue: str, lookup: dict[str, str]) -> JobInfo:
         delivered_processors=job.slots if started else None,
         nodes=list(dict.fromkeys(hosts)),
         scheduler_specific=None,
-        cpu_duration_s=job.cpu_s if started else None, cpu_time_limit_s=job.h_cpu_s,
     )
+    if job.h_cpu_s is not None:  # set apart: see the other plugins' job_info
+        info.cpu_time_limit_s = job.h_cpu_s
     if started:
+        info.cpu_duration_s = job.cpu_s
         if job.instance_slots is None:
             info.node_processors = (job.slots,)
         else:  # a parallel job: its slots on each host (two queues' instances on one host are added up)

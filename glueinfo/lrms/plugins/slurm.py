@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.hostrange import expand_list
-from glueinfo.core.job import JobInfo
+from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, environment
@@ -666,8 +666,9 @@ def dependencies(text: Optional[str]) -> tuple[tuple[str, str], ...]:
 
 
 def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
-             nodes_of: Optional[Callable[[str], list[str]]] = None) -> JobInfo:
-    """The model's view of one Slurm job (GLUE CE Job / SSS Job).
+             nodes_of: Optional[Callable[[str], list[str]]] = None, private: frozenset[str] = frozenset()) -> JobInfo:
+    """The model's view of one Slurm job (GLUE CE Job / SSS Job); ``private``: the private fields
+    (glueinfo.core.job.PRIVATE_FIELDS) to fill too.
 
     A finished job started when Slurm gave it nodes: a job cancelled while it
     waited has none, and its StartTime (which Slurm sets to the time it was
@@ -694,12 +695,28 @@ def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
         delivered_wall_s=job.elapsed_s if started else None,
         nodes=nodes,
         scheduler_specific=reason if pending else None,
-        local_group=job.group, qos=job.qos, priority=job.priority, submit_host=job.submit_host,
-        features=job.features, task_count=job.tasks, working_directory=job.work_dir,
     )
-    if job.command:
+    # The SSS fields are set apart, each only when known: a keyword is matched by name against the
+    # model's ~40 fields, which costs 10,000s of jobs more than setting the few that are known.
+    if job.group is not None:
+        info.local_group = job.group
+    if job.qos is not None:
+        info.qos = job.qos
+    if job.priority is not None:
+        info.priority = job.priority
+    if job.submit_host is not None:
+        info.submit_host = job.submit_host
+    if job.features is not None:
+        info.features = job.features
+    if job.tasks is not None:
+        info.task_count = job.tasks
+    if job.command:  # the batch script (or program), then its arguments, joined by spaces
         executable, _, arguments = job.command.partition(" ")
-        info.executable, info.arguments = executable, arguments or None
+        info.executable = executable
+        if arguments and "arguments" in private:
+            info.arguments = arguments
+    if job.work_dir is not None and "working_directory" in private:
+        info.working_directory = job.work_dir
     if pending and reason in HOLDS:
         info.holds = HOLDS[reason]
     if job.dependency:
@@ -858,8 +875,9 @@ def query(ctx: LrmsContext) -> QueueState:
         if ctx.with_jobs:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
             nodes_of = node_names(hostname_of)
+            private = private_fields(ctx.ce_config)
             with commands.gc_paused():  # 10,000s of JobInfos: see gc_paused
-                state.jobs = [job_info(j, hostname_of, nodes_of) for j in jobs]
+                state.jobs = [job_info(j, hostname_of, nodes_of, private) for j in jobs]
             ctx.vo_map.assign(state.jobs)
     if state.free_cpus is not None and state.status is not None:
         slots = state.free_cpus if state.status == "Production" else 0

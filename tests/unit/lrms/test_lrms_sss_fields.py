@@ -19,9 +19,11 @@ import pytest
 from paths import FIXTURES
 from slurm_records import jobs_by_id, slurm_state
 
-from glueinfo.core.job import environment_items
+from glueinfo.core.job import PRIVATE_FIELDS, environment_items
 from glueinfo.lrms.plugins import htcondor, slurm
 from glueinfo.lrms.registry import LrmsContext, queue_state
+
+PRIVATE = {"private_fields": PRIVATE_FIELDS}  # what jobs-xml and serve pass when [jobs] names them all
 
 
 def utc(text: str) -> float:
@@ -63,7 +65,7 @@ def test_slurm_a_job_cancelled_while_it_waited_never_started():
 
 
 def test_slurm_22_05_recorded_fields():
-    jobs = jobs_by_id(slurm_state("22.05", "short"))
+    jobs = jobs_by_id(slurm_state("22.05", "short", **PRIVATE))
     done = jobs["1"]
     assert (done.completion, done.exit_code, done.exit_signal) == ("success", 0, None)  # exit_code 0: wait status 0
     assert done.start_time == utc("2026-11-22T14:32:49")
@@ -84,7 +86,7 @@ def test_slurm_20_11_how_finished_jobs_ended():
 
 
 def test_slurm_20_11_job_details():
-    jobs = jobs_by_id(slurm_state("20.11", "batch", slurm_json="no"))
+    jobs = jobs_by_id(slurm_state("20.11", "batch", slurm_json="no", **PRIVATE))
     sim = jobs["101"]
     assert (sim.executable, sim.arguments, sim.working_directory) == ("/home/alice/sim/run.sh", "-n 101", "/home/alice/sim")
     assert (sim.local_group, sim.priority, sim.qos, sim.submit_host, sim.task_count) == ("phys", 10234, "normal", "login1", 4)
@@ -101,6 +103,13 @@ def test_slurm_23_02_qos_and_the_exit_code_format_of_23():
     assert slurm.exit_status("3:0") == (3, None) and slurm.exit_status("0:9") == (None, 9)
     assert slurm.exit_status("768") == (3, None) and slurm.exit_status("9") == (None, 9)
     assert slurm.exit_status("") == (None, None) and slurm.exit_status("0") == (0, None)
+
+
+def test_slurm_private_fields_only_when_asked():
+    sim = jobs_by_id(slurm_state("20.11", "batch", slurm_json="no"))["101"]
+    assert sim.executable == "/home/alice/sim/run.sh" and (sim.arguments, sim.working_directory) == (None, None)
+    asked = jobs_by_id(slurm_state("20.11", "batch", slurm_json="no", private_fields=("arguments",)))["101"]
+    assert (asked.arguments, asked.working_directory) == ("-n 101", None)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -121,7 +130,7 @@ PBS = FIXTURES / "pbs"
 PBS_NOW = 1732003200.0
 
 
-def pbs_state(flavour: str, queue: str):
+def pbs_state(flavour: str, queue: str, **config: Any):
     directory = PBS / ("openpbs-23.06" if flavour == "openpbs" else "torque-6.1.3")
     if flavour == "openpbs":
         answers = {"qstat --version": "qstat_version.txt", f"qstat -Q -f -F json {queue}": f"qstat_Q_{queue}.json",
@@ -129,7 +138,7 @@ def pbs_state(flavour: str, queue: str):
     else:
         answers = {"qstat --version": "qstat_version.txt", f"qstat -Q -f {queue}": f"qstat_Q_{queue}.txt",
                    "pbsnodes": "pbsnodes.xml", f"qstat -f -x -t {queue}": f"qstat_jobs_{queue}.xml"}
-    return by_id(state_of("pbs", queue, files(directory, answers), PBS_NOW, pbs_flavour="auto"))
+    return by_id(state_of("pbs", queue, files(directory, answers), PBS_NOW, pbs_flavour="auto", **config))
 
 
 def test_openpbs_how_subjobs_ended():
@@ -144,7 +153,7 @@ def test_openpbs_how_subjobs_ended():
 
 
 def test_openpbs_job_details():
-    jobs = pbs_state("openpbs", "express")
+    jobs = pbs_state("openpbs", "express", **PRIVATE)
     stress = jobs["301.pbs-head"]
     assert (stress.executable, stress.arguments) == ("/usr/bin/stress", "--cpu 2 --timeout 1 h")  # JSDL elements
     assert (stress.working_directory, stress.priority, stress.submit_host) == ("/home/cms003", 100, "ce01.example.org")
@@ -160,13 +169,21 @@ def test_openpbs_job_details():
     assert jobs["300[5].pbs-head"].holds == () and jobs["300[5].pbs-head"].cpu_duration_s == 598  # 00:09:58
 
 
+@pytest.mark.parametrize("flavour, job_id", [("openpbs", "301.pbs-head"), ("torque", "400.torque-head")])
+def test_pbs_private_fields_only_when_asked(flavour, job_id):
+    job = pbs_state(flavour, "express")[job_id]
+    assert (job.arguments, job.working_directory, job.environment) == (None, None, None)
+    job = pbs_state(flavour, "express", private_fields=("working_directory",))[job_id]
+    assert job.working_directory is not None and (job.arguments, job.environment) == (None, None)
+
+
 def test_openpbs_cpus_on_each_exec_host():
     job = pbs_state("openpbs", "workq")["100.pbs-head"]  # exec_host node01/0*4+node02/0*2
     assert (job.nodes, job.node_processors) == (["node01", "node02"], (4, 2))
 
 
 def test_torque_job_details():
-    jobs = pbs_state("torque", "express")
+    jobs = pbs_state("torque", "express", **PRIVATE)
     assert (jobs["400.torque-head"].completion, jobs["400.torque-head"].exit_code) == ("failed", 1)
     assert (jobs["401.torque-head"].completion, jobs["401.torque-head"].exit_signal) == ("failed", 15)  # 271
     assert jobs["401.torque-head"].cpu_time_limit_s == 3600 and jobs["401.torque-head"].cpu_duration_s == 3600
@@ -227,6 +244,20 @@ def test_htcondor_job_details():
     assert (running.executable, running.nodes, running.node_processors) == ("/usr/bin/pilot.sh", ["wn01.example.org"], (8,))
 
 
+def test_htcondor_private_fields_only_when_asked():
+    directory = FIXTURES / "htcondor" / "24.0"
+    answers = {"condor_version": "condor_version.txt", "condor_status -schedd": "condor_status_schedd.json",
+               "condor_status": "condor_status_slots.json", "condor_q -name sched1.example.org ": "condor_q_sched1.example.org.json"}
+    now = float((directory / "now").read_text())
+    plain = by_id(state_of("htcondor", "sched1.example.org", files(directory, answers), now))["sched1.example.org#104.0"]
+    assert (plain.arguments, plain.working_directory, plain.environment) == (None, None, None)
+    jobs = by_id(state_of("htcondor", "sched1.example.org", files(directory, answers), now, **PRIVATE))
+    new_syntax, old_syntax = jobs["sched1.example.org#104.0"], jobs["sched1.example.org#103.0"]
+    assert (new_syntax.arguments, new_syntax.working_directory) == ("-n 10 'two words'", "/home/alice")
+    assert new_syntax.environment == {"HOME": "/home/alice", "DATA": "/data/my run", "QUOTE": "it's"}
+    assert (old_syntax.arguments, old_syntax.environment) == ("-v old", {"HOME": "/home/alice", "MODE": "old"})
+
+
 @pytest.mark.parametrize("extra, expected", [
     ({"JobStatus": 5, "HoldReasonCode": 1}, ("Hold", ("User",), None, None, None)),  # condor_hold
     ({"JobStatus": 4, "ExitBySignal": True, "ExitSignal": 9}, ("Completed", (), "failed", None, 9)),
@@ -245,16 +276,17 @@ def test_lsf_command_line_and_endings():
     directory = FIXTURES / "lsf" / "10.1.0.13"
     answers = {"lsid": "lsid.txt", "bqueues -l express": "bqueues_l_express.txt", "bhosts": "bhosts_gridhosts.json",
                "bjobs -u all -q express": "bjobs_express.json"}
-    jobs = by_id(state_of("lsf", "express", files(directory, answers), 1732003200.0))
+    jobs = by_id(state_of("lsf", "express", files(directory, answers), 1732003200.0, **PRIVATE))
     mpi = jobs["6001"]  # COMMAND "mpirun -np 8 /home/cms002/bin/reco --events 1000", EXEC_HOST 2*hosta:6*hostc
     assert (mpi.executable, mpi.arguments) == ("mpirun", "-np 8 /home/cms002/bin/reco --events 1000")
-    assert (mpi.nodes, mpi.node_processors) == (["hosta", "hostc"], (2, 6))
+    assert (mpi.nodes, mpi.node_processors, mpi.working_directory) == (["hosta", "hostc"], (2, 6), "/home/cms002/reco")
+    assert jobs["6004"].working_directory is None  # EXEC_CWD "-": it never ran
     assert (jobs["6002"].completion, jobs["6002"].exit_code) == ("success", 0)  # DONE
     assert (jobs["6003"].completion, jobs["6003"].exit_code) == ("failed", None)  # EXIT after it ran
     assert (jobs["6004"].completion, jobs["6004"].start_time) == ("cancelled", None)  # EXIT before it started
 
 
-def test_lsf_asks_for_the_command_only_with_a_job_list():
+def test_lsf_asks_for_the_command_only_with_a_job_list_and_exec_cwd_only_when_asked():
     directory = FIXTURES / "lsf" / "10.1.0.13"
     asked = []
 
@@ -264,7 +296,9 @@ def test_lsf_asks_for_the_command_only_with_a_job_list():
         return files(directory, {"lsid": "lsid.txt", "bqueues": "bqueues_l_express.txt", "bhosts": "bhosts_gridhosts.json",
                                  "bjobs": "bjobs_express.json"})(argv, timeout, env)
 
-    for with_jobs in (False, True):
-        queue_state("lsf", LrmsContext(queue="express", ce_config={}, hosts=[], clock=lambda: 1732003200.0,
-                                       with_jobs=with_jobs, run=run))
-    assert "command" not in asked[0] and asked[1][-1] == "command"
+    for with_jobs, config in ((False, PRIVATE), (True, {}), (True, PRIVATE)):
+        state = queue_state("lsf", LrmsContext(queue="express", ce_config=config, hosts=[], clock=lambda: 1732003200.0,
+                                               with_jobs=with_jobs, run=run))
+        assert state.error is None
+    assert [fields[17:] for fields in asked] == [[], ["command"], ["command", "exec_cwd"]]
+    assert state.jobs[0].working_directory == "/home/cms002/reco"

@@ -15,8 +15,9 @@ from lxml import etree
 from paths import FIXTURES, REPO
 from slurm_records import slurm_state
 
+from glueinfo.core.job import PRIVATE_FIELDS
 from glueinfo.lrms.registry import LrmsContext, queue_state
-from glueinfo.sss.job_xml import PRIVATE_FIELDS, render_jobs
+from glueinfo.sss.job_xml import render_jobs
 from glueinfo.sss.object_sets import job_object_set
 
 XSD_PATH = REPO / "glueinfo" / "sss" / "xsd" / "sss-job.xsd"
@@ -39,6 +40,7 @@ def files(directory: Path, answers: Mapping[str, str]):
 
 
 def jobs_of(lrms: str, queue: str, directory: Path, answers: Mapping[str, str], now: float, **config):
+    """The jobs a plugin lists from recorded answers; ``config``: the CE's options."""
     state = queue_state(lrms, LrmsContext(queue=queue, ce_config=config, hosts=[], clock=lambda: now, with_jobs=True,
                                           run=files(directory, answers)))
     assert state.error is None, state.error
@@ -46,65 +48,66 @@ def jobs_of(lrms: str, queue: str, directory: Path, answers: Mapping[str, str], 
     return state.jobs
 
 
-def pbs(flavour: str, queue: str):
+def pbs(flavour: str, queue: str, **config):
     if flavour == "openpbs":
         return jobs_of("pbs", queue, FIXTURES / "pbs" / "openpbs-23.06", {
             "qstat --version": "qstat_version.txt", "qstat -Q": f"qstat_Q_{queue}.json", "pbsnodes": "pbsnodes.json",
-            "qstat -f": f"qstat_jobs_{queue}.json"}, 1732003200.0)
+            "qstat -f": f"qstat_jobs_{queue}.json"}, 1732003200.0, **config)
     return jobs_of("pbs", queue, FIXTURES / "pbs" / "torque-6.1.3", {
         "qstat --version": "qstat_version.txt", "qstat -Q": f"qstat_Q_{queue}.txt", "pbsnodes": "pbsnodes.xml",
-        "qstat -f": f"qstat_jobs_{queue}.xml"}, 1732003200.0)
+        "qstat -f": f"qstat_jobs_{queue}.xml"}, 1732003200.0, **config)
 
 
-def sge(qstat: str, queue: str, qhost: str = "qhost.xml"):
+def sge(qstat: str, queue: str, qhost: str = "qhost.xml", **config):
     directory = FIXTURES / "sge" / "8.1.9"
     return jobs_of("sge", queue, directory, {"qstat -help": "qstat_help.txt", "qstat -xml": qstat, "qhost": qhost,
-                                             "qconf": f"qconf_sq_{queue}.txt"}, 1795478400.0)
+                                             "qconf": f"qconf_sq_{queue}.txt"}, 1795478400.0, **config)
 
 
-def htcondor():
+def htcondor(**config):
     directory = FIXTURES / "htcondor" / "24.0"
     return jobs_of("htcondor", "all", directory, {
         "condor_version": "condor_version.txt", "condor_status -schedd": "condor_status_schedd.json",
         "condor_status": "condor_status_slots.json",
         **{f"condor_q -name {n} ": f"condor_q_{n}.json"
-           for n in ("sched1.example.org", "ce01.example.org", "sched3@sub.example.org")}}, 1760000000.0)
+           for n in ("sched1.example.org", "ce01.example.org", "sched3@sub.example.org")}}, 1760000000.0, **config)
 
 
-def lsf(version: str, queue: str):
+def lsf(version: str, queue: str, **config):
     directory = FIXTURES / "lsf" / version
     if version == "9.1.3":
         return jobs_of("lsf", queue, directory, {"lsid": "lsid.txt", "bqueues": f"bqueues_l_{queue}.txt",
-                                                 "bhosts": "bhosts_w.txt", "bjobs": f"bjobs_w_{queue}.txt"}, 1732003200.0)
+                                                 "bhosts": "bhosts_w.txt", "bjobs": f"bjobs_w_{queue}.txt"}, 1732003200.0,
+                       **config)
     return jobs_of("lsf", queue, directory, {"lsid": "lsid.txt", "bqueues": f"bqueues_l_{queue}.txt",
                                              "bhosts": "bhosts_gridhosts.json", "bjobs": f"bjobs_{queue}.json"},
-                   1732003200.0)
+                   1732003200.0, **config)
 
 
-QUEUES = {
-    "slurm 22.05 short": lambda: slurm_state("22.05", "short").jobs,
-    "slurm 22.05 long": lambda: slurm_state("22.05", "long").jobs,
-    "slurm 20.11 batch": lambda: slurm_state("20.11", "batch", slurm_json="no").jobs,
-    "slurm 23.02 gpu": lambda: slurm_state("23.02", "gpu").jobs,
-    "slurm 23.11 main": lambda: slurm_state("23.11", "main").jobs,
-    "openpbs workq": lambda: pbs("openpbs", "workq"),
-    "openpbs express": lambda: pbs("openpbs", "express"),
-    "torque batch": lambda: pbs("torque", "batch"),
-    "torque express": lambda: pbs("torque", "express"),
-    "sge short": lambda: sge("qstat_full.xml", "short"),
-    "sge short sss": lambda: sge("qstat_sss.xml", "short"),
-    "sge grid": lambda: sge("qstat_states.xml", "grid", "qhost_states.xml"),
-    "htcondor all": htcondor,
-    "lsf 10.1 grid": lambda: lsf("10.1.0.13", "grid"),
-    "lsf 10.1 express": lambda: lsf("10.1.0.13", "express"),
-    "lsf 9.1 short": lambda: lsf("9.1.3", "short"),
+QUEUES = {  # each gets the CE options: {} or the private fields asked for
+    "slurm 22.05 short": lambda c: slurm_state("22.05", "short", **c).jobs,
+    "slurm 22.05 long": lambda c: slurm_state("22.05", "long", **c).jobs,
+    "slurm 20.11 batch": lambda c: slurm_state("20.11", "batch", slurm_json="no", **c).jobs,
+    "slurm 23.02 gpu": lambda c: slurm_state("23.02", "gpu", **c).jobs,
+    "slurm 23.11 main": lambda c: slurm_state("23.11", "main", **c).jobs,
+    "openpbs workq": lambda c: pbs("openpbs", "workq", **c),
+    "openpbs express": lambda c: pbs("openpbs", "express", **c),
+    "torque batch": lambda c: pbs("torque", "batch", **c),
+    "torque express": lambda c: pbs("torque", "express", **c),
+    "sge short": lambda c: sge("qstat_full.xml", "short", **c),
+    "sge short sss": lambda c: sge("qstat_sss.xml", "short", **c),
+    "sge grid": lambda c: sge("qstat_states.xml", "grid", "qhost_states.xml", **c),
+    "htcondor all": lambda c: htcondor(**c),
+    "lsf 10.1 grid": lambda c: lsf("10.1.0.13", "grid", **c),
+    "lsf 10.1 express": lambda c: lsf("10.1.0.13", "express", **c),
+    "lsf 9.1 short": lambda c: lsf("9.1.3", "short", **c),
 }
 
 
 @pytest.mark.parametrize("private", [frozenset(), frozenset(PRIVATE_FIELDS)], ids=["public", "private"])
 @pytest.mark.parametrize("queue", sorted(QUEUES))
 def test_every_recorded_queue_renders_valid_job_xml(schema, queue, private):
-    jobs = QUEUES[queue]()
+    jobs = QUEUES[queue]({"private_fields": tuple(private)} if private else {})
     root = etree.fromstring(render_jobs([(job, "cluster") for job in jobs], private=private))
     assert schema.validate(root), schema.error_log
     assert [job.findtext("Id") for job in root] == [job.local_id for job in jobs]
@@ -113,8 +116,10 @@ def test_every_recorded_queue_renders_valid_job_xml(schema, queue, private):
 
 
 def test_private_fields_appear_only_when_asked():
-    jobs = pbs("openpbs", "express")
-    public = render_jobs(jobs)
+    jobs = jobs_of("pbs", "express", FIXTURES / "pbs" / "openpbs-23.06", {
+        "qstat --version": "qstat_version.txt", "qstat -Q": "qstat_Q_express.json", "pbsnodes": "pbsnodes.json",
+        "qstat -f": "qstat_jobs_express.json"}, 1732003200.0, private_fields=PRIVATE_FIELDS)
+    public = render_jobs(jobs)  # read, but not written
     assert b"CMS_TOKEN" not in public and b"--timeout" not in public and b"<InitialWorkingDirectory>" not in public
     private = etree.fromstring(render_jobs(jobs, private=PRIVATE_FIELDS))
     stress = next(job for job in private if job.findtext("Id") == "301.pbs-head")
