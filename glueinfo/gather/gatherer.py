@@ -34,6 +34,7 @@ import copy
 import dataclasses
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -62,6 +63,16 @@ class GatheredHost:
     stale: bool
     age_s: float
     sources: dict[str, float]  # source -> collected_at of its last good snapshot
+
+
+@dataclass
+class _Listed:
+    """What hosts() listed last: for which generation of last_good, at what time, until when it holds."""
+
+    generation: int
+    now: float
+    valid_until: float
+    hosts: list[GatheredHost]
 
 
 @dataclass
@@ -153,6 +164,10 @@ class Gatherer:
         self._dropped_told: dict[tuple[str, str], list[str]] = {}  # (host key, source) -> fields last warned about
         # host key -> (what its last merge read: each live snapshot and whether it was stale, the merged snapshot)
         self._merged: dict[str, tuple[tuple[tuple[HostSnapshot, bool], ...], HostSnapshot]] = {}
+        # Bumped whenever last_good changes (see changed()); hosts() answers again from its last list
+        # while it is the same and no snapshot has crossed its stale or drop age since.
+        self.generation = 0
+        self._listed: Optional[_Listed] = None
 
     # One thread per source, so a slow Ganglia port never holds up the agents.
     def _run_sources(self, deadline: float) -> list[tuple[Source, Optional[SourceReport], Optional[str]]]:
@@ -217,6 +232,7 @@ class Gatherer:
             per_source = self.last_good.setdefault(key, {})
             if previous is None or snapshot.collected_at >= previous.collected_at:
                 per_source[source_name] = snapshot
+                self.generation += 1
             good += 1
         result.counts[source_name] = result.counts.get(source_name, 0) + good
 
@@ -262,7 +278,14 @@ class Gatherer:
             if not per_source:
                 del self.last_good[key]
                 dropped.append(key)
+        if dropped:
+            self.generation += 1
         return dropped
+
+    def changed(self) -> None:
+        """Say that last_good was changed from outside (a restored state): hosts() lists afresh."""
+        with self.lock:
+            self.generation += 1
 
     def hosts(self, now: float) -> list[GatheredHost]:
         """Every host known now, one per host (sources merged by the rule in the module
@@ -271,12 +294,24 @@ class Gatherer:
         drop_after = drop_after_s(self.config)
         groups: dict[str, list[HostSnapshot]] = {}
         with self.lock:
+            listed, generation = self._listed, self.generation
+            if listed is not None and listed.generation == generation and listed.now <= now < listed.valid_until:
+                # Nothing came, went, turned stale or expired since: the same hosts, older.
+                return [GatheredHost(snapshot=h.snapshot, stale=h.stale, age_s=now - h.snapshot.collected_at,
+                                     sources=dict(h.sources)) for h in listed.hosts]
             keys = self.last_good.keys()
             if self._canonical[0] != keys:  # the same hosts as last time fold the same way
                 self._canonical = (set(keys), fold_short_names(keys))
             canonical = self._canonical[1]
+            valid_until = math.inf  # the first time a snapshot's age crosses stale_after or drop_after
             for key, per_source in self.last_good.items():
-                live = [s for s in per_source.values() if not is_expired(s, now, drop_after)]
+                live = []
+                for s in per_source.values():
+                    if not is_expired(s, now, drop_after):
+                        live.append(s)
+                        for edge in (s.collected_at + stale_after, s.collected_at + drop_after, s.collected_at - stale_after):
+                            if now < edge < valid_until:
+                                valid_until = edge
                 if live:
                     groups.setdefault(canonical[key], []).extend(live)
         hosts = []
@@ -293,6 +328,7 @@ class Gatherer:
             self._merged[key] = (inputs, merged)
             hosts.append(GatheredHost(snapshot=merged, stale=is_stale(merged, now, stale_after), age_s=now - merged.collected_at,
                                       sources=dict(merged.extra["gather"]["sources"])))
+        self._listed = _Listed(generation, now, valid_until, list(hosts))  # a copy: callers may extend theirs
         return hosts
 
     def gather(self, list_hosts: bool = True) -> GatherResult:

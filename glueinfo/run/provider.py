@@ -474,6 +474,7 @@ class Provider:
                 kept = {n: s for n, s in sources.items() if n in names}
                 if kept:
                     assembler.gatherer.last_good[key] = kept
+            assembler.gatherer.changed()
             assembler.ids = old.ids
             if plan.settings.state_dir == old_settings.state_dir:
                 assembler.state = old.state  # the same directory, its lock still held

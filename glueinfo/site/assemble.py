@@ -240,6 +240,7 @@ class SiteAssembler:
                 self.gatherer.last_good.setdefault(key, {})[source] = snapshot
                 kept = True
             restored += kept
+        self.gatherer.changed()
         if restored:
             log.info("restored %d hosts from %s (published with their age until refreshed)", restored,
                      self.state.directory if self.state else "")

@@ -293,3 +293,30 @@ def test_gather_command_with_a_bad_range_names_it_and_fails(tmp_path):
     (failure,) = data["failures"]
     assert failure["error"] == "[sources] agents: 'wn[10-2].example.org': range '10-2' runs backwards"
     assert "runs backwards" in proc.stderr
+
+
+def test_hosts_listed_again_without_news_age_turn_stale_and_go_exactly_as_a_fresh_listing_says():
+    """hosts() answers from its last list while nothing changed: the ages move on, and the list is
+    made again when a snapshot crosses stale_after (300 s) or drop_after (3,600 s), or one comes."""
+    clock = Clock()
+    agents, ganglia = Scripted("agents"), Scripted("ganglia")
+    gatherer = Gatherer(config(), clock=clock, sources=[agents.source(), ganglia.source()])
+    agents.next = SourceReport(snapshots=[agent_snapshot("a.example.org", T0), agent_snapshot("b.example.org", T0 - 200)])
+    ganglia.next = SourceReport(snapshots=[ganglia_snapshot("a.example.org", T0 - 250)])
+    gatherer.gather()
+    agents.next = ganglia.next = SourceReport()
+
+    def listing(at: float) -> dict[str, tuple[bool, float, float]]:
+        return {h.snapshot.hostname: (h.stale, h.age_s, h.snapshot.memory.ram_available_mb) for h in gatherer.hosts(at)}
+
+    # a: agent at T0 (60,000 MB free), Ganglia at T0-250 (12,000 MB free); b: agent at T0-200.
+    assert listing(T0 + 10) == {"a.example.org": (False, 10.0, 60000), "b.example.org": (False, 210.0, 60000)}
+    assert listing(T0 + 20) == {"a.example.org": (False, 20.0, 60000), "b.example.org": (False, 220.0, 60000)}
+    assert listing(T0 + 101) == {"a.example.org": (False, 101.0, 60000), "b.example.org": (True, 301.0, 60000)}
+    agents.next = SourceReport(snapshots=[agent_snapshot("b.example.org", T0 + 150)])
+    clock.now = T0 + 150
+    gatherer.gather(list_hosts=False)
+    assert listing(T0 + 160) == {"a.example.org": (False, 160.0, 60000), "b.example.org": (False, 10.0, 60000)}
+    assert listing(T0 + 301)["a.example.org"] == (True, 301.0, 60000)
+    assert listing(T0 + 3401)["a.example.org"][0]  # Ganglia's report dropped at T0+3350: the agent's, still stale
+    assert list(listing(T0 + 3601)) == ["b.example.org"]
