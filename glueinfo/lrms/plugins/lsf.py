@@ -430,6 +430,7 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
     stamps: dict[str, Optional[float]] = {}
     clocks: dict[str, int] = {}
     counts: dict[Any, Optional[int]] = {}
+    texts = _Texts()
 
     def count(value: Any) -> Optional[int]:
         try:
@@ -462,8 +463,8 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
             stat = str(record.get("STAT") or "")
             glue, sss = _state(stat)
             slots = count(record.get("NREQ_SLOT")) or count(record.get("NALLOC_SLOT"))
-            job = LsfJob(local_id, stat, glue, sss, _opt(record.get("USER")), _opt(record.get("USER_GROUP")),
-                         _opt(record.get("PROJ_NAME")), _opt(record.get("QUEUE")), None, slots,
+            job = LsfJob(local_id, stat, glue, sss, texts[record.get("USER")], texts[record.get("USER_GROUP")],
+                         texts[record.get("PROJ_NAME")], texts[record.get("QUEUE")], None, slots,
                          seconds(record.get("RUNTIMELIMIT")), seconds(record.get("RUN_TIME")))
             if full:
                 job.name = str(record.get("JOB_NAME") or "") or None
@@ -471,16 +472,25 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                 job.start_time = stamp(record.get("START_TIME"))
                 job.end_time = stamp(record.get("FINISH_TIME"))
                 job.hosts = exec_hosts(str(record.get("EXEC_HOST") or ""))
-                job.pend_reason = _opt(record.get("PEND_REASON"))
+                job.pend_reason = texts[record.get("PEND_REASON")]
                 command, work_dir = record.get("COMMAND"), record.get("EXEC_CWD")
                 if command:
                     job.command = str(command)
                 if work_dir:  # asked for only as a private field
                     job.work_dir = _opt(work_dir)
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, TypeError) as exc:  # TypeError: a list or object where text belongs
             raise LsfOutputError(f"bjobs -json: job {clip(str(record.get('JOBID')))}: {exc}") from None
         jobs.append(job)
     return jobs
+
+
+class _Texts(dict[Any, Optional[str]]):
+    """:func:`_opt` of each value, worked out once per parse: users, groups, projects, queues and pending
+    reasons repeat thousands of times, and a dict lookup costs a fifth of a call."""
+
+    def __missing__(self, value: Any) -> Optional[str]:
+        result = self[value] = _opt(value)
+        return result
 
 
 def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:

@@ -497,30 +497,11 @@ class PbsJob:
     walltime_used_s: Optional[int]
     cpus: Optional[int]
     estimated_start: Optional[float]  # OpenPBS: estimated.start_time of a top job
-    # Read only for a published job list (full=True); None/empty on the cheap path.
-    queue: Optional[str] = None
-    name: Optional[str] = None
-    submit_time: Optional[float] = None
-    start_time: Optional[float] = None
-    end_time: Optional[float] = None
-    memory_mb: Optional[int] = None
-    node_count: Optional[int] = None
+    # A published job list (full=True) only: the job's nodes and CPUs (exec_host), whether it started, and
+    # its JobInfo, made at once from the attributes (job_info adds the nodes' site names).
     exec_hosts: dict[str, int] = field(default_factory=dict)
-    comment: Optional[str] = None
-    # For the SSS Job object (full=True only).
-    exit_status: Optional[int] = None  # PBS's: 0-255, 256 + the signal that killed it, negative: could not run
-    substate: Optional[int] = None  # OpenPBS: 91 deleted, 92 finished, 93 failed (of a finished job)
-    priority: Optional[int] = None
-    hold_types: Optional[str] = None  # letters: n none, u user, o operator, s system, p bad password
-    submit_host: Optional[str] = None
-    cput_used_s: Optional[int] = None
-    cput_limit_s: Optional[int] = None
-    memory_used_mb: Optional[int] = None
-    depend: Optional[str] = None  # afterok:12.srv:13.srv,afterany:14.srv
-    executable: Optional[str] = None  # OpenPBS, for a job submitted as qsub -- PROGRAM ARGS
-    arguments: Optional[str] = None
-    environment: Any = None  # Variable_List: a JSON object (OpenPBS) or NAME=value,... text (Torque)
-    work_dir: Optional[str] = None
+    started: bool = False
+    info: Optional[JobInfo] = None
 
     @property
     def finished(self) -> bool:
@@ -589,67 +570,92 @@ def _job_from(job_id: str, top: _Attributes, resources: _Attributes, used: _Attr
                  convert.duration(resources.get("walltime")), convert.duration(used.get("walltime")), cpus,
                  convert.time(estimated.get("start_time")))
     if full:
-        exec_host, exec_vnode = top.get("exec_host"), top.get("exec_vnode")
-        job.exec_hosts = (exec_host_cpus(str(exec_host)) if exec_host else
-                          exec_vnode_cpus(str(exec_vnode)) if exec_vnode else {})
-        if job.cpus is None and job.exec_hosts:
-            job.cpus = sum(job.exec_hosts.values())
-        name, queue, comment = top.get("Job_Name"), top.get("queue"), top.get("comment")
-        job.name = None if name is None else str(name)
-        job.queue = str(queue) if queue else None
-        job.comment = str(comment) if comment else None
-        job.submit_time = convert.time(top.get("ctime") or top.get("qtime"))
-        job.start_time = convert.time(top.get("stime") or top.get("start_time"))
-        job.end_time = convert.time(top.get("obittime") or top.get("comp_time"))
-        job.memory_mb = convert.size(resources.get("mem"))
-        job.node_count = convert.number(resources.get("nodect"))
-        _details(job, top, resources, used, convert)
+        _full(job, top, resources, used, convert)
     return job
 
 
-def _details(job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attributes, convert: _Converters) -> None:
+def _full(job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attributes, convert: _Converters) -> None:
+    """What a published job list adds: the job's JobInfo (``job.info``, all but its nodes' site names)
+    and its exec hosts.  Made here at once from the attributes rather than kept on the PbsJob and copied:
+    50,000 jobs a refresh."""
+    exec_host, exec_vnode = top.get("exec_host"), top.get("exec_vnode")
+    exec_hosts = job.exec_hosts = (exec_host_cpus(str(exec_host)) if exec_host else
+                                   exec_vnode_cpus(str(exec_vnode)) if exec_vnode else {})
+    if job.cpus is None and exec_hosts:
+        job.cpus = sum(exec_hosts.values())
+    name, queue, comment = top.get("Job_Name"), top.get("queue"), top.get("comment")
+    start, finished = convert.time(top.get("stime") or top.get("start_time")), job.glue_status in FINISHED
+    started = job.started = job.sss_state in ("Running", "Suspended") or (finished and start is not None)
+    pending = not started and not finished
+    estimated = job.estimated_start
+    info = job.info = JobInfo(
+        local_id=job.job_id, name=None if name is None else str(name), local_owner=job.owner, local_group=job.group,
+        account=job.account, queue=str(queue) if queue else None, lrms_state=job.state, sss_state=job.sss_state,
+        glue_status=job.glue_status, submit_time=convert.time(top.get("ctime") or top.get("qtime")),
+        start_time=start if started else (estimated if pending else None),
+        start_is_estimate=pending and estimated is not None,
+        end_time=convert.time(top.get("obittime") or top.get("comp_time")) if finished else None,
+        requested_processors=job.cpus, requested_memory_mb=convert.size(resources.get("mem")),
+        requested_duration_s=job.walltime_limit_s, requested_nodes=convert.number(resources.get("nodect")),
+        delivered_processors=(sum(exec_hosts.values()) or None) if started else None,
+        delivered_wall_s=job.walltime_used_s if started else None,
+        scheduler_specific=str(comment) if comment and pending else None)
+    _details(info, job, top, resources, used, convert, started, finished)
+
+
+def _details(info: JobInfo, job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attributes,
+             convert: _Converters, started: bool, finished: bool) -> None:
     """What the SSS Job object adds, from the attributes both families print (names differ in case:
     OpenPBS Exit_status / Submit_Host, Torque exit_status / submit_host).  Each is read only for the
     jobs it can concern (an exit status for finished jobs, holds for held ones, use for started
     ones), and the private fields only when asked for (convert.private): 50,000 jobs a refresh."""
-    if job.glue_status in FINISHED:
+    if finished:
         exit_status = top.get("Exit_status")
-        job.exit_status = convert.number(top.get("exit_status") if exit_status is None else exit_status)
-        job.substate = convert.number(top.get("substate"))
+        status = convert.number(top.get("exit_status") if exit_status is None else exit_status)
+        info.completion, code, signal = ending(status, convert.number(top.get("substate")))
+        if started or (code is not None and code < 0):  # a negative code: PBS could not run it
+            info.exit_code, info.exit_signal = code, signal
+        comment = top.get("comment")
+        if comment and info.completion in ("failed", "cancelled"):
+            info.scheduler_specific = str(comment)  # OpenPBS: "Job run at ... and exceeded resource walltime"
     elif job.sss_state == "Hold":
         holds = top.get("Hold_Types")
-        job.hold_types = str(holds) if holds and holds != "n" else None
+        if holds:
+            info.holds = tuple(HOLDS[letter] for letter in str(holds) if letter in HOLDS)
     priority = top.get("Priority")
     if priority is not None:
-        job.priority = priority if type(priority) is int else convert.number(priority)
+        info.priority = priority if type(priority) is int else convert.number(priority)
     host = top.get("Submit_Host") or top.get("submit_host")
     if host:
-        job.submit_host = str(host)
-    if type(used) is _Prefixed:  # Torque's flat record: read its keys, not through three more calls a job
-        cput, memory, cput_limit = top.get("U.cput"), top.get("U.mem"), top.get("R.cput")
-    else:
-        cput, memory = (used.get("cput"), used.get("mem")) if used is not _EMPTY else (None, None)
-        cput_limit = resources.get("cput")
-    if cput is not None:
-        job.cput_used_s = convert.duration(cput)
-    if memory is not None:
-        job.memory_used_mb = convert.size(memory)
+        info.submit_host = str(host)
+    if started:
+        if type(used) is _Prefixed:  # Torque's flat record: its keys, not two more calls a job
+            cput, memory = top.get("U.cput"), top.get("U.mem")
+        else:
+            cput, memory = used.get("cput"), used.get("mem")
+        if cput is not None:
+            info.cpu_duration_s = convert.duration(cput)
+        if memory is not None:
+            info.delivered_memory_mb = convert.size(memory)
+        if job.exec_hosts:
+            info.node_processors = tuple(job.exec_hosts.values())
+    cput_limit = top.get("R.cput") if type(resources) is _Prefixed else resources.get("cput")
     if cput_limit is not None:
-        job.cput_limit_s = convert.duration(cput_limit)
+        info.cpu_time_limit_s = convert.duration(cput_limit)
     depend = top.get("depend")
     if depend:
-        job.depend = str(depend)
+        info.dependencies = dependencies(str(depend))
     executable = top.get("executable")
     if executable:
-        job.executable = _jsdl_values(str(executable), "Executable")[0] or None
+        info.executable = _jsdl_values(str(executable), "Executable")[0] or None
     private = convert.private
     if private:
         arguments = top.get("argument_list") if "arguments" in private else None
-        job.arguments = " ".join(_jsdl_values(str(arguments), "Argument")) if arguments else None
+        info.arguments = " ".join(_jsdl_values(str(arguments), "Argument")) if arguments else None
         environment = top.get("Variable_List") if "environment" in private else None
-        job.environment = environment if isinstance(environment, (dict, str)) else None
+        info.environment = environment if isinstance(environment, (dict, str)) else None
         work_dir = top.get("jobdir") or top.get("init_work_dir") if "working_directory" in private else None
-        job.work_dir = str(work_dir) if work_dir else None
+        info.working_directory = str(work_dir) if work_dir else None
 
 
 _JSDL = re.compile(r"<jsdl-hpcpa:(Executable|Argument)>(.*?)</jsdl-hpcpa:\1>", re.S)
@@ -794,63 +800,27 @@ def dependencies(text: Optional[str]) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def ending(job: PbsJob) -> tuple[Optional[str], Optional[int], Optional[int]]:
-    """(completion, exit code, signal) of a finished job.  Exit status: 0-255 the job's own, 256 + N
-    killed by signal N, negative PBS's code for a job it could not run.  OpenPBS's substate tells a
-    deleted job (91) from one that ended by itself; Torque's does not, so a job it killed (its
-    walltime, or qdel) is "failed" there."""
-    status = job.exit_status
+def ending(status: Optional[int], substate: Optional[int]) -> tuple[Optional[str], Optional[int], Optional[int]]:
+    """(completion, exit code, signal) of a finished job from its exit status and (OpenPBS) substate.
+    Exit status: 0-255 the job's own, 256 + N killed by signal N, negative PBS's code for a job it
+    could not run.  OpenPBS's substate tells a deleted job (91) from one that ended by itself;
+    Torque's does not, so a job it killed (its walltime, or qdel) is "failed" there."""
     code, signal = (None, status - 256) if status is not None and status > 256 else (status, None)
-    if job.substate == _DELETED:
+    if substate == _DELETED:
         return "cancelled", code, signal
     if status is None:
         return None, None, None
-    return ("success" if status == 0 and job.substate != _FAILED else "failed"), code, signal
+    return ("success" if status == 0 and substate != _FAILED else "failed"), code, signal
 
 
 def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
-    """The model's view of one PBS job (GLUE CE Job / SSS Job)."""
-    started = job.sss_state in ("Running", "Suspended") or (job.finished and job.start_time is not None)
-    pending = not started and not job.finished
-    info = JobInfo(
-        local_id=job.job_id, name=job.name, local_owner=job.owner, local_group=job.group, account=job.account,
-        queue=job.queue, lrms_state=job.state, sss_state=job.sss_state, glue_status=job.glue_status,
-        submit_time=job.submit_time,
-        start_time=job.start_time if started else (job.estimated_start if pending else None),
-        start_is_estimate=pending and job.estimated_start is not None,
-        end_time=job.end_time if job.finished else None,
-        requested_processors=job.cpus, requested_memory_mb=job.memory_mb, requested_duration_s=job.walltime_limit_s,
-        requested_nodes=job.node_count,
-        delivered_processors=(sum(job.exec_hosts.values()) or None) if started else None,
-        delivered_wall_s=job.walltime_used_s if started else None,
-        nodes=[node_name(h) for h in job.exec_hosts] if started else [],
-        scheduler_specific=job.comment if pending else None)
-    # The SSS fields are set apart, each only when known: a keyword is matched by name against the
-    # model's ~40 fields, which costs 50,000 jobs more than setting the few that are known.
-    if job.priority is not None:
-        info.priority = job.priority
-    if job.submit_host is not None:
-        info.submit_host = job.submit_host
-    if job.executable is not None:
-        info.executable = job.executable
-    if job.cput_limit_s is not None:
-        info.cpu_time_limit_s = job.cput_limit_s
-    if started:
-        if job.exec_hosts:
-            info.node_processors = tuple(job.exec_hosts.values())
-        info.cpu_duration_s, info.delivered_memory_mb = job.cput_used_s, job.memory_used_mb
-    if job.arguments is not None or job.work_dir is not None or job.environment is not None:  # private, asked for
-        info.arguments, info.working_directory, info.environment = job.arguments, job.work_dir, job.environment
-    if job.hold_types and job.sss_state == "Hold":
-        info.holds = tuple(HOLDS[letter] for letter in job.hold_types if letter in HOLDS)
-    if job.depend:
-        info.dependencies = dependencies(job.depend)
-    if job.finished:
-        info.completion, code, signal = ending(job)
-        if started or (code is not None and code < 0):  # a negative code: PBS could not run it
-            info.exit_code, info.exit_signal = code, signal
-        if info.completion in ("failed", "cancelled"):
-            info.scheduler_specific = job.comment  # OpenPBS: "Job run at ... and exceeded resource walltime"
+    """The model's view of one PBS job (GLUE CE Job / SSS Job): the JobInfo its full parse made,
+    with its nodes named as the site names them.  ValueError for a job parsed without full=True."""
+    info = job.info
+    if info is None:
+        raise ValueError(f"job {job.job_id}: parsed for the counts only, it has no JobInfo")
+    if job.started:
+        info.nodes = [node_name(h) for h in job.exec_hosts]
     return info
 
 
