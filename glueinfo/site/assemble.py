@@ -75,6 +75,9 @@ def default_local_fqdn(config: Config) -> str:
         return local_hostname(CollectContext(config={"hostname": general["hostname"]}))
 
 
+STATE_RECHECK_S = 300.0  # an unchanged site's state is still handed to the store this often (its deferred writes)
+
+
 def query_states(site: SiteModel, groups: SiteGroups | Mapping[str, list[HostSnapshot]], clock: Callable[[], float] = time.time,
                  queue_state: Optional[Callable[..., QueueState]] = None) -> dict[str, QueueState]:
     """Ask each CE's LRMS plugin for its queue's state (never raises: failures are states with an error).
@@ -194,6 +197,10 @@ class SiteAssembler:
         # The last aggregation of each kind (with the ids: assemble; without: refresh_lrms): its hosts
         # and groups, reused while the same snapshot objects come in the same order.
         self._groups: dict[str, tuple[list[HostSnapshot], Optional[SubClusterIds], SiteGroups]] = {}
+        # What the last save_state saw: the gatherer's generation, the site's groups, and when.
+        self._saved_generation: Optional[int] = None
+        self._saved_groups: Optional[SiteGroups] = None
+        self._saved_at = float("-inf")
         directory = config.get("run", "state_dir") if state_dir is None else state_dir
         self.state = SiteState(directory, clock=clock) if directory else None
 
@@ -266,6 +273,14 @@ class SiteAssembler:
         if self.state is None or not self.state.writable:
             return
         with self._lock:
+            # Nothing gathered and no new aggregation (which alone assigns ids) since the last save,
+            # made less than STATE_RECHECK_S ago: nothing to write (an LRMS-only publish).
+            last = self._groups.get("site")
+            groups = last[2] if last is not None else None
+            generation, now = self.gatherer.generation, self.clock()
+            if generation == self._saved_generation and groups is self._saved_groups and now - self._saved_at < STATE_RECHECK_S:
+                return
+            self._saved_generation, self._saved_groups, self._saved_at = generation, groups, now
             hosts = {k: dict(v) for k, v in self.gatherer.last_good.items()}
             ids = self.ids.copy()
         for error in self.state.save(hosts, ids):
