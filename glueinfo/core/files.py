@@ -22,6 +22,11 @@ _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFB
 def open_regular(path: str, follow_symlinks: bool = False) -> int:
     """A read-only descriptor on ``path``, which must be a regular file; ValueError naming why not.
     ``follow_symlinks`` only for a path an admin wrote himself (a file named in the config)."""
+    return _open_regular(path, follow_symlinks)[0]
+
+
+def _open_regular(path: str, follow_symlinks: bool) -> tuple[int, int]:
+    """open_regular's descriptor, and the file's size when it was opened."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -29,22 +34,35 @@ def open_regular(path: str, follow_symlinks: bool = False) -> int:
         if exc.errno == 40:  # ELOOP: O_NOFOLLOW met a symlink
             raise ValueError("is a symlink: not followed (only regular files in the directory are read)") from None
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
+    info = os.fstat(fd)
+    mode = info.st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise ValueError(f"is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file: not read")
-    return fd
+    return fd, info.st_size
 
 
 def read_capped(path: str, limit: int, follow_symlinks: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (see open_regular); ValueError naming why when
     it is not one, cannot be read, or is over ``limit`` bytes."""
-    fd = open_regular(path, follow_symlinks)
+    fd, size = _open_regular(path, follow_symlinks)
+    # Plain reads of the size the file had (plus one, to meet its end), never past one byte over the
+    # cap, which tells "too large" without reading it all: no buffered file object, and no buffer of
+    # the cap's size for a 4 kB spool file (together two thirds of the read's time).
+    parts: list[bytes] = []
+    total = 0
     try:
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(limit + 1)  # one byte past the cap tells "too large" without reading it all
+        while total <= limit:
+            chunk = os.read(fd, min(limit + 1 - total, max(size + 1 - total, 65536)))
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > limit:
         raise ValueError(f"larger than {limit} bytes")
     return data
