@@ -30,7 +30,6 @@ Rules (the README "Many hosts" section says the same for admins):
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import logging
@@ -42,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.freshness import drop_after_s, is_expired, is_stale, stale_after_s
-from glueinfo.core.model import HostSnapshot
+from glueinfo.core.model import HostSnapshot, replaced
 from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.identity import fold_short_names, host_key
 from glueinfo.gather.merge import merge
@@ -133,10 +132,7 @@ def _without(snapshot: HostSnapshot, known: dict[str, Any]) -> HostSnapshot:
     """The snapshot with the parts already believed left out: what is left to validate."""
     if not known:
         return snapshot
-    rest = copy.copy(snapshot)
-    for name in known:
-        setattr(rest, name, None)
-    return rest
+    return replaced(snapshot, **dict.fromkeys(known))
 
 
 class Gatherer:

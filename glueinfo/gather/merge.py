@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from glueinfo.core.freshness import is_stale
-from glueinfo.core.model import HostSnapshot
+from glueinfo.core.model import HostSnapshot, replaced
 from glueinfo.gather.identity import looks_like_ip
 
 # Tie-break when two sources report a host at the same instant: the more direct one wins.
@@ -64,7 +64,7 @@ def merge(snapshots: Sequence[HostSnapshot], now: float, stale_after: float) -> 
     order = _newest_first(snapshots)
     if len(order) == 1:  # the common case: nothing to fill, no need to copy the facts
         only = order[0]
-        return dataclasses.replace(only, extra={**only.extra, "gather": {"sources": {only.source: only.collected_at}}})
+        return replaced(only, extra={**only.extra, "gather": {"sources": {only.source: only.collected_at}}})
     result = copy.deepcopy(order[0])
     donors = [s if not is_stale(s, now, stale_after) else _without_volatile(s) for s in order[1:]]
     for name in MERGED_FIELDS:

@@ -68,6 +68,7 @@ from glueinfo.core.model import (
     StaticFacts,
     from_value,
 )
+from glueinfo.core.model import replaced as replaced_copy
 from glueinfo.core.units import UnitError, convert
 from glueinfo.core.xmlsafe import DEFAULT_MAX_BYTES, XMLInputError, parse_xml
 from glueinfo.sss import vocabulary as sss_node
@@ -1234,7 +1235,7 @@ class NodeFileReader:
                 part, values = getattr(previous, section), changes[section]
                 if values and part is not None and any(getattr(part, k) != v or type(getattr(part, k)) is not type(v)
                                                        for k, v in values.items()):
-                    replaced[section] = dataclasses.replace(part, **values)
+                    replaced[section] = replaced_copy(part, **values)
             for attribute, value in changes["snapshot"].items():
                 value = float(value) if attribute == "collected_at" else value
                 if getattr(previous, attribute) != value:
@@ -1242,7 +1243,7 @@ class NodeFileReader:
         except (ModelError, TypeError):
             return None
         if replaced:
-            known.snapshot = previous = dataclasses.replace(previous, **replaced)
+            known.snapshot = previous = replaced_copy(previous, **replaced)
         known.figures = figures
         return previous
 
@@ -1250,7 +1251,4 @@ class NodeFileReader:
 def _handed(snapshot: HostSnapshot) -> HostSnapshot:
     """A copy of a kept snapshot to hand out: its own top level, extra and collector list (what a
     receiver may set), the same fact objects."""
-    copied = copy.copy(snapshot)
-    copied.extra = dict(snapshot.extra)
-    copied.collectors = list(snapshot.collectors)
-    return copied
+    return replaced_copy(snapshot, extra=dict(snapshot.extra), collectors=list(snapshot.collectors))
