@@ -629,17 +629,14 @@ def _details(info: JobInfo, job: PbsJob, top: _Attributes, resources: _Attribute
     if host:
         info.submit_host = str(host)
     if started:
-        if type(used) is _Prefixed:  # Torque's flat record: its keys, not two more calls a job
-            cput, memory = top.get("U.cput"), top.get("U.mem")
-        else:
-            cput, memory = used.get("cput"), used.get("mem")
+        cput, memory = used.get("cput"), used.get("mem")
         if cput is not None:
             info.cpu_duration_s = convert.duration(cput)
         if memory is not None:
             info.delivered_memory_mb = convert.size(memory)
         if job.exec_hosts:
             info.node_processors = tuple(job.exec_hosts.values())
-    cput_limit = top.get("R.cput") if type(resources) is _Prefixed else resources.get("cput")
+    cput_limit = resources.get("cput")
     if cput_limit is not None:
         info.cpu_time_limit_s = convert.duration(cput_limit)
     depend = top.get("depend")
@@ -717,16 +714,14 @@ _TORQUE_NESTED = ("walltime", "ncpus", "procs", "nodes", "nodect", "mem", "cput"
 _TORQUE_GROUPS = ("Resource_List", "resources_used")
 
 
-class _Prefixed:
-    """A view of a flat job record's ``PREFIX.key`` entries as a mapping with ``get`` (what _job_from reads)."""
+class _OutsideAJob(dict[str, str]):
+    """The record a Torque job attribute would go to before the first <Job>: refusing it."""
 
-    __slots__ = ("prefix", "record")
+    def __setitem__(self, key: str, value: str) -> None:
+        raise PbsOutputError(f"qstat -f -x: <{key.split('.')[-1]}> outside a <Job>")
 
-    def __init__(self, prefix: str) -> None:
-        self.prefix, self.record = prefix, _EMPTY
 
-    def get(self, key: str, default: Any = None, /) -> Any:
-        return self.record.get(self.prefix + key, default)
+_OUTSIDE_A_JOB = _OutsideAJob()
 
 
 def parse_jobs_xml(text: str, full: bool = True, private: frozenset[str] = frozenset()) -> list[PbsJob]:
@@ -740,36 +735,33 @@ def parse_jobs_xml(text: str, full: bool = True, private: frozenset[str] = froze
     jobs = []
     private_tags = tuple(tag for name, tag in _TORQUE_PRIVATE.items() if name in private) if full else ()
     tags = ("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *(_TORQUE_FULL if full else ()), *private_tags, *_TORQUE_NESTED)
-    records: list[dict[str, str]] = []
-    record: dict[str, str] = {}
-    prefix = ""
+    records: list[tuple[dict[str, str], dict[str, str], dict[str, str]]] = []
+    record: dict[str, str] = _OUTSIDE_A_JOB  # until the first <Job>: refuses what is written to it
+    group: Optional[dict[str, str]] = None  # the Resource_List or resources_used being read
     nested = frozenset(_TORQUE_NESTED)
-    # One flat dict per job (few allocations: the collector's passes cost more than the parsing
-    # on 50,000 jobs): Resource_List.walltime is "R.walltime", resources_used.walltime "U.walltime".
-    # Elements come in document order, so a nested name (walltime, mem...) belongs to the group
-    # opened last in its job; Torque prints none of those names at the top level.
+    top = frozenset(tags) - nested - {"Job", *_TORQUE_GROUPS}
+    # Per job its attributes, its Resource_List and its resources_used, as plain dicts (read as
+    # OpenPBS's JSON objects are).  Elements come in document order, so a nested name (walltime,
+    # mem...) belongs to the group opened last in its job; Torque prints none of those names at the
+    # top level.  The job's own attributes, most of what is read, are tested for first.
     for element in root.iter(*tags):
         tag = element.tag
-        if tag == "Job":
-            record, prefix = {}, ""
-            records.append(record)
-        elif not records:
-            raise PbsOutputError(f"qstat -f -x: <{tag}> outside a <Job>")
-        elif tag in nested:
-            if prefix:
-                record[prefix + tag] = element.text or ""
-        elif tag == "Resource_List":
-            prefix = "R."
-        elif tag == "resources_used":
-            prefix = "U."
-        else:
+        if tag in top:
             record[tag] = element.text or ""
-    resources, used = _Prefixed("R."), _Prefixed("U.")
-    for record in records:
+        elif tag in nested:
+            if group is not None:
+                group[tag] = element.text or ""
+        elif tag == "Job":
+            record, group = {}, None
+            records.append((record, {}, {}))
+        elif record is _OUTSIDE_A_JOB:
+            raise PbsOutputError(f"qstat -f -x: <{tag}> outside a <Job>")
+        else:  # Resource_List or resources_used
+            group = records[-1][1 if tag == "Resource_List" else 2]
+    for record, resources, used in records:
         job_id = (record.get("Job_Id") or "").strip()
         if not job_id:
             raise PbsOutputError("qstat -f -x: a job without a Job_Id")
-        resources.record = used.record = record
         try:
             job = _job_from(job_id, record, resources, used, _EMPTY, convert, full)
         except (ValueError, TypeError) as exc:
