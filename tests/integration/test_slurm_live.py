@@ -446,7 +446,8 @@ def test_sss_job_fields_match_scontrol(slurm, busy, tmp_path):
     slurm.wait_for(lambda: any(row[0] == gone and row[1] == "CANCELLED" for row in squeue_rows(slurm, "short")),
                    what="the cancelled job in squeue")
     shown = slurm.run("scontrol", "show", "job", "-o", job_id)
-    jobs = {job.local_id: job for job in state_of(slurm, "short").jobs}
+    # as jobs-xml and serve ask when [jobs] private_fields names the arguments and the working directory
+    jobs = {job.local_id: job for job in state_of(slurm, "short", private_fields=("arguments", "working_directory")).jobs}
     job = jobs[job_id]
     assert (job.executable, job.arguments) == (str(script), "one two")  # Command=<script> one two
     assert job.working_directory == re.search(r"\bWorkDir=(\S+)", shown).group(1)
