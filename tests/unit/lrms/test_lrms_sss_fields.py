@@ -11,12 +11,11 @@ from __future__ import annotations
 import calendar
 import datetime
 import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 from paths import FIXTURES
+from recorded_commands import recorded_files
 from slurm_records import jobs_by_id, slurm_state
 
 from glueinfo.core.job import PRIVATE_FIELDS, environment_items
@@ -35,17 +34,7 @@ def by_id(state) -> dict[str, Any]:
     return {job.local_id: job for job in state.jobs}
 
 
-def files(directory: Path, answers: Mapping[str, str]):
-    """A runner answering ``tool args`` (the first key that starts the command line) with that fixture file."""
-
-    def run(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> tuple[int, str, str]:
-        line = " ".join([os.path.basename(argv[0]), *argv[1:]])
-        for start, name in answers.items():
-            if line.startswith(start):
-                return 0, (directory / name).read_text(), ""
-        raise AssertionError(f"unexpected command {line}")
-
-    return run
+files = recorded_files
 
 
 def state_of(lrms: str, queue: str, run, now: float, **config: Any):

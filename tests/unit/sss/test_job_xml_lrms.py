@@ -4,15 +4,15 @@ the private fields only when [jobs] private_fields names them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from lxml import etree
 from paths import FIXTURES, REPO
+from recorded_commands import recorded_files
 from slurm_records import slurm_state
 
 from glueinfo.core.job import PRIVATE_FIELDS
@@ -28,15 +28,7 @@ def schema():
     return etree.XMLSchema(etree.parse(str(XSD_PATH)))
 
 
-def files(directory: Path, answers: Mapping[str, str]):
-    def run(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> tuple[int, str, str]:
-        line = " ".join([os.path.basename(argv[0]), *argv[1:]])
-        for start, name in answers.items():
-            if line.startswith(start):
-                return 0, (directory / name).read_text(), ""
-        raise AssertionError(f"unexpected command {line}")
-
-    return run
+files = recorded_files
 
 
 def jobs_of(lrms: str, queue: str, directory: Path, answers: Mapping[str, str], now: float, **config):
