@@ -897,6 +897,15 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
 
 def query(ctx: LrmsContext) -> QueueState:
     """The state of the PBS queue ``ctx.queue`` (see the module docstring for commands and failures)."""
+    # The collector is held off for the whole query, not just the parse: released at the end of a
+    # parse, it would walk the 50,000 jobs' records at the next allocations, and a counts-only
+    # refresh frees them all before it returns (see glueinfo.lrms.commands.gc_paused).
+    with commands.gc_paused():
+        return _query(ctx)
+
+
+def _query(ctx: LrmsContext) -> QueueState:
+    """:func:`query`, with the collector held off."""
     deadline = time.monotonic() + ctx.timeout_s
     tools = tools_for(ctx, deadline)
     now = ctx.clock()

@@ -683,6 +683,15 @@ def _needs_accounts(ctx: LrmsContext) -> bool:
 def query(ctx: LrmsContext) -> QueueState:
     """The state of cluster queue ``ctx.queue``; see the module docstring.  LrmsQueryError (all
     unknown) when no queue is named or the qmaster cannot be reached; other failures partial."""
+    # The collector is held off for the whole query, not just the parse: released at the end of a
+    # parse, it would walk the 50,000 jobs' records at the next allocations, and a counts-only
+    # refresh frees them all before it returns (see glueinfo.lrms.commands.gc_paused).
+    with commands.gc_paused():
+        return _query(ctx)
+
+
+def _query(ctx: LrmsContext) -> QueueState:
+    """:func:`query`, with the collector held off."""
     deadline = time.monotonic() + ctx.timeout_s
     tools = tools_for(ctx, deadline)
     now = ctx.clock()
