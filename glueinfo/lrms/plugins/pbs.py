@@ -512,35 +512,45 @@ class PbsJob:
         return self.glue_status == "RUNNING"
 
 
-def _memo(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``convert`` with a cache for one parse: queues repeat the same limits, sizes and times
-    thousands of times.  Empty values (absent attributes) give None without a call."""
-    cache: dict[Any, Any] = {}
+class _Memo(dict[Any, Any]):
+    """``memo[value]``: ``convert(value)``, cached for one parse (queues repeat the same limits, sizes
+    and times thousands of times); empty values (absent attributes) give None.  A hit is one dict
+    lookup in C, no Python call: 50,000 jobs read ~9 values each.  An unhashable value (a list where
+    a string belongs) raises TypeError: :class:`_Direct` is what names it."""
 
-    def cached(value: Any) -> Any:
-        if value is None or value == "":
-            return None
-        try:
-            return cache[value]
-        except KeyError:
-            result = cache[value] = convert(value)
-            return result
-        except TypeError:  # an unhashable value (a list where a string belongs): let convert name it
-            return convert(value)
+    def __init__(self, convert: Callable[[Any], Any]) -> None:
+        super().__init__({None: None, "": None})
+        self.convert = convert
 
-    return cached
+    def __missing__(self, value: Any) -> Any:
+        result = self[value] = self.convert(value)
+        return result
+
+
+class _Direct:
+    """``direct[value]``: ``convert(value)`` without a cache (None for empty values), for any value:
+    the converters of a job whose values a :class:`_Memo` could not look up, so that the error names
+    the value as the converter words it."""
+
+    def __init__(self, convert: Callable[[Any], Any]) -> None:
+        self.convert = convert
+
+    def __getitem__(self, value: Any) -> Any:
+        return None if value is None or value == "" else self.convert(value)
 
 
 class _Converters:
-    """The memoised converters of one parse (no state outlives it), and the private fields it reads."""
+    """The converters of one parse (memoised unless ``cached`` is False; no state outlives it), and the
+    private fields it reads."""
 
-    def __init__(self, private: frozenset[str] = frozenset()) -> None:
+    def __init__(self, private: frozenset[str] = frozenset(), cached: bool = True) -> None:
+        wrap: Callable[[Callable[[Any], Any]], Any] = _Memo if cached else _Direct
         self.private = private
-        self.duration = _memo(parse_duration_s)
-        self.time = _memo(parse_time)
-        self.size = _memo(parse_size_mb)
-        self.number = _memo(_int)
-        self.torque_cpus = _memo(_torque_nodes_cpus)
+        self.duration = wrap(parse_duration_s)
+        self.time = wrap(parse_time)
+        self.size = wrap(parse_size_mb)
+        self.number = wrap(_int)
+        self.torque_cpus = wrap(_torque_nodes_cpus)
 
 
 _EMPTY: dict[str, Any] = {}
@@ -563,12 +573,12 @@ def _job_from(job_id: str, top: _Attributes, resources: _Attributes, used: _Attr
         raise ValueError(f"unknown job_state {state!r}") from None
     owner = top.get("euser") or str(top.get("Job_Owner") or "").split("@", 1)[0] or None
     group, account = top.get("egroup") or None, top.get("Account_Name") or None
-    cpus = (convert.number(resources.get("ncpus")) or convert.number(resources.get("procs"))
-            or convert.torque_cpus(resources.get("nodes")))
+    cpus = (convert.number[resources.get("ncpus")] or convert.number[resources.get("procs")]
+            or convert.torque_cpus[resources.get("nodes")])
     job = PbsJob(job_id, state, glue_status, sss_state, None if owner is None else str(owner),
                  None if group is None else str(group), None if account is None else str(account),
-                 convert.duration(resources.get("walltime")), convert.duration(used.get("walltime")), cpus,
-                 convert.time(estimated.get("start_time")))
+                 convert.duration[resources.get("walltime")], convert.duration[used.get("walltime")], cpus,
+                 convert.time[estimated.get("start_time")])
     if full:
         _full(job, top, resources, used, convert)
     return job
@@ -584,19 +594,19 @@ def _full(job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attribut
     if job.cpus is None and exec_hosts:
         job.cpus = sum(exec_hosts.values())
     name, queue, comment = top.get("Job_Name"), top.get("queue"), top.get("comment")
-    start, finished = convert.time(top.get("stime") or top.get("start_time")), job.glue_status in FINISHED
+    start, finished = convert.time[top.get("stime") or top.get("start_time")], job.glue_status in FINISHED
     started = job.started = job.sss_state in ("Running", "Suspended") or (finished and start is not None)
     pending = not started and not finished
     estimated = job.estimated_start
     info = job.info = JobInfo(
         local_id=job.job_id, name=None if name is None else str(name), local_owner=job.owner, local_group=job.group,
         account=job.account, queue=str(queue) if queue else None, lrms_state=job.state, sss_state=job.sss_state,
-        glue_status=job.glue_status, submit_time=convert.time(top.get("ctime") or top.get("qtime")),
+        glue_status=job.glue_status, submit_time=convert.time[top.get("ctime") or top.get("qtime")],
         start_time=start if started else (estimated if pending else None),
         start_is_estimate=pending and estimated is not None,
-        end_time=convert.time(top.get("obittime") or top.get("comp_time")) if finished else None,
-        requested_processors=job.cpus, requested_memory_mb=convert.size(resources.get("mem")),
-        requested_duration_s=job.walltime_limit_s, requested_nodes=convert.number(resources.get("nodect")),
+        end_time=convert.time[top.get("obittime") or top.get("comp_time")] if finished else None,
+        requested_processors=job.cpus, requested_memory_mb=convert.size[resources.get("mem")],
+        requested_duration_s=job.walltime_limit_s, requested_nodes=convert.number[resources.get("nodect")],
         delivered_processors=(sum(exec_hosts.values()) or None) if started else None,
         delivered_wall_s=job.walltime_used_s if started else None,
         scheduler_specific=str(comment) if comment and pending else None)
@@ -611,8 +621,8 @@ def _details(info: JobInfo, job: PbsJob, top: _Attributes, resources: _Attribute
     ones), and the private fields only when asked for (convert.private): 50,000 jobs a refresh."""
     if finished:
         exit_status = top.get("Exit_status")
-        status = convert.number(top.get("exit_status") if exit_status is None else exit_status)
-        info.completion, code, signal = ending(status, convert.number(top.get("substate")))
+        status = convert.number[top.get("exit_status") if exit_status is None else exit_status]
+        info.completion, code, signal = ending(status, convert.number[top.get("substate")])
         if started or (code is not None and code < 0):  # a negative code: PBS could not run it
             info.exit_code, info.exit_signal = code, signal
         comment = top.get("comment")
@@ -624,21 +634,21 @@ def _details(info: JobInfo, job: PbsJob, top: _Attributes, resources: _Attribute
             info.holds = tuple(HOLDS[letter] for letter in str(holds) if letter in HOLDS)
     priority = top.get("Priority")
     if priority is not None:
-        info.priority = priority if type(priority) is int else convert.number(priority)
+        info.priority = priority if type(priority) is int else convert.number[priority]
     host = top.get("Submit_Host") or top.get("submit_host")
     if host:
         info.submit_host = str(host)
     if started:
         cput, memory = used.get("cput"), used.get("mem")
         if cput is not None:
-            info.cpu_duration_s = convert.duration(cput)
+            info.cpu_duration_s = convert.duration[cput]
         if memory is not None:
-            info.delivered_memory_mb = convert.size(memory)
+            info.delivered_memory_mb = convert.size[memory]
         if job.exec_hosts:
             info.node_processors = tuple(job.exec_hosts.values())
     cput_limit = resources.get("cput")
     if cput_limit is not None:
-        info.cpu_time_limit_s = convert.duration(cput_limit)
+        info.cpu_time_limit_s = convert.duration[cput_limit]
     depend = top.get("depend")
     if depend:
         info.dependencies = dependencies(str(depend))
@@ -697,10 +707,24 @@ def parse_jobs_json(text: str, full: bool = True, private: frozenset[str] = froz
                             attributes.get("resources_used") or _EMPTY, attributes.get("estimated") or _EMPTY,
                             convert, full)
         except (ValueError, TypeError, AttributeError) as exc:
-            raise PbsOutputError(f"qstat -f -F json: job {clip(job_id)!r}: {exc}") from None
+            raise PbsOutputError(f"qstat -f -F json: job {clip(job_id)!r}: {_why(job_id, attributes, exc, full)}") from None
         if job is not None:
             jobs.append(job)
     return jobs
+
+
+def _why(job_id: str, attributes: Any, exc: Exception, full: bool) -> Exception:
+    """What was wrong with a job :func:`parse_jobs_json` could not read: a TypeError may come from a
+    value the memoised converters could not look up (a list or object where a string belongs), so the
+    job is read again with plain converters, whose error names the value; ``exc`` when that one reads."""
+    if isinstance(exc, TypeError):
+        try:
+            _job_from(job_id, attributes, attributes.get("Resource_List") or _EMPTY,
+                      attributes.get("resources_used") or _EMPTY, attributes.get("estimated") or _EMPTY,
+                      _Converters(cached=False), full)
+        except (ValueError, TypeError, AttributeError) as plain:
+            return plain
+    return exc
 
 
 # Torque job attributes read (top level, and inside Resource_List / resources_used): lxml filters

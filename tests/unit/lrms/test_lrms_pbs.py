@@ -298,6 +298,12 @@ def test_unknown_job_state_names_the_job():
     assert state.total_jobs is None and "job '104.pbs-head': unknown job_state 'Z'" in state.error
 
 
+def test_a_list_where_a_time_belongs_names_the_job_and_the_value():
+    text = (OPENPBS / "qstat_jobs_workq.json").read_text().replace('"walltime":"10:00:00"', '"walltime":["10:00:00"]')
+    state = state_of(OPENPBS, "workq", overrides={"qstat-jobs": (0, text, "")})
+    assert state.total_jobs is None
+    assert "job '101.pbs-head': not a PBS duration: \"['10:00:00']\"" in state.error
+
 def test_missing_command_and_timeout():
     state = state_of(OPENPBS, "workq", overrides={"pbsnodes": FileNotFoundError(2, "No such file")})
     assert state.total_cpus is None and state.hosts == [] and "/opt/pbs/bin/pbsnodes: command not found" in state.error
