@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo
-from glueinfo.core.model import VoJobCounts
+from glueinfo.core.model import NodeAllocation, QueueState, VoJobCounts
 from glueinfo.lrms.registry import LrmsContext, LrmsQueryError
 from glueinfo.lrms.vo_map import VoMap, count_by_vo
 
@@ -177,3 +177,30 @@ class Steps:
 
     def error(self, prefix: str) -> Optional[str]:
         return f"{prefix}: " + "; ".join(dict.fromkeys(self.errors)) if self.errors else None
+
+
+def node_capacity(state: QueueState, nodes: Sequence[tuple[Optional[int], int]], allocations: Sequence[NodeAllocation]) -> Optional[int]:
+    """TotalCPUs and FreeCPUs from each node's (CPUs, CPUs taken) and its allocation (same order), by
+    one rule for every batch system that lists its nodes so: TotalCPUs counts every node, FreeCPUs
+    the untaken CPUs of Idle nodes only (a Busy node has none to give; an Offline or Unknown one
+    runs nothing).  Returns the usable CPUs (those of Idle and Busy nodes: what the response-time
+    rule spreads the waiting work over); None, leaving both figures unknown, when a node's CPU
+    count is."""
+    if any(total is None for total, _ in nodes):
+        return None
+    state.total_cpus = sum(total or 0 for total, _ in nodes)
+    in_use = [(total or 0, taken, a.state) for (total, taken), a in zip(nodes, allocations, strict=True)
+              if a.state in ("Idle", "Busy")]
+    state.free_cpus = sum(max(0, total - taken) for total, taken, node_state in in_use if node_state == "Idle")
+    return sum(total for total, _, _ in in_use)
+
+
+def count_jobs(state: QueueState, jobs: Sequence[Any]) -> list[Any]:
+    """Running/Waiting/TotalJobs from the batch system's job records (each with ``finished`` and
+    ``running``): finished jobs are not counted, and every other job that does not run waits (held
+    and suspended ones too, as TotalJobs counts them).  Returns the records counted."""
+    active = [j for j in jobs if not j.finished]
+    state.running_jobs = sum(1 for j in active if j.running)
+    state.total_jobs = len(active)
+    state.waiting_jobs = state.total_jobs - state.running_jobs
+    return active

@@ -675,18 +675,11 @@ def query(ctx: LrmsContext) -> QueueState:
         allocations = node_allocations(hosts, lookup)
         state.nodes = allocations
         state.hosts = [a.name for a in allocations]
-        if all(h.max_slots is not None for h in hosts):
-            state.total_cpus = sum(h.max_slots or 0 for h in hosts)
-            in_use = [(h, a) for h, a in zip(hosts, allocations, strict=True) if a.state in ("Idle", "Busy")]
-            usable = sum(h.max_slots or 0 for h, _ in in_use)
-            state.free_cpus = sum(max(0, (h.max_slots or 0) - h.njobs - h.reserved) for h, a in in_use if a.state == "Idle")
-        else:
+        usable = commands.node_capacity(state, [(h.max_slots, h.njobs + h.reserved) for h in hosts], allocations)
+        if usable is None:
             errors.append("bhosts: a host without a slot limit (MAX '-'): TotalCPUs and FreeCPUs unknown")
     if jobs is not None:
-        active = [j for j in jobs if not j.finished]
-        state.running_jobs = sum(1 for j in active if j.running)
-        state.total_jobs = len(active)
-        state.waiting_jobs = state.total_jobs - state.running_jobs
+        active = commands.count_jobs(state, jobs)
 
         def node_name(host: str) -> str:
             return site_host(host, lookup)

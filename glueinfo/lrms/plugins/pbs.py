@@ -988,18 +988,11 @@ def _query(ctx: LrmsContext) -> QueueState:
         state.nodes = allocations
         state.hosts = [a.name for a in allocations]
         short_of = {n.name: a.name for n, a in zip(nodes, allocations, strict=True)}
-        if all(n.total is not None for n in nodes):
-            state.total_cpus = sum(n.total or 0 for n in nodes)
-            in_use = [(n, a) for n, a in zip(nodes, allocations, strict=True) if a.state in ("Idle", "Busy")]
-            usable = sum(n.total or 0 for n, _ in in_use)
-            state.free_cpus = sum(max(0, (n.total or 0) - (n.allocated or 0)) for n, a in in_use if a.state == "Idle")
-        else:
+        usable = commands.node_capacity(state, [(n.total, n.allocated or 0) for n in nodes], allocations)
+        if usable is None:
             errors.append("pbsnodes: a node without a CPU count (ncpus/np): TotalCPUs and FreeCPUs unknown")
     if jobs is not None:
-        active = [j for j in jobs if not j.finished]
-        state.running_jobs = sum(1 for j in active if j.running)
-        state.total_jobs = len(active)
-        state.waiting_jobs = state.total_jobs - state.running_jobs
+        active = commands.count_jobs(state, jobs)
 
         def node_name(host: str) -> str:
             return short_of.get(host) or site_host(host, lookup)

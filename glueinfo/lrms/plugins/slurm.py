@@ -863,10 +863,7 @@ def query(ctx: LrmsContext) -> QueueState:
         state.hosts = [n.hostname for n in nodes]
         state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
     if jobs is not None:
-        active = [j for j in jobs if not j.finished]
-        state.running_jobs = sum(1 for j in active if j.running)
-        state.total_jobs = len(active)
-        state.waiting_jobs = state.total_jobs - state.running_jobs
+        active = commands.count_jobs(state, jobs)
         if ctx.vo_map.rules:  # Slurm knows no proxy VO: without rules every job is local
             owners = [JobInfo(local_id=j.job_id, local_owner=j.user, account=j.account, glue_status=j.glue_status)
                       for j in active]
