@@ -177,11 +177,11 @@ class ClusterGroup:
 
     @property
     def physical_cpus(self) -> Optional[int]:
-        return _sum(sc.physical_cpus for sc in self.subclusters)
+        return sum_known(sc.physical_cpus for sc in self.subclusters)
 
     @property
     def logical_cpus(self) -> Optional[int]:
-        return _sum(sc.logical_cpus for sc in self.subclusters)
+        return sum_known(sc.logical_cpus for sc in self.subclusters)
 
 
 @dataclass
@@ -199,7 +199,8 @@ class SiteGroups:
         raise KeyError(unique_id)
 
 
-def _sum(values: Iterable[Optional[int]]) -> Optional[int]:
+def sum_known(values: Iterable[Optional[int]]) -> Optional[int]:
+    """The sum, or None when any value is unknown (a total of what is known would be invented)."""
     total = 0
     for value in values:
         if value is None:
@@ -327,8 +328,8 @@ def cluster_members(site: SiteModel, snapshots: Iterable[HostSnapshot]) -> dict[
 
 def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tuple[Any, ...]]) -> SubClusterGroup:
     group.shared = shared_facts(group.hosts, ram_granularity_mb, [facts[id(h)] for h in group.hosts])
-    group.physical_cpus = _sum(h.cpu.sockets if h.cpu else None for h in group.hosts)
-    group.logical_cpus = _sum(h.cpu.logical_cpus if h.cpu else None for h in group.hosts)
+    group.physical_cpus = sum_known(h.cpu.sockets if h.cpu else None for h in group.hosts)
+    group.logical_cpus = sum_known(h.cpu.logical_cpus if h.cpu else None for h in group.hosts)
     return group
 
 

@@ -44,7 +44,7 @@ from glueinfo.glue.glue2.ids import Ids
 from glueinfo.glue.glue2.times import CreationTimes
 from glueinfo.glue.render13 import mailto
 from glueinfo.lrms.registry import glue_lrms_type
-from glueinfo.site.aggregate import SubClusterGroup
+from glueinfo.site.aggregate import SubClusterGroup, sum_known
 from glueinfo.site.assemble import AssembledSite
 
 PROFILE_NAME = "EGI"
@@ -146,15 +146,6 @@ class _Tree:
         entry = Entry.from_lists(dn, attributes)
         self.entries.append(entry)
         return entry
-
-
-def _sum_known(values: Iterable[Optional[int]]) -> Optional[int]:
-    total = 0
-    for value in values:
-        if value is None:
-            return None
-        total += value
-    return total
 
 
 def glue2_entries(site: AssembledSite, options: Glue2Options = Glue2Options(), *,
@@ -295,9 +286,9 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
         ("GLUE2ServiceComplexity", f"endpointType={len(endpoint_entries)}, share={shares_planned}, "
                                    f"resource={len(published_ees)}"),
         ("GLUE2ServiceAdminDomainForeignKey", site_id),
-        ("GLUE2ComputingServiceTotalJobs", _sum_known(s.total_jobs for s in counted if s) if answered else None),
-        ("GLUE2ComputingServiceRunningJobs", _sum_known(s.running_jobs for s in counted if s) if answered else None),
-        ("GLUE2ComputingServiceWaitingJobs", _sum_known(s.waiting_jobs for s in counted if s) if answered else None)])
+        ("GLUE2ComputingServiceTotalJobs", sum_known(s.total_jobs for s in counted if s) if answered else None),
+        ("GLUE2ComputingServiceRunningJobs", sum_known(s.running_jobs for s in counted if s) if answered else None),
+        ("GLUE2ComputingServiceWaitingJobs", sum_known(s.waiting_jobs for s in counted if s) if answered else None)])
 
     for endpoint_id, lead, serving, checked, rules in endpoint_entries:
         endpoint_dn = make_dn("GLUE2EndpointID", endpoint_id, service_dn)
@@ -355,9 +346,9 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
             ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {first.spec.host}"),
             ("GLUE2ManagerProductName", (lead_state.lrms_type if lead_state and lead_state.lrms_type else glue_lrms_type(lrms))),
             ("GLUE2ManagerProductVersion", (lead_state.lrms_version if lead_state else None) or members[0].spec.lrms_version),
-            ("GLUE2ComputingManagerTotalPhysicalCPUs", _sum_known(c.physical_cpus for c in clusters) if cpus_known else None),
-            ("GLUE2ComputingManagerTotalLogicalCPUs", _sum_known(c.logical_cpus for c in clusters) if cpus_known else None),
-            ("GLUE2ComputingManagerTotalSlots", _sum_known(slots)),
+            ("GLUE2ComputingManagerTotalPhysicalCPUs", sum_known(c.physical_cpus for c in clusters) if cpus_known else None),
+            ("GLUE2ComputingManagerTotalLogicalCPUs", sum_known(c.logical_cpus for c in clusters) if cpus_known else None),
+            ("GLUE2ComputingManagerTotalSlots", sum_known(slots)),
             ("GLUE2ManagerServiceForeignKey", service_id), ("GLUE2ComputingManagerComputingServiceForeignKey", service_id)])
         # run-time environment tags of this manager's ExecutionEnvironments
         tags: dict[str, list[str]] = {}
