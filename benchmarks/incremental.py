@@ -575,12 +575,14 @@ def profile(hosts: int, interval: float, top: int, clock: str = "cpu") -> None:
 
     from glueinfo.core.config import load
     from glueinfo.run.gc_policy import CollectorPolicy
+    from glueinfo.run.malloc_policy import use_one_arena
     from glueinfo.run.provider import Provider
 
     logging.basicConfig(level=logging.WARNING, format="glueinfo: %(levelname)s: %(message)s")
     workdir = tempfile.mkdtemp(prefix=f"glueinfo-incremental-profile-{hosts}-")
     try:
         site, config_path = make_site(workdir, hosts, interval, local=False)
+        use_one_arena(os.environ)  # as `glueinfo run` does
         provider = Provider(load(config_path), collector_policy=CollectorPolicy(time.time))  # as `glueinfo run` makes it
         thread_profiles: list[cProfile.Profile] = []
 
@@ -665,12 +667,14 @@ def quick(hosts: int, interval: float, intervals: int) -> None:
 
     from glueinfo.core.config import load
     from glueinfo.run.gc_policy import CollectorPolicy
+    from glueinfo.run.malloc_policy import use_one_arena
     from glueinfo.run.provider import Provider
 
     logging.basicConfig(level=logging.WARNING, format="glueinfo: %(levelname)s: %(message)s")
     workdir = tempfile.mkdtemp(prefix=f"glueinfo-incremental-quick-{hosts}-")
     try:
         site, config_path = make_site(workdir, hosts, interval, local=False)
+        use_one_arena(os.environ)  # as `glueinfo run` does
         provider = Provider(load(config_path), collector_policy=CollectorPolicy(time.time))  # as `glueinfo run` makes it
         jobs = [name for name in ("gather", "lrms") if hasattr(provider, f"job_{name}")]
         provider.restore()

@@ -71,9 +71,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.commands.site_options import clock_from_environment
     from glueinfo.core.config import load
     from glueinfo.run.gc_policy import CollectorPolicy
+    from glueinfo.run.malloc_policy import use_one_arena
     from glueinfo.run.provider import Provider, ServiceError
 
     setup_logging(args)
+    if not args.once:
+        use_one_arena(os.environ)  # before any thread: see glueinfo.run.malloc_policy
     config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
     clock = clock_from_environment()
     try:
