@@ -64,7 +64,7 @@ def parse_xml(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_BYTES, wh
         raise XMLInputError(f"{what}: {len(data)} bytes is over the limit of {max_bytes} bytes")
     if not data or data.isspace():  # not strip(): that copies a 50 MB batch-system document to look at it
         raise XMLInputError(f"{what}: empty document")
-    if _DTD_BYTES.search(data):
+    if b"!" in data and _DTD_BYTES.search(data):  # no "!", no "<!": one memchr instead of a regex over 50 MB
         raise XMLInputError(f"{what}: DTDs and entity declarations are not accepted")
     try:
         root = etree.fromstring(data, make_parser())
