@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Optional, Union
+from typing import IO, Any, Optional, Union, cast
 
 from glueinfo.core.config import Config
 from glueinfo.core.lastrun import LastRun
@@ -40,7 +40,7 @@ from glueinfo.core.ldif import (
     write_ldif,
 )
 from glueinfo.core.model import HostSnapshot, QueueState
-from glueinfo.glue.render13 import HOST_VOLATILE, HostEntryCache, iter_glue13
+from glueinfo.glue.render13 import HostBlock, HostEntryCache, Layout, iter_glue13, patch_volatile, volatile_layout
 from glueinfo.glue.schema import (
     SYNTAX_BOOLEAN,
     SYNTAX_IA5_STRING,
@@ -96,21 +96,27 @@ class RenderCache:
     entry (and the CE's), not its file systems, SubCluster or cluster.  Host
     entries themselves are not even built again while their snapshot is the
     same (``hosts``).  One publisher at a time uses a cache.
+
+    ``keep_entries=False``: for a publisher that needs the LDIF only (no
+    LDAP server to sync), host entries are kept as their texts alone
+    (glueinfo.glue.render13.HostBlock) and the SiteBuild's ``entries`` then
+    holds no host or file system entry; ``texts`` and the LDIF are the same.
     """
 
-    def __init__(self) -> None:
-        self.hosts = HostEntryCache()
+    def __init__(self, keep_entries: bool = True) -> None:
+        self.keep_entries = keep_entries
+        self.hosts = HostEntryCache(keep_entries)
         # DN -> (rendered entry, its checked form, its LDIF text, where in that text its
-        # HOST_VOLATILE lines are, once asked for: see _volatile_layout)
-        self._entries: LastRun[str, tuple[Entry, Entry, str, Optional[_Layout]]] = LastRun()
+        # HOST_VOLATILE lines are, once asked for: see render13.volatile_layout)
+        self._entries: LastRun[str, tuple[Entry, Entry, str, Optional[Layout]]] = LastRun()
 
     @property
     def reused(self) -> int:
-        return self._entries.reused
+        return self._entries.reused + self.hosts.block_entries[1]
 
     @property
     def rendered(self) -> int:
-        return self._entries.made
+        return self._entries.made + self.hosts.block_entries[0]
 
     def start(self) -> None:
         self._entries.start()
@@ -141,26 +147,14 @@ class RenderCache:
             return None
         _, checked, text, layout = hit
         if layout is None:
-            layout = _volatile_layout(checked, text)
+            layout = volatile_layout(checked, text)
             if layout is None:
                 return None
-        spans, names = layout
-        parts = []
-        new_spans = []
-        last = length = 0
-        for name, (start, end) in zip(names, spans, strict=True):
-            values = entry.attributes[name]
-            if type(values[0]) is not int or len(values) != 1:
-                return None
-            kept = text[last:start]
-            line = f"{name}: {values[0]}\n"
-            parts.append(kept)
-            parts.append(line)
-            length += len(kept)
-            new_spans.append((length, length + len(line)))
-            length += len(line)
-            last = end
-        parts.append(text[last:])
+        names = layout[1]
+        patched = patch_volatile(text, layout, {name: entry.attributes[name][0] if len(entry.attributes[name]) == 1 else None
+                                                for name in names})
+        if patched is None:
+            return None
         if checked is base:  # the check took the last entry as it was: it takes this one as it is too
             fixed = entry
         else:
@@ -168,39 +162,41 @@ class RenderCache:
             for name in names:
                 attributes[name] = entry.attributes[name]
             fixed = Entry.from_lists(checked.dn, attributes, checked._index)
-        text = "".join(parts)
-        self._entries.keep(entry.dn, (entry, fixed, text, (tuple(new_spans), names)))
-        return fixed, text
+        self._entries.keep(entry.dn, (entry, fixed, patched[0], patched[1]))
+        return fixed, patched[0]
 
     def keep(self, rendered: Entry, checked: Entry, text: str) -> None:
         self._entries.keep(rendered.dn, (rendered, checked, text, None))
 
+    @staticmethod
+    def block_texts(block: HostBlock, checker: TreeChecker, texts: list[str]) -> None:
+        """A host block taken from the last render (its ``texts`` set): its entries admitted by
+        ``checker`` as a checked entry is (parent left out, DN repeated), their texts appended."""
+        for dn, text in zip(block.dns, block.texts or (), strict=True):
+            if checker.admit_dn(dn):
+                texts.append(text)
 
-# Where an entry's HOST_VOLATILE lines are in its LDIF text: ((start, end) of each line, newline
-# included, in text order), and their attribute names.  Offsets, not the text between them: a
-# copy of every host entry's text beside the text itself cost 10 MB at 10,000 hosts.
-_Layout = tuple[tuple[tuple[int, int], ...], tuple[str, ...]]
-
-
-def _volatile_layout(checked: Entry, text: str) -> Optional[_Layout]:
-    """Where an entry's HOST_VOLATILE lines are in its LDIF text (see _Layout); None when one
-    of them is not a single integer on a plain line of its own."""
-    spans: list[tuple[int, int]] = []
-    names: list[str] = []
-    position = 0
-    for line in text.split("\n"):
-        name, colon, value = line.partition(": ")
-        if colon and name in HOST_VOLATILE:
-            values = checked.attributes.get(name)
-            if values is None or len(values) != 1 or type(values[0]) is not int or value != str(values[0]) or name in names:
-                return None
-            spans.append((position, position + len(line) + 1))
-            names.append(name)
-        position += len(line) + 1
-    present = [name for name in HOST_VOLATILE if name in checked.attributes]
-    if len(names) != len(present) or any(len(f"{name}: -{2**63}") > 76 for name in present):
-        return None  # an attribute spelled otherwise, or a line that could be folded
-    return tuple(spans), tuple(names)
+    def block_checked(self, block: HostBlock, checker: TreeChecker, texts: list[str], lines: LineCache) -> None:
+        """A host block made anew: its entries checked and formatted, their texts appended, and
+        the block settled for the next render when all passed with nothing changed or warned."""
+        errors, notes = len(checker.errors), len(checker.warnings)
+        made: list[str] = []
+        dns: list[str] = []
+        first: Optional[Entry] = None
+        for entry in block.entries or ():
+            fixed = checker(entry)
+            if fixed is None:
+                continue
+            text = format_entry(fixed, lines)
+            texts.append(text)
+            made.append(text)
+            dns.append(fixed.dn)
+            if first is None:
+                first = fixed
+        self.hosts.block_entries[0] += len(made)
+        if first is not None and len(made) == len(block.entries or ()) and len(checker.errors) == errors \
+                and len(checker.warnings) == notes:
+            self.hosts.settle(block, made, dns, volatile_layout(first, made[0]))
 
 
 def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
@@ -353,13 +349,17 @@ class TreeChecker:
         """An entry checked before (RenderCache): is it published here too?  Not when its
         parent was left out or its DN came already, each reported in ``errors`` as
         ``__call__`` reports them."""
-        key = dn_key(entry.dn)
+        return self.admit_dn(entry.dn)
+
+    def admit_dn(self, dn: str) -> bool:
+        """:meth:`admit` for the entry of this (checked) DN."""
+        key = dn_key(dn)
         if self._dropped and parent_key(key) in self._dropped:
             self._dropped.add(key)
-            self.errors.append(Problem(entry.dn, "left out because its parent entry was left out"))
+            self.errors.append(Problem(dn, "left out because its parent entry was left out"))
             return False
         if key in self._seen:
-            self.errors.append(Problem(entry.dn, "the same DN appears twice; only the first is published"))
+            self.errors.append(Problem(dn, "the same DN appears twice; only the first is published"))
             return False
         self._seen.add(key)
         return True
@@ -450,12 +450,19 @@ def _checked_entries(prepared: _Prepared, checker: TreeChecker, cache: Optional[
     static = tree_order(static_ldif_entries(site.glue.static_ldif_dir, warnings)) if site.glue.static_ldif_dir else []
     if cache is None or texts is None:
         for entry in itertools.chain(rendered, static):
-            fixed = checker(entry)
+            fixed = checker(cast(Entry, entry))  # no host cache: entries only
             if fixed is not None:
                 yield fixed
         return
     lines: LineCache = {}
-    for entry in itertools.chain(rendered, static):
+    for item in itertools.chain(rendered, static):
+        if type(item) is HostBlock:  # a text-keeping cache's host: its texts, no entries
+            if item.texts is not None:
+                cache.block_texts(item, checker, texts)
+            else:
+                cache.block_checked(item, checker, texts, lines)
+            continue
+        entry = cast(Entry, item)
         patched = cache.patched(entry)
         if patched is not None:
             if checker.admit(patched[0]):

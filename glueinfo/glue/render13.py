@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from glueinfo.core.job import JobInfo
 from glueinfo.core.lastrun import LastRun
@@ -398,6 +398,74 @@ def _lasting_key(host: HostSnapshot, host_id: str, sc: SubClusterGroup, sc_dn: s
             None if memory is None else (memory.ram_mb, memory.virtual_mb), host.network, host.filesystems, host.os, host.static)
 
 
+# Where an entry's HOST_VOLATILE lines are in its LDIF text: ((start, end) of each line, newline
+# included, in text order), and their attribute names.  Offsets, not the text between them: a
+# copy of every host entry's text beside the text itself cost 10 MB at 10,000 hosts.
+Layout = tuple[tuple[tuple[int, int], ...], tuple[str, ...]]
+
+
+def volatile_layout(checked: Entry, text: str) -> Optional[Layout]:
+    """Where an entry's HOST_VOLATILE lines are in its LDIF text (``text``, the formatted
+    ``checked``); None when one of them is not a single integer on a plain line of its own."""
+    spans: list[tuple[int, int]] = []
+    names: list[str] = []
+    position = 0
+    for line in text.split("\n"):
+        name, colon, value = line.partition(": ")
+        if colon and name in HOST_VOLATILE:
+            values = checked.attributes.get(name)
+            if values is None or len(values) != 1 or type(values[0]) is not int or value != str(values[0]) or name in names:
+                return None
+            spans.append((position, position + len(line) + 1))
+            names.append(name)
+        position += len(line) + 1
+    present = [name for name in HOST_VOLATILE if name in checked.attributes]
+    if len(names) != len(present) or any(len(f"{name}: -{2**63}") > 76 for name in present):
+        return None  # an attribute spelled otherwise, or a line that could be folded
+    return tuple(spans), tuple(names)
+
+
+def patch_volatile(text: str, layout: Layout, value_of: Mapping[str, Any]) -> Optional[tuple[str, Layout]]:
+    """``text`` (laid out as ``layout`` says) with its HOST_VOLATILE lines holding ``value_of[name]``,
+    and the new text's layout; None when a value is not a single int (only then is the line
+    the schema check and the LDIF writer would make known without them)."""
+    spans, names = layout
+    parts = []
+    new_spans = []
+    last = length = 0
+    for name, (start, end) in zip(names, spans, strict=True):
+        value = value_of[name]
+        if type(value) is not int:
+            return None
+        kept = text[last:start]
+        line = f"{name}: {value}\n"
+        parts.append(kept)
+        parts.append(line)
+        length += len(kept)
+        new_spans.append((length, length + len(line)))
+        length += len(line)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts), (tuple(new_spans), names)
+
+
+class HostBlock:
+    """One host's entries in a text-keeping HostEntryCache (``keep_entries=False``): made anew
+    (``entries`` set, ``texts`` None until the RenderCache checked and formatted them all
+    cleanly, see :meth:`HostEntryCache.settle`), or taken from the last render (``texts``, one
+    LDIF text per entry, and ``dns``, as checked), its host entry's volatile lines put in again
+    when only they changed.  ``layout``: where those lines are in the host entry's text (None:
+    such a block is reused only as it is)."""
+
+    __slots__ = ("lasting", "volatile", "entries", "texts", "dns", "layout", "warnings")
+
+    def __init__(self, lasting: tuple[Any, ...], volatile: tuple[Optional[int], ...], entries: Optional[list[Entry]],
+                 warnings: list[str], texts: Optional[tuple[str, ...]] = None, dns: tuple[str, ...] = (),
+                 layout: Optional[Layout] = None) -> None:
+        self.lasting, self.volatile, self.entries, self.warnings = lasting, volatile, entries, warnings
+        self.texts, self.dns, self.layout = texts, dns, layout
+
+
 class HostEntryCache:
     """Each host's entries as last rendered, reused while nothing they read has changed.
 
@@ -411,19 +479,31 @@ class HostEntryCache:
     neither checks nor formats it again).  Facts are compared by identity,
     then by value; snapshots are never changed once gathered.  Only the last
     render is kept (glueinfo.core.lastrun).
+
+    With ``keep_entries=False`` no entry outlives the render that made it:
+    what is kept of a host is a :class:`HostBlock` of LDIF texts (at 10,000
+    hosts, entries and their lists cost about 80 MB more than their texts),
+    and the render yields that block in place of the host's entries, for a
+    RenderCache of the same mode (see glueinfo.glue.build.RenderCache).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_entries: bool = True) -> None:
+        self.keep_entries = keep_entries
         self._hosts: LastRun[str, tuple[tuple[Any, ...], tuple[Optional[int], ...], list[Entry], list[str]]] = LastRun()
+        self._blocks: LastRun[str, HostBlock] = LastRun()
         self._derived: dict[str, tuple[Entry, Entry]] = {}  # DN -> (entry of this render, the last render's it was made from)
+        self.block_entries = [0, 0]  # entries of this render's blocks: [made or changed, reused as they were]
 
     def start(self) -> None:
         self._hosts.start()
+        self._blocks.start()
         self._derived = {}
+        self.block_entries = [0, 0]
 
     def finish(self) -> None:
         """The render is done: let the last render's entries go (only this one's are kept)."""
         self._hosts.finish()
+        self._blocks.finish()
         self._derived = {}
 
     def derived_from(self, entry: Entry) -> Optional[Entry]:
@@ -459,11 +539,44 @@ class HostEntryCache:
         self._hosts.keep(host.hostname, (lasting, volatile, made, own))
         return made
 
+    def block(self, host: HostSnapshot, host_id: str, sc: SubClusterGroup, sc_dn: str, info_url: str,
+              shapes: Optional[Shapes], warnings: list[str]) -> HostBlock:
+        """The host's block (``keep_entries=False``): the last one as it was, the last one with new
+        volatile figures, or one to be checked (its ``entries`` made anew)."""
+        lasting = _lasting_key(host, host_id, sc, sc_dn, info_url)
+        volatile = host_volatile(host)
+        hit = self._blocks.previous(host.hostname)
+        if hit is not None and hit.texts is not None and hit.lasting == lasting:
+            if hit.volatile == volatile:
+                warnings.extend(hit.warnings)
+                self.block_entries[1] += len(hit.dns)
+                return self._blocks.reuse(host.hostname, hit)
+            if hit.layout is not None and [v is None for v in volatile] == [v is None for v in hit.volatile]:
+                patched = patch_volatile(hit.texts[0], hit.layout, dict(zip(HOST_VOLATILE, volatile, strict=True)))
+                if patched is not None:
+                    warnings.extend(hit.warnings)
+                    self.block_entries[0] += 1
+                    self.block_entries[1] += len(hit.dns) - 1
+                    return self._blocks.keep(host.hostname, HostBlock(hit.lasting, volatile, None, hit.warnings,
+                                                                      (patched[0], *hit.texts[1:]), hit.dns, patched[1]))
+        own: list[str] = []
+        made = host_entries(host, host_id, sc.unique_id, sc_dn, info_url, shapes, own)
+        warnings.extend(own)
+        return self._blocks.keep(host.hostname, HostBlock(lasting, volatile, made, own))
+
+    @staticmethod
+    def settle(block: HostBlock, texts: list[str], dns: list[str], layout: Optional[Layout]) -> None:
+        """A new block's entries were all checked and formatted with nothing left out, changed or
+        warned about: keep their texts (and let the entries go) for the next render to reuse.  A
+        block never settled is made anew next time, its entries checked again."""
+        block.texts, block.dns, block.layout, block.entries = tuple(texts), tuple(dns), layout, None
+
 
 def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueState], templates: Mapping[str, Template],
                 publish_hosts: Optional[bool] = None, warnings: Optional[list[str]] = None,
-                host_cache: Optional[HostEntryCache] = None) -> Iterator[Entry]:
-    """Every entry of the tree, parents before children (see the module docstring).
+                host_cache: Optional[HostEntryCache] = None) -> Iterator[Union[Entry, HostBlock]]:
+    """Every entry of the tree, parents before children (see the module docstring); with a
+    text-keeping ``host_cache`` (``keep_entries=False``) each host's entries come as one HostBlock.
 
     ``states`` maps CE unique id -> QueueState.  ``publish_hosts`` (default:
     [glue] publish_hosts) adds the GlueHost and file system entries.  Hosts or
@@ -508,7 +621,9 @@ def iter_glue13(site: SiteModel, groups: SiteGroups, states: Mapping[str, QueueS
                                     f"(names compare as ASCII, ignoring case and extra spaces); published once")
                     continue
                 seen_hosts[key] = host.hostname
-                if host_cache is not None:
+                if host_cache is not None and not host_cache.keep_entries:
+                    yield host_cache.block(host, host_id, sc, sc_dn, info_url, shapes, warnings)
+                elif host_cache is not None:
                     yield from host_cache.entries(host, host_id, sc, sc_dn, info_url, shapes, warnings)
                 else:
                     yield from host_entries(host, host_id, sc.unique_id, sc_dn, info_url, shapes, warnings)

@@ -105,12 +105,12 @@ class Provider:
         self._published_fingerprint: Optional[tuple[Any, ...]] = None
         self.last_entries: list[Any] = []  # kept only for an LDAP server to retry with
         self.node_markup = NodeMarkupCache()  # the Node XML file's, when no HTTP store renders it
-        self.render_cache = RenderCache()
         # GLUE 2 CreationTimes for the daemon's life: an unchanged entry is renewed at most every Validity / 2
         from glueinfo.glue.glue2.times import CreationTimes
 
         self.glue2_times = CreationTimes()
         self.ldap = self._new_ldap(self.plan)
+        self.render_cache = RenderCache(keep_entries=self.ldap is not None)  # texts only without an LDAP server
         self.store = self._new_store(self.plan)
         self.server: Any = None
         self.publishes = 0
@@ -379,6 +379,9 @@ class Provider:
             log.info("cycle %s: nothing new from %d hosts; outputs marked fresh (%.2f s)", reason, len(site.hosts),
                      time.perf_counter() - began)
             return False
+        if self.render_cache.keep_entries != (self.ldap is not None):
+            # An LDAP server to sync needs every entry; the LDIF file alone, only their texts.
+            self.render_cache = RenderCache(keep_entries=self.ldap is not None)
         build = render_site(site, schema=plan.schema, templates=plan.templates, cache=self.render_cache)
         for warning in build.warnings:
             log.debug("%s", warning)
@@ -422,6 +425,7 @@ class Provider:
         else:
             written += self.outputs.touch(plan.settings.node_xml_file)
         changes = self.render_cache.rendered  # entries new or changed: the others were reused as they were
+        published = (len(build.texts) if glue13 else 0) + (len(glue2.entries) if glue2 is not None else 0)
         self.last_entries = entries if self.ldap is not None else []
 
         ldap_note = ""
@@ -439,7 +443,7 @@ class Provider:
         self.publishes += 1
         stale = sum(h.stale for h in site.hosts)
         log.info("cycle %s: %d hosts (%d stale), %d entries (%s changed%s), %d files current%s, %.2f s",
-                 reason, len(site.hosts), stale, len(entries), changes,
+                 reason, len(site.hosts), stale, published, changes,
                  f", {len(build.errors)} left out" if build.errors else "", written, ldap_note,
                  time.perf_counter() - began)
         return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from glue_sites import CLASSES, make_host
 
 from glueinfo.core.config import parse_text
@@ -28,12 +29,17 @@ def hosts_of_two_classes():
     return [make_host(CLASSES[0][0], i) for i in range(4)] + [make_host(CLASSES[1][0], i) for i in range(2)]
 
 
-def test_a_load_change_re_renders_that_host_and_the_ce_only_and_the_bytes_match_an_uncached_render():
-    cache = RenderCache()
+# keep_entries=False: the daemon's cache without an LDAP server, which keeps host entries as texts only.
+BOTH_MODES = pytest.mark.parametrize("keep_entries", [True, False], ids=["entries", "texts"])
+
+
+@BOTH_MODES
+def test_a_load_change_re_renders_that_host_and_the_ce_only_and_the_bytes_match_an_uncached_render(keep_entries):
+    cache = RenderCache(keep_entries)
     hosts = hosts_of_two_classes()
     first = render_site(site(hosts), cache=cache)
     assert first.ldif() == render_site(site(hosts)).ldif()
-    entries = len(first.entries)  # 1 cluster + 2 SubClusters + 6 hosts x (1 + 3 file systems) + 1 CE + 1 VOView = 29
+    entries = len(first.texts)  # 1 cluster + 2 SubClusters + 6 hosts x (1 + 3 file systems) + 1 CE + 1 VOView = 29
     assert entries == 29 and (cache.rendered, cache.reused) == (29, 0)
 
     busy = dataclasses.replace(hosts[2], load=dataclasses.replace(hosts[2].load, load1=40.0))
@@ -47,8 +53,9 @@ def test_a_load_change_re_renders_that_host_and_the_ce_only_and_the_bytes_match_
     assert (cache.rendered, cache.reused) == (0, 29) and third.ldif() == second.ldif()
 
 
-def test_a_host_that_leaves_is_gone_from_the_cached_output_too():
-    cache = RenderCache()
+@BOTH_MODES
+def test_a_host_that_leaves_is_gone_from_the_cached_output_too(keep_entries):
+    cache = RenderCache(keep_entries)
     hosts = hosts_of_two_classes()
     render_site(site(hosts), cache=cache)
     fewer = render_site(site(hosts[1:]), cache=cache).ldif()
@@ -128,7 +135,8 @@ def test_node_templates_filled_again_give_the_uncached_bytes_cycle_after_cycle()
     assert (pretty.rendered, pretty.reused) == (0, len(site_hosts))
 
 
-def test_host_entries_with_new_loads_and_free_memory_are_patched_to_the_uncached_bytes_cycle_after_cycle():
+@BOTH_MODES
+def test_host_entries_with_new_loads_and_free_memory_are_patched_to_the_uncached_bytes_cycle_after_cycle(keep_entries):
     """A host whose lasting facts are as last time gets its last entry with the new load and free
     memory put in (no check, no format): byte for byte the uncached LDIF every cycle, with
     non-ASCII facts the check rewrites, figures that come and go, and negative loads."""
@@ -136,7 +144,7 @@ def test_host_entries_with_new_loads_and_free_memory_are_patched_to_the_uncached
     odd = hosts[0]
     hosts[0] = dataclasses.replace(odd, cpu=dataclasses.replace(odd.cpu, model_name="Xeon™ Gold é <&>"),
                                    os=dataclasses.replace(odd.os, name="Débian"))
-    cache = RenderCache()
+    cache = RenderCache(keep_entries)
     for cycle in range(5):
         if cycle:
             hosts = [dataclasses.replace(
@@ -147,6 +155,37 @@ def test_host_entries_with_new_loads_and_free_memory_are_patched_to_the_uncached
                 for index, h in enumerate(hosts)]
         cached = render_site(site(hosts), cache=cache)
         assert cached.ldif() == render_site(site(hosts)).ldif()
-        assert [e.dn for e in cached.entries] == [e.dn for e in render_site(site(hosts)).entries]
-        assert [e.attributes for e in cached.entries] == [e.attributes for e in render_site(site(hosts)).entries]
+        uncached = render_site(site(hosts)).entries
+        if not keep_entries:  # every entry but the hosts' and their file systems'
+            uncached = [e for e in uncached if "GlueHostUniqueID=" not in e.dn]
+        assert [e.dn for e in cached.entries] == [e.dn for e in uncached]
+        assert [e.attributes for e in cached.entries] == [e.attributes for e in uncached]
     assert any(h.glue_load_figures()[0] < 0 for h in hosts)
+
+
+@BOTH_MODES
+def test_hosts_taken_from_the_cache_fall_with_a_subcluster_the_check_leaves_out(keep_entries, tmp_path):
+    """When a SubCluster entry is refused (here: a site's own template gives it an attribute its
+    classes do not allow), its hosts and file systems are left out with it, by DN, cached or not,
+    and published again once it passes."""
+    from glueinfo.glue.templates import builtin_templates_dir, load_templates
+
+    for name in ("site", "cluster", "subcluster", "ce"):
+        text = open(f"{builtin_templates_dir()}/{name}.ldif").read()
+        if name == "subcluster":
+            text = text.replace("GlueSubClusterName:", "GlueCEName: oops\nGlueSubClusterName:", 1)
+        (tmp_path / f"{name}.ldif").write_text(text)
+    refusing = load_templates(str(tmp_path))
+    hosts = hosts_of_two_classes()
+    cache = RenderCache(keep_entries)
+    for cycle, templates in enumerate((None, refusing, refusing, None)):
+        hosts = [dataclasses.replace(h, load=dataclasses.replace(h.load, load1=h.load.load1 + cycle)) for h in hosts]
+        cached = render_site(site(hosts), cache=cache, templates=templates)
+        uncached = render_site(site(hosts), templates=templates)
+        assert cached.ldif() == uncached.ldif()
+        assert [(p.dn, p.message) for p in cached.errors] == [(p.dn, p.message) for p in uncached.errors]
+        if templates is refusing:  # 2 SubClusters, 6 hosts, 18 file systems
+            assert len(cached.errors) == 26 and "GlueHostUniqueID" not in cached.ldif()
+            assert sum("parent entry was left out" in p.message for p in cached.errors) == 24
+        else:
+            assert not cached.errors and hosts[5].hostname in cached.ldif()
