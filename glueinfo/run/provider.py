@@ -95,6 +95,11 @@ class Provider:
         self.plan = make_plan(_with_host_root(config, host_root), self.cli_enable, self.cli_disable)
         self.stopping = threading.Event()
         self._publish_lock = threading.Lock()
+        # Jobs that will publish when done and have not yet begun to (see job_lrms), and whether an
+        # LRMS refresh left its publish to one of them.
+        self._pending_lock = threading.Lock()
+        self._will_publish: set[str] = set()
+        self._deferred = False
         self.local_host = LocalHost(self.plan, clock, host_root, self.cli_enable, self.cli_disable)
         # Monitoring (/metrics, the status page): figures the assembler does not keep, and the CEs' last 24 hours.
         self.history = History(self.plan.settings.state_dir or None, clock)
@@ -256,6 +261,9 @@ class Provider:
         began = time.perf_counter()
         stats.runs += 1
         stats.last_started_at = self.clock()
+        if name != "lrms":
+            with self._pending_lock:
+                self._will_publish.add(name)
         try:
             getattr(self, f"job_{name}")()
         except Exception as exc:
@@ -267,6 +275,13 @@ class Provider:
             stats.last_error = None
         finally:
             stats.last_duration_s = time.perf_counter() - began
+            with self._pending_lock:
+                self._will_publish.discard(name)  # ended without publishing (failed, or nothing whole yet)
+                owed = self._deferred and not self._will_publish
+                if owed:
+                    self._deferred = False
+            if owed:
+                self.publish("lrms (left to a job that did not publish)")
 
     def job_slow(self) -> None:
         whole = self.local_host.collect_slow()
@@ -287,7 +302,17 @@ class Provider:
             self.publish("gather")
 
     def job_lrms(self) -> None:
+        """Refresh the CEs' LRMS state and publish it, unless a job that will publish is at work
+        (the gather, which usually runs at the same interval and starts at the same moment): its
+        publish, which assembles after this refresh, carries the new state too, and a whole
+        render of the site is saved.  Should that job end without publishing, it publishes
+        this state on its way out (run_job)."""
         self.assembler.refresh_lrms()
+        with self._pending_lock:
+            if self._will_publish:
+                self._deferred = True
+                log.debug("LRMS state refreshed; published by the %s job at work", ", ".join(sorted(self._will_publish)))
+                return
         self.publish("lrms")
 
     # -- self-metrics ----------------------------------------------------------------------------
@@ -331,6 +356,9 @@ class Provider:
     def publish(self, reason: str) -> bool:
         """Build and write everything from the current site; returns whether anything was rendered."""
         with self._publish_lock:
+            with self._pending_lock:  # from here on, this publish assembles what every job has finished
+                self._will_publish.discard(reason)  # a job publishes with its own name as the reason
+                self._deferred = False
             began = time.perf_counter()
             stats = self.job_stats["publish"]
             stats.runs += 1
