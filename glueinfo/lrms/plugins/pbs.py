@@ -40,8 +40,10 @@ import calendar
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any, Optional, Protocol
 
 from glueinfo.core import xmlsafe
@@ -512,6 +514,40 @@ class PbsJob:
         return self.glue_status == "RUNNING"
 
 
+@dataclass
+class JobColumns:
+    """A job list read for the counts only: per job, in the order listed (array parents left out), what
+    the counts, the per-VO counts and the estimates read of it, one list per attribute and no PbsJob
+    per job (:func:`count_jobs_xml`; :meth:`of` for a list of PbsJobs)."""
+
+    glue_statuses: list[str]
+    owners: list[Optional[str]]
+    groups: list[Optional[str]]
+    accounts: list[Optional[str]]
+    walltime_limits_s: list[Optional[int]]
+    walltimes_used_s: list[Optional[int]]
+    cpus: list[Optional[int]]
+    estimated_starts: list[Optional[float]]
+
+    @classmethod
+    def of(cls, jobs: Sequence[PbsJob]) -> JobColumns:
+        return cls([j.glue_status for j in jobs], [j.owner for j in jobs], [j.group for j in jobs],
+                   [j.account for j in jobs], [j.walltime_limit_s for j in jobs], [j.walltime_used_s for j in jobs],
+                   [j.cpus for j in jobs], [j.estimated_start for j in jobs])
+
+    def count(self, state: QueueState) -> None:
+        """Running/Waiting/TotalJobs by the rule of :func:`glueinfo.lrms.commands.count_jobs`."""
+        by_status = Counter(self.glue_statuses)
+        state.total_jobs = len(self.glue_statuses) - sum(by_status[status] for status in FINISHED)
+        state.running_jobs = by_status["RUNNING"]
+        state.waiting_jobs = state.total_jobs - state.running_jobs
+
+    def owners_of_active(self) -> list[commands.JobOwners]:
+        """(user, group, account, proxy VO, GLUE status) of each job not finished, for commands.vo_counts."""
+        return [owners for owners in zip(self.owners, self.groups, self.accounts, repeat(None), self.glue_statuses)
+                if owners[4] not in FINISHED]
+
+
 class _Memo(dict[Any, Any]):
     """``memo[value]``: ``convert(value)``, cached for one parse (queues repeat the same limits, sizes
     and times thousands of times); empty values (absent attributes) give None.  A hit is one dict
@@ -752,9 +788,13 @@ def parse_jobs_xml(text: str, full: bool = True, private: frozenset[str] = froze
     """Torque ``qstat -f -x -t QUEUE``: ``<Data><Job><Job_Id/>...<Resource_List><walltime/>...</Job>``;
     empty output when the queue has no jobs.  Any malformed job fails the whole list.  ``private``:
     the private fields (glueinfo.core.job.PRIVATE_FIELDS) to read too."""
-    if not text.strip():
+    if not text or text.isspace():  # not strip(): that copies the 65 MB document to look at it
         return []
-    root = _torque_xml(text, "qstat -f -x")
+    return _jobs_from_xml(_torque_xml(text, "qstat -f -x"), full, private)
+
+
+def _jobs_from_xml(root: Any, full: bool, private: frozenset[str]) -> list[PbsJob]:
+    """:func:`parse_jobs_xml` of the parsed document ``root``."""
     convert = _Converters(private)
     jobs = []
     private_tags = tuple(tag for name, tag in _TORQUE_PRIVATE.items() if name in private) if full else ()
@@ -793,6 +833,87 @@ def parse_jobs_xml(text: str, full: bool = True, private: frozenset[str] = froze
         if job is not None:
             jobs.append(job)
     return jobs
+
+
+def count_jobs_xml(text: str) -> JobColumns:
+    """Torque ``qstat -f -x -t QUEUE`` read for the counts only: what :func:`parse_jobs_xml` with
+    ``full=False`` reads, into columns.  A list this reading cannot take whole (an attribute outside
+    a <Job>, a job without a Job_Id, an unknown job_state, a malformed value) is read by
+    :func:`parse_jobs_xml` instead, so its error, and any list it reads, are the same."""
+    if not text or text.isspace():
+        return JobColumns.of([])
+    root = _torque_xml(text, "qstat -f -x")
+    columns = _torque_columns(root)
+    return columns if columns is not None else JobColumns.of(_jobs_from_xml(root, False, frozenset()))
+
+
+# What the counts read of a Torque job inside Resource_List / resources_used.
+_TORQUE_COUNTED = ("walltime", "ncpus", "procs", "nodes")
+_GLUE_STATUS_OF = {letter: glue for letter, (glue, _) in JOB_STATES.items()}
+_KNOWN_STATES = frozenset({*JOB_STATES, ARRAY_PARENT})
+
+
+def _torque_columns(root: Any) -> Optional[JobColumns]:
+    """:func:`count_jobs_xml` of the parsed document, or None when a job is not as the columns take it.
+
+    Each attribute goes to a column keyed by the job's index, so a job's ~10 values cost one dict
+    store each and no per-job dict or PbsJob; the columns are converted with the per-parse caches
+    (one C-level lookup a value).  Same reading as :func:`_jobs_from_xml`: the last of a repeated
+    element counts, and a nested element counts inside the job's Resource_List / resources_used only.
+    An empty element is None here ("" there): every use below reads both alike."""
+    top: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_TOP}
+    resources: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_COUNTED}
+    used: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_COUNTED}
+    ignored: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_COUNTED}  # outside both groups
+    # tag -> the column its value goes to: the nested names point at the group open in the job, so
+    # every value is one lookup and one store, and only <Job> and the groups take a branch.
+    columns = {**top, **ignored}
+    index = -1
+    for element in root.iter("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *_TORQUE_COUNTED):
+        column = columns.get(tag := element.tag)
+        if column is not None:
+            column[index] = element.text
+        elif tag == "Job":
+            index += 1
+            columns.update(ignored)
+        elif index < 0:
+            return None  # a Resource_List / resources_used outside a <Job>
+        else:
+            columns.update(resources if tag == "Resource_List" else used)
+    count = index + 1
+    ids = top["Job_Id"]
+    if any(-1 in column for column in top.values()) or len(ids) != count or not all(id_ and id_.strip()
+                                                                                   for id_ in ids.values()):
+        return None
+
+    def values(column: dict[int, Optional[str]]) -> list[Optional[str]]:
+        return list(map(column.get, range(count)))
+
+    letters = values(top["job_state"])
+    if not _KNOWN_STATES.issuperset(letters):
+        return None
+    keep: Optional[list[bool]] = [letter != ARRAY_PARENT for letter in letters] if ARRAY_PARENT in letters else None
+
+    def kept(column: dict[int, Optional[str]]) -> list[Optional[str]]:
+        return values(column) if keep is None else list(compress(values(column), keep))
+
+    convert = _Converters()
+    try:
+        cpus = list(map(convert.number.__getitem__, kept(resources["ncpus"])))
+        if not all(cpus):  # procs, then nodes, only for a job without ncpus, as _job_from reads them
+            procs, nodes = kept(resources["procs"]), kept(resources["nodes"])
+            for i in [i for i, value in enumerate(cpus) if not value]:
+                cpus[i] = convert.number[procs[i]] or convert.torque_cpus[nodes[i]]
+        limits = list(map(convert.duration.__getitem__, kept(resources["walltime"])))
+        walltimes = list(map(convert.duration.__getitem__, kept(used["walltime"])))
+    except (ValueError, TypeError):
+        return None
+    job_owners = kept(top["Job_Owner"])
+    owners = [user or str(job_owners[i] or "").split("@", 1)[0] or None for i, user in enumerate(kept(top["euser"]))]
+    statuses = [_GLUE_STATUS_OF[letter] for letter in letters if letter != ARRAY_PARENT]  # type: ignore[index]
+    return JobColumns(statuses, owners, [group or None for group in kept(top["egroup"])],
+                      [account or None for account in kept(top["Account_Name"])], limits, walltimes, cpus,
+                      [None] * len(statuses))
 
 
 # Hold_Types letters -> SSS Hold words (n: no hold).
@@ -843,7 +964,7 @@ def job_info(job: PbsJob, node_name: Callable[[str], str]) -> JobInfo:
 # -- shared helpers ----------------------------------------------------------------------
 
 def _load_json(text: str, what: str) -> dict[str, Any]:
-    if not text.strip():
+    if not text or text.isspace():  # not strip(): that copies the document to look at it
         raise PbsOutputError(f"{what}: empty output")
     try:
         data = json.loads(text)
@@ -908,21 +1029,28 @@ def response_times(jobs: Sequence[PbsJob], free_cpus: Optional[int], usable_cpus
        A job without a walltime limit takes the queue's default, else its
        maximum; with neither the estimate is unknown (None).
     """
-    queued = [j for j in jobs if j.glue_status == "SCHEDULED"]
+    return columns_response_times(JobColumns.of(jobs), free_cpus, usable_cpus, queue, now)
+
+
+def columns_response_times(jobs: JobColumns, free_cpus: Optional[int], usable_cpus: Optional[int],
+                           queue: Optional[PbsQueue], now: float) -> tuple[Optional[int], Optional[int]]:
+    """:func:`response_times` of a job list read into columns."""
+    statuses = jobs.glue_statuses
+    queued = [i for i, status in enumerate(statuses) if status == "SCHEDULED"]
     if free_cpus and not queued:
         return 0, 0
-    forecast = from_forecasts([max(0.0, j.estimated_start - now) for j in queued if j.estimated_start is not None])
+    starts = jobs.estimated_starts
+    forecast = from_forecasts([max(0.0, start - now) for i in queued if (start := starts[i]) is not None])
     if forecast is not None:
         return forecast
     if not usable_cpus:
         return None, None
     fallback = queue.default_wall_s or queue.max_wall_s if queue else None
-
-    def limit(job: PbsJob) -> Optional[int]:
-        return job.walltime_limit_s if job.walltime_limit_s is not None else fallback
-
-    return halved(drain([None if (lim := limit(j)) is None else lim - (j.walltime_used_s or 0) for j in jobs if j.running],
-                        [(j.cpus or 1, limit(j)) for j in queued], usable_cpus, bool(free_cpus)))
+    limits = [fallback if limit is None else limit for limit in jobs.walltime_limits_s]
+    used, cpus = jobs.walltimes_used_s, jobs.cpus
+    return halved(drain([None if (limit := limits[i]) is None else limit - (used[i] or 0)
+                         for i, status in enumerate(statuses) if status == "RUNNING"],
+                        [(cpus[i] or 1, limits[i]) for i in queued], usable_cpus, bool(free_cpus)))
 
 
 # -- the query ---------------------------------------------------------------------------
@@ -953,6 +1081,7 @@ def _query(ctx: LrmsContext) -> QueueState:
     if configured not in ("auto", *FLAVOURS):
         raise LrmsQueryError(f"pbs: pbs_flavour {configured!r} is not auto, openpbs or torque")
     errors: list[str] = []
+    counted: Optional[JobColumns] = None  # the job list read for the counts only (not with_jobs)
     private = private_fields(ctx.ce_config) if ctx.with_jobs else frozenset()
 
     def step(what: Callable[[], Any]) -> Any:
@@ -982,8 +1111,12 @@ def _query(ctx: LrmsContext) -> QueueState:
     else:
         queue = step(lambda: parse_queue_text(tools("qstat", "-Q", "-f", queue_name), queue_name))
         all_nodes = step(lambda: parse_nodes_xml(tools("pbsnodes", "-x")))
-        jobs = step(lambda: _paused(parse_jobs_xml, tools("qstat", "-f", "-x", "-t", queue_name), ctx.with_jobs,
-                                    private))
+        if ctx.with_jobs:
+            jobs = step(lambda: _paused(parse_jobs_xml, tools("qstat", "-f", "-x", "-t", queue_name), True, private))
+        else:  # the counts only: columns, no PbsJob per job
+            jobs, counted = None, step(lambda: count_jobs_xml(tools("qstat", "-f", "-x", "-t", queue_name)))
+    if jobs is not None and not ctx.with_jobs:  # OpenPBS's counts: its job records into columns
+        counted, jobs = JobColumns.of(jobs), None
 
     if queue is not None:
         state.status = glue_status_of_queue(queue.enabled, queue.started)
@@ -1005,28 +1138,30 @@ def _query(ctx: LrmsContext) -> QueueState:
         if usable is None:
             errors.append("pbsnodes: a node without a CPU count (ncpus/np): TotalCPUs and FreeCPUs unknown")
     if jobs is not None:
-        active = commands.count_jobs(state, jobs)
+        commands.count_jobs(state, jobs)
 
         def node_name(host: str) -> str:
             return short_of.get(host) or site_host(host, lookup)
 
         with commands.gc_paused():  # 50,000 JobInfos: see gc_paused
-            if ctx.with_jobs:
-                infos = [job_info(j, node_name) for j in jobs]
-                commands.assign_vos(ctx.vo_map, infos)
-                state.vo_counts = count_by_vo(infos)
-                state.jobs = infos
-            else:  # the cheap path: the per-VO counts without a JobInfo per job
-                state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.owner, j.group, j.account, None, j.glue_status)
-                                                                  for j in active])
+            infos = [job_info(j, node_name) for j in jobs]
+            commands.assign_vos(ctx.vo_map, infos)
+            state.vo_counts = count_by_vo(infos)
+            state.jobs = infos
+    elif counted is not None:  # the cheap path: the per-VO counts without a JobInfo per job
+        counted.count(state)
+        state.vo_counts = commands.vo_counts(ctx.vo_map, counted.owners_of_active())
     if state.free_cpus is not None and state.status is not None:
         slots = state.free_cpus if state.status == "Production" else 0
         if state.max_running_jobs is not None and state.running_jobs is not None:
             slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
         state.free_job_slots = slots
-    if jobs is not None and state.free_cpus is not None and state.status == "Production":
-        state.estimated_response_time_s, state.worst_response_time_s = response_times(
-            jobs, state.free_cpus, usable, queue, now)
+    if state.free_cpus is not None and state.status == "Production":
+        if jobs is not None:
+            counted = JobColumns.of(jobs)
+        if counted is not None:
+            state.estimated_response_time_s, state.worst_response_time_s = columns_response_times(
+                counted, state.free_cpus, usable, queue, now)
     if errors:
         state.error = f"{state.lrms_type}: " + "; ".join(dict.fromkeys(errors))
     return state
