@@ -245,6 +245,56 @@ def test_torque_disabled_started_queue_is_draining_and_wrapped_values_read():
     assert state.total_jobs == 0
 
 
+
+# The counts-only refresh reads Torque's job list into columns (pbs.count_jobs_xml), not job records.
+
+def torque_counts(text=None, vo_map=VoMap()):
+    overrides = {"qstat-jobs": (0, text, "")} if text is not None else None
+    return state_of(TORQUE, "batch", overrides=overrides, with_jobs=False, vo_map=vo_map)
+
+
+def test_torque_counts_only_refresh():
+    vo_map = VoMap.from_values(["group:atlas=atlas", "account:cmsprod=cms", "user:lhcb*=lhcb"])
+    state = torque_counts(vo_map=vo_map)
+    assert state.error is None and state.jobs == []
+    # 200 R, 201 R; 202[1] Q, 202[2] Q, 203 H, 204 Q; 205 C finished, not counted
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 4, 6)
+    counts = {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()}
+    # atlas (group): 200 R, 202[1] Q, 202[2] Q.  cms (account cmsprod): 201 R.  lhcb (user lhcb001): 203 H.
+    assert counts == {"atlas": (1, 2, 3), "cms": (1, 0, 1), "lhcb": (0, 1, 1)}
+    # as with the job list: a CPU free, queued work 202[1] 1 x 3600 + 202[2] 1 x 3600 + 204 2 x 1800 (nodes
+    # 1:ppn=2) = 10800 CPU-s over 16 usable CPUs -> 675; estimated half of it
+    assert (state.worst_response_time_s, state.estimated_response_time_s) == (675, 338)
+
+
+def test_torque_counts_only_owner_without_euser_and_array_parent():
+    text = (TORQUE / "qstat_jobs_batch.xml").read_text()
+    text = text.replace("<euser>dteam001</euser>", "<euser></euser>").replace("<job_state>H</job_state>",
+                                                                              "<job_state>B</job_state>")
+    state = torque_counts(text, VoMap.from_values(["user:dteam*=dteam", "user:lhcb*=lhcb"]))
+    assert state.error is None
+    # 203 is now an array parent: its subjobs are listed themselves, it is not counted
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 3, 5)
+    # 204 has an empty euser: its owner is Job_Owner's user, dteam001@ce02.example.org
+    assert {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()} == {"dteam": (0, 1, 1)}
+
+
+@pytest.mark.parametrize("old, new, error", [
+    ("<job_state>H</job_state>", "<job_state>Z</job_state>", "job '203.torque-head': unknown job_state 'Z'"),
+    ("<walltime>00:30:00</walltime>", "<walltime>half an hour</walltime>",
+     "job '204.torque-head': not a PBS duration: 'half an hour'"),
+    ("<Data><Job>", "<Data><euser>nobody</euser><Job>", "<euser> outside a <Job>"),
+    ("<Data><Job>", "<Data><Resource_List/><Job>", "<Resource_List> outside a <Job>"),
+    ("<Job_Id>203.torque-head</Job_Id>", "<Job_Id> </Job_Id>", "a job without a Job_Id"),
+])
+def test_torque_counts_only_fails_the_job_step_as_the_job_list_does(old, new, error):
+    text = (TORQUE / "qstat_jobs_batch.xml").read_text()
+    assert text.count(old) == 1
+    counts, listed = torque_counts(text.replace(old, new)), state_of(
+        TORQUE, "batch", overrides={"qstat-jobs": (0, text.replace(old, new), "")})
+    assert counts.error == listed.error == f"torque: qstat -f -x: {error}"
+    assert counts.total_jobs is None and counts.vo_counts == {} and counts.total_cpus == 32
+
 # -- faults -------------------------------------------------------------------------------------
 
 def test_server_down_leaves_figures_unknown_with_one_warning(caplog):
