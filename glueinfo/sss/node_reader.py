@@ -1035,33 +1035,43 @@ assert not any((f.section, f.attribute) in {("memory", a) for a in _FIGURE_FACTS
 # one attribute that changes with the load), a text of plain characters (a number, a time, a State
 # word: no markup, no reference, no quote, no space), its closing tag, nothing else.
 _TEXT = rb"[0-9A-Za-z.:+-]*"
-_PLAIN = re.compile(_TEXT)
 _LINES = {
     _EXTENSION_MARK: re.compile(rb'([ \t]*<(Extension) name="[A-Za-z0-9]+" type="[A-Za-z]+")()>(' + _TEXT + rb")</Extension>"),
     _FIGURE_MARK: re.compile(rb'([ \t]*<(Processors|Memory|Swap|Disk)(?: (?!consumptionRate=)[A-Za-z]+="[A-Za-z0-9.+-]*")*)'
                              rb'(?: consumptionRate="(' + _TEXT + rb')")?>(' + _TEXT + rb")</\2>"),
     _STATE_MARK: re.compile(rb"([ \t]*<(State))()>(" + _TEXT + rb")</State>"),
 }
-_RATE = b' consumptionRate="'
+# What is cut out of such a line for the skeleton: from the end of its opening (group 1 above) to its
+# closing tag, the (rate, text) of the groups: a figure's optional plain consumptionRate, then ">"
+# and the plain text.  Each stops at a character no plain text has ('"', '<'), so the cut is the
+# longest one there and the byte after it is the skeleton's again.
+_CUTS = {
+    _EXTENSION_MARK: re.compile(rb"()>(" + _TEXT + rb")").match,
+    _FIGURE_MARK: re.compile(rb'(?: consumptionRate="(' + _TEXT + rb')")?>(' + _TEXT + rb")").match,
+    _STATE_MARK: re.compile(rb"()>(" + _TEXT + rb")").match,
+}
 _RATED, _AVERAGE = ("Utilized", "Processors"), b' metric="Average"'
 _STATE_WORDS = frozenset(state.encode() for state in sss_node.NODE_STATES)
 _MAX_LINES = 60000  # libxml2 may count source lines only up to 65535
 _UTF8 = frozenset({"UTF-8", "US-ASCII", "ASCII"})
+_CHECKED = frozenset({"Available", "Utilized"})  # the categories check_figures holds against Configured
+assert _CHECKED | {"Configured"} == set(sss_node.CATEGORIES)
 
-# (line index, kind, the line up to its rate or text, its closing tag, what it is)
-_Mark = tuple[int, str, bytes, bytes, Any]
+# One cut of a layout: (bytes of skeleton before it, kind, what it is (an ExtensionField, a figure's
+# (category, tag, units), None for State), whether a consumptionRate may stand there, the most the
+# figure may be (check_figures' bound from Configured, which is skeleton) or None).
+_Cut = tuple[int, str, Any, bool, Optional[float]]
 
 
 class _Known:
-    """What NodeFileReader keeps of one file's last full read: the digest of its skeleton (its lines
-    with the volatile ones left empty), its number of lines, the volatile lines, the figures read,
-    and the snapshot (never handed out itself: copies are)."""
+    """What NodeFileReader keeps of one file's last full read: the digest of its skeleton (the document
+    with the volatile texts and rates cut out), where they are cut (a layout, shared by the hosts
+    written alike), and the snapshot (never handed out itself: copies are)."""
 
-    __slots__ = ("digest", "lines", "marks", "figures", "snapshot", "source")
+    __slots__ = ("digest", "layout", "snapshot", "source")
 
-    def __init__(self, digest: bytes, lines: int, marks: tuple[_Mark, ...], figures: dict[tuple[str, str], float],
-                 snapshot: HostSnapshot, source: Optional[str]) -> None:
-        self.digest, self.lines, self.marks, self.figures, self.snapshot, self.source = digest, lines, marks, figures, snapshot, source
+    def __init__(self, digest: bytes, layout: tuple[_Cut, ...], snapshot: HostSnapshot, source: Optional[str]) -> None:
+        self.digest, self.layout, self.snapshot, self.source = digest, layout, snapshot, source
 
 
 def _is_element(kind: str, payload: Any, element: etree._Element, tag: bytes, rate: Optional[bytes], text: bytes) -> bool:
@@ -1078,8 +1088,39 @@ def _is_element(kind: str, payload: Any, element: etree._Element, tag: bytes, ra
     return True
 
 
-def _digest(lines: list[bytes]) -> bytes:
-    return hashlib.sha256(b"\n".join(lines)).digest()  # SHA-256: with SHA instructions, twice BLAKE2b's speed
+def _skeleton(layout: tuple[_Cut, ...], data: bytes) -> Optional[tuple[bytes, list[re.Match[bytes]]]]:
+    """The SHA-256 digest of ``data`` with the cuts ``layout`` places taken out, and the cuts (matches
+    of ``_CUTS``); None when one is not there.  Every skeleton piece but the last has the layout's
+    length, so two documents with one digest have the same skeleton, piece by piece."""
+    sha = hashlib.sha256()  # SHA-256: with SHA instructions, twice BLAKE2b's speed
+    update = sha.update
+    view = memoryview(data)
+    cuts = []
+    at = 0
+    for length, kind, _, _, _ in layout:
+        end = at + length
+        update(view[at:end])
+        cut = _CUTS[kind](data, end)  # None at or past the end: every cut starts with ">" or a rate
+        if cut is None:
+            return None
+        cuts.append(cut)
+        at = cut.end()
+    update(view[at:])
+    return sha.digest(), cuts
+
+
+def _quick_figure(tag: str, units: Optional[str], text: bytes) -> Optional[float]:
+    """:meth:`_Reader.figure` of what glueinfo writes (plain digits; MB for amounts) at once, or None
+    for anything else (which the full checks then take)."""
+    if not text.isdigit():  # ASCII digits only, for bytes
+        return None
+    if tag == "Processors":
+        count = int(text)
+        return count if count <= MAX_PROCESSORS else None  # integer()'s int(float(text)), the same below 2**53
+    if (units or sss_node.DEFAULT_UNITS.get(tag, "MB")) != "MB":
+        return None
+    value = float(text)  # what number() gives; converting MB to MB is no change
+    return value if value <= MAX_MB else None
 
 
 class NodeFileReader:
@@ -1087,22 +1128,24 @@ class NodeFileReader:
     same snapshot, the same errors, less work when only volatile figures changed.
 
     After a full read of a lone ``<Node>`` that passes every check, the reader keeps (per ``name``)
-    a digest of the document's skeleton: its lines with the volatile ones left empty (State, the
-    load Extensions, VirtualMemoryAvailable, CollectedAt, and Available/Utilized Processors, Memory,
-    Swap and Disk).  The next document under that name is read without parsing when all of this
-    holds, and fully (exactly :func:`read_node`, its checks and errors) otherwise:
+    a digest of the document's skeleton: the document with the texts of its volatile elements (State,
+    the load Extensions, VirtualMemoryAvailable, CollectedAt, and Available/Utilized Processors,
+    Memory, Swap and Disk), and a Utilized Processors' consumptionRate, cut out, and where those cuts
+    are.  The next document under that name is read without parsing when all of this holds, and
+    fully (exactly :func:`read_node`, its checks and errors) otherwise:
 
     - it is bytes, at most ``max_bytes``, for the same ``source``; the last one was UTF-8 (or
       ASCII), with no CR and fewer than 60,000 lines;
-    - a volatile line of the last one is one libxml2 reported the element's start on, and it holds
-      that element alone as glueinfo writes it (``_LINES``: plain-word attributes, a text of
-      letters, digits and ``.:+-``) with the very text and attributes the parse gave: a start tag
-      cannot contain ``<`` and such a text cannot contain markup, so that line is that element,
-      start to end, and nothing else (not a comment, not CDATA);
-    - the new document has as many lines, each volatile line is again that element's opening (the
-      same bytes up to a consumptionRate or the ``>``), a plain rate and text, and the same closing
-      tag, and the skeleton's SHA-256 digest is the one kept (a different skeleton passes only
-      through a collision, which no one knows how to make).
+    - a volatile element of the last one was cut only where libxml2 reported the element's start on
+      a line that holds that element alone as glueinfo writes it (``_LINES``: plain-word attributes,
+      a text of letters, digits and ``.:+-``) with the very text and attributes the parse gave: a
+      start tag cannot contain ``<`` and such a text cannot contain markup, so that line is that
+      element, start to end, and nothing else (not a comment, not CDATA); the cut runs from the end
+      of its opening (up to a consumptionRate or the ``>``) to its closing tag;
+    - in the new document each skeleton piece has the length it had, each cut is again a plain text
+      (and, on a Utilized Processors with metric Average, perhaps a plain rate: glueinfo writes one
+      only while processors are in use), and the skeleton's SHA-256 digest is the one kept (a
+      different skeleton passes only through a collision, which no one knows how to make).
 
     Then the new document is the last one with other plain texts (and rates) in those elements:
     well-formed, no DTD, no entity, and a full read would find the same elements.  The new texts
@@ -1118,7 +1161,8 @@ class NodeFileReader:
 
     def __init__(self) -> None:
         self._known: dict[str, _Known] = {}
-        self._layouts: dict[tuple[_Mark, ...], tuple[_Mark, ...]] = {}
+        self._layouts: dict[tuple[_Cut, ...], tuple[_Cut, ...]] = {}
+        self._checks = _Reader(None, "Node XML")  # its complaints only send a document to the full read
         self.quick = 0
         self.full = 0
 
@@ -1135,7 +1179,7 @@ class NodeFileReader:
         """The snapshot of ``data`` (:func:`read_node`'s, or its NodeXMLError); a new object each call."""
         known = self._known.get(name)
         if known is not None and isinstance(data, bytes) and len(data) <= max_bytes and known.source == source:
-            snapshot = self._again(known, data, what)
+            snapshot = self._again(known, data)
             if snapshot is not None:
                 self.quick += 1
                 return _handed(snapshot)
@@ -1161,74 +1205,69 @@ class NodeFileReader:
         lines = data.split(b"\n")
         if len(lines) >= _MAX_LINES:
             return
-        marks: list[_Mark] = []
+        starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+        cuts: list[tuple[int, int]] = []
+        layout: list[_Cut] = []
+        at = 0
         for number, (kind, payload) in sorted(reader.marks.items()):
             if not 1 <= number <= len(lines):
                 return
             match = _LINES[kind].fullmatch(lines[number - 1])
             if match is None or not _is_element(kind, payload, reader.marked[number], match.group(2), match.group(3), match.group(4)):
                 continue  # not alone on its line as expected: kept in the skeleton, so any change reads fully
-            closing = b"</" + match.group(2) + b">"
-            marks.append((number - 1, kind, match.group(1), closing, payload))
-            lines[number - 1] = b""
-        if not marks:
+            rated = kind == _FIGURE_MARK and payload[:2] == _RATED and _AVERAGE in match.group(1)
+            if kind == _FIGURE_MARK and match.group(3) is not None and not rated:
+                return  # a rate where glueinfo writes none: the Node is another program's, read fully each time
+            bound = None
+            if kind == _FIGURE_MARK and payload[0] in _CHECKED:
+                total = reader.figures.get(("Configured", payload[1]))
+                bound = None if total is None else total * 1.0001 + 1  # check_figures' test
+            start = starts[number - 1] + match.end(1)
+            layout.append((start - at, kind, payload, rated, bound))
+            at = starts[number - 1] + match.end(4)
+            cuts.append((start, at))
+        if not layout:
             return
-        layout = tuple(marks)
-        layout = self._layouts.setdefault(layout, layout)  # hosts written alike share one
+        shape = tuple(layout)
+        shape = self._layouts.setdefault(shape, shape)  # hosts written alike share one
         if len(self._layouts) > 2 * len(self._known) + 64:
-            self._layouts = {k.marks: k.marks for k in self._known.values()}
-        self._known[name] = _Known(_digest(lines), len(lines), layout, dict(reader.figures), snapshot, source)
+            self._layouts = {k.layout: k.layout for k in self._known.values()}
+        made = _skeleton(shape, data)
+        if made is None or [cut.span() for cut in made[1]] != cuts:  # each cut is the text matched above: a safeguard
+            return
+        self._known[name] = _Known(made[0], shape, snapshot, source)
 
-    def _again(self, known: _Known, data: bytes, what: str) -> Optional[HostSnapshot]:
+    def _again(self, known: _Known, data: bytes) -> Optional[HostSnapshot]:
         """The snapshot of ``data`` read as a rewrite of the last document (see the class), or None."""
-        lines = data.split(b"\n")
-        if len(lines) != known.lines:
+        made = _skeleton(known.layout, data)
+        if made is None or made[0] != known.digest:
             return None
-        texts: list[tuple[str, Any, str, Optional[str]]] = []
-        plain = _PLAIN.fullmatch
-        for index, kind, opening, closing, payload in known.marks:
-            line = lines[index]
-            if not (line.startswith(opening) and line.endswith(closing)):
-                return None
-            rest = line[len(opening):len(line) - len(closing)]
-            rate: Optional[bytes] = None
-            if kind == _FIGURE_MARK and rest.startswith(_RATE):
-                end = rest.find(b'"', len(_RATE))
-                if end < 0 or payload[:2] != _RATED or _AVERAGE not in opening:  # where glueinfo writes one; else
-                    return None  # the Node is another program's, which the full read keeps as published
-                rate, rest = rest[len(_RATE):end], rest[end + 1:]
-                if plain(rate) is None:
-                    return None
-            if rest[:1] != b">" or plain(rest, 1) is None:
-                return None
-            lines[index] = b""
-            if kind != _STATE_MARK:
-                texts.append((kind, payload, rest[1:].decode("ascii"), None if rate is None else rate.decode("ascii")))
-            elif rest[1:] not in _STATE_WORDS:  # another word makes the Node another program's: the full read keeps it
-                return None
-        if _digest(lines) != known.digest:
-            return None
-        previous = known.snapshot
-        reader = _Reader(None, what)
-        reader.node_id = previous.hostname[:80]
-        figures = dict(known.figures)
+        checks = self._checks
         changes: dict[str, dict[str, Any]] = {"snapshot": {}, "load": {}, "memory": {}}
         try:
-            for kind, payload, text, rate_text in texts:
+            for (_, kind, payload, rated, bound), cut in zip(known.layout, made[1], strict=True):
+                rate, text = cut.groups()
                 if kind == _EXTENSION_MARK:
-                    changes[payload.section][payload.attribute] = reader.known_value(payload, text)
-                    continue
-                category, tag, units = payload
-                where = f"{category}/{tag}"
-                if rate_text is not None:
-                    reader.number(f"{where}/@consumptionRate", rate_text, 0, 10**6)
-                figures[(category, tag)] = reader.figure(where, tag, text, units)
-            reader.check_figures(figures)
+                    changes[payload.section][payload.attribute] = checks.known_value(payload, text.decode("ascii"))
+                elif kind == _FIGURE_MARK:
+                    category, tag, units = payload
+                    if rate is not None:
+                        if not rated:  # where glueinfo writes none: the Node is another program's, which the full read keeps
+                            return None
+                        checks.number("consumptionRate", rate.decode("ascii"), 0, 10**6)
+                    value = _quick_figure(tag, units, text)
+                    if value is None:
+                        value = checks.figure(tag, tag, text.decode("ascii"), units)
+                    if bound is not None and value > bound:
+                        return None  # the full read says what is wrong
+                    fact = _FIGURE_FACTS.get((category, tag))
+                    if fact is not None:
+                        changes["memory"][fact] = int(round(value))
+                elif text not in _STATE_WORDS:  # another word makes the Node another program's: the full read keeps it
+                    return None
         except NodeXMLError:
             return None  # the full read says what is wrong
-        for key, attribute in _FIGURE_FACTS.items():
-            if key in figures:
-                changes["memory"][attribute] = int(round(figures[key]))
+        previous = known.snapshot
         replaced: dict[str, Any] = {}
         try:
             for section in ("load", "memory"):
@@ -1244,7 +1283,6 @@ class NodeFileReader:
             return None
         if replaced:
             known.snapshot = previous = replaced_copy(previous, **replaced)
-        known.figures = figures
         return previous
 
 

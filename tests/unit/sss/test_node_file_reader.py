@@ -178,3 +178,31 @@ def test_hostile_first_documents_then_rewrites():
             changed = render_node(new_load(host, rng), NOW)
             same_as_read_node(reader, "v", changed)
             same_as_read_node(reader, "v", variant)
+
+
+def test_bytes_moved_from_a_fixed_text_into_a_volatile_one_read_fully():
+    """The same length overall and the same lines, but the kernel lost the byte the load gained: another
+    skeleton, so the full read's answer (the new kernel)."""
+    host = make_host(CLASSES[0][0], 4)
+    reader = NodeFileReader()
+    same_as_read_node(reader, "h", render_node(host, NOW))
+    data = render_node(new_load(host, random.Random(9)), NOW)
+    moved = _edit(_edit(data, 'name="LoadAverage1"', lambda line: line.replace(b"</", b"1</")),
+                  'name="Kernel"', lambda line: line.replace(b"amd64<", b"amd6<"))
+    assert len(moved) == len(data) and moved.count(b"\n") == data.count(b"\n")
+    status, snapshot = same_as_read_node(reader, "h", moved)
+    assert status == "ok" and snapshot.os.kernel_release == "6.1.0-13-amd6"
+    assert (reader.quick, reader.full) == (0, 2)
+
+
+def test_a_consumption_rate_that_comes_and_goes_is_read_quickly():
+    """glueinfo writes Utilized Processors' consumptionRate only while processors are in use."""
+    host = make_host(CLASSES[0][0], 6)
+    idle = dataclasses.replace(host, load=dataclasses.replace(host.load, load1=0.0, load5=0.0, load15=0.0))
+    busy = dataclasses.replace(host, load=dataclasses.replace(host.load, load1=7.5, load5=7.5, load15=7.5))
+    documents = [render_node(h, NOW) for h in (idle, busy, idle, busy)]
+    assert [b"consumptionRate" in d for d in documents] == [False, True, False, True]
+    reader = NodeFileReader()
+    for data in documents:
+        same_as_read_node(reader, "h", data)
+    assert (reader.quick, reader.full) == (3, 1)
