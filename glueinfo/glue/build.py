@@ -15,6 +15,7 @@ from load_glue_schema).
 
 from __future__ import annotations
 
+import io
 import itertools
 import logging
 import os
@@ -79,11 +80,19 @@ class SiteBuild:
             return "".join(self.texts)
         return format_ldif(self.entries, sort=False)
 
-    def ldif_bytes(self) -> bytes:
-        """``ldif()`` as UTF-8, made without the whole text first (one copy of the document, not two)."""
+    def ldif_bytes(self, tail: bytes = b"") -> bytes:
+        """``ldif()`` as UTF-8 followed by ``tail``, made without the whole text first (one copy of
+        the document, not two)."""
         if self.texts:
-            return b"".join([text.encode() for text in self.texts])
-        return self.ldif().encode()
+            # Each text encoded into one growing buffer (glibc grows it in place) that getvalue()
+            # hands over uncopied: the document exists once, not as 40,000 pieces and then whole.
+            buffer = io.BytesIO()
+            write = buffer.write
+            for text in self.texts:
+                write(text.encode())
+            write(tail)
+            return buffer.getvalue()
+        return self.ldif().encode() + tail
 
 
 class RenderCache:
