@@ -24,9 +24,9 @@ JSON or XML) leaves the fields it feeds None and adds a one-line reason to
 ``QueueState.error``; the other steps still fill theirs.  A job list that is
 partly malformed fails whole: counts from a partly understood queue would be
 wrong, not just incomplete.  Torque's XML is read by ``glueinfo.core.xmlsafe``
-(no DTD, no entities) after characters XML 1.0 forbids (control characters
-in job names) are replaced and a bare ``&`` is escaped: never a recovering
-parser.
+(no DTD, no entities); a document it refuses is read again after characters
+XML 1.0 forbids (control characters in job names) are replaced and a bare
+``&`` is escaped: never a recovering parser.
 
 Mappings (docs/lrms/pbs.md has the tables): queue enabled/started -> GLUE
 status (:func:`glue_status_of_queue`); job_state letters -> GLUE/SSS
@@ -1169,8 +1169,9 @@ def _query(ctx: LrmsContext) -> QueueState:
         state.free_job_slots = slots
     if state.free_cpus is not None and state.status == "Production":
         if jobs is not None:
-            counted = JobColumns.of(jobs)
-        if counted is not None:
+            state.estimated_response_time_s, state.worst_response_time_s = response_times(
+                jobs, state.free_cpus, usable, queue, now)
+        elif counted is not None:
             state.estimated_response_time_s, state.worst_response_time_s = columns_response_times(
                 counted, state.free_cpus, usable, queue, now)
     if errors:
