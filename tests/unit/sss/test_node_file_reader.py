@@ -206,3 +206,14 @@ def test_a_consumption_rate_that_comes_and_goes_is_read_quickly():
     for data in documents:
         same_as_read_node(reader, "h", data)
     assert (reader.quick, reader.full) == (3, 1)
+
+
+def test_hosts_alike_share_their_texts():
+    """10,000 snapshots are kept: two hosts of one class hold one copy of each text they have in common."""
+    reader = NodeFileReader()
+    first, second = (reader.read(f"h{n}", render_node(make_host(CLASSES[0][0], n), NOW)) for n in (1, 2))
+    assert first.hostname != second.hostname
+    assert first.cpu.model_name == second.cpu.model_name and first.cpu.model_name is second.cpu.model_name
+    assert first.os.kernel_release is second.os.kernel_release
+    assert [f.fs_type for f in first.filesystems] == [f.fs_type for f in second.filesystems]
+    assert all(a.fs_type is b.fs_type for a, b in zip(first.filesystems, second.filesystems, strict=True))
