@@ -47,7 +47,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional
 
 from lxml import etree
 
@@ -415,9 +415,10 @@ def _is_volatile(field: sss_node.ExtensionField) -> bool:
 
 
 class _Template:
-    """One host's Node: ``pieces`` alternate lasting text and slots (functions of the snapshot, its
-    State, this template and the form, giving the volatile text), with the lasting figures the
-    slots need."""
+    """One host's Node: ``pieces`` alternate lasting text (str, or the UTF-8 of it in a
+    NodeMarkupCache's pretty templates) and groups of slots (functions of the snapshot, its State,
+    this template and the form, giving the volatile text; the slots of a group have no lasting text
+    between them), with the lasting figures the slots need.  It begins and ends with lasting text."""
 
     __slots__ = ("pieces", "disk_size", "disk_available", "resources")
 
@@ -428,14 +429,27 @@ class _Template:
         self.disk_available = disk_available
         self.resources = resources
 
-    def fill(self, snapshot: HostSnapshot, state: Optional[str], form: _Form) -> str:
-        """The Node's text with this snapshot's volatile figures and State."""
+    def parts(self, snapshot: HostSnapshot, state: Optional[str], form: _Form, encoded: bool = False) -> list[Any]:
+        """The Node as its parts in order: the lasting pieces and, between them, what each group of
+        slots writes for this snapshot and State (as UTF-8 when ``encoded``); joined, the Node."""
         pieces = self.pieces
-        out = [pieces[0]]
+        parts = list(pieces)
         for index in range(1, len(pieces), 2):
-            out.append(pieces[index](snapshot, state, self, form))
-            out.append(pieces[index + 1])
-        return "".join(out)
+            group = pieces[index]
+            if len(group) == 1:
+                text = group[0](snapshot, state, self, form)
+            else:
+                text = "".join([slot(snapshot, state, self, form) for slot in group])
+            parts[index] = text.encode() if encoded else text
+        return parts
+
+    def with_pieces(self, pieces: tuple[Any, ...]) -> _Template:
+        """This template with other lasting pieces (the same text in another type, or shared copies)."""
+        return _Template(pieces, self.disk_size, self.disk_available, self.resources)
+
+    def fill(self, snapshot: HostSnapshot, state: Optional[str], form: _Form) -> str:
+        """The Node's text with this snapshot's volatile figures and State (a template of str pieces)."""
+        return "".join(self.parts(snapshot, state, form))
 
 
 Slot = Callable[[HostSnapshot, Optional[str], _Template, _Form], str]
@@ -521,6 +535,9 @@ def _extra_slot(name: str) -> Slot:
     return slot
 
 
+_EXTRA_SLOTS = {name: _extra_slot(name) for name in VOLATILE_EXTRA}  # one each, shared by every template
+
+
 def _extra_json(facts: Any) -> str:
     try:
         return _json(facts)
@@ -543,9 +560,13 @@ def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: _Form = 
         text.append(_lines(form, elements))
 
     def slot(function: Slot) -> None:
-        pieces.append("".join(text))
-        pieces.append(function)
+        lasting = "".join(text)
         text.clear()
+        if not lasting and pieces:  # no text since the last slot: one group, one volatile text when filled
+            pieces[-1] += (function,)
+            return
+        pieces.append(lasting)
+        pieces.append((function,))
 
     head: list[str] = []
     _sub(head, "Id", snapshot.hostname)
@@ -609,7 +630,7 @@ def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: _Form = 
         if name in VOLATILE_EXTRA:
             lines(parts)
             parts = []
-            slot(_extra_slot(name))
+            slot(_EXTRA_SLOTS[name])
             continue
         _extension(parts, name, sss_node.TYPE_EXTRA, _extra_json(facts))
     for result in snapshot.collectors:
@@ -722,7 +743,7 @@ def published_template(snapshot: HostSnapshot, published: PublishedNode, form: _
     for index, part in enumerate(parts + [PublishedPart("")]):
         if index == state_at:
             pieces.append("".join(text))
-            pieces.append(_published_state_slot)
+            pieces.append((_published_state_slot,))
             text.clear()
         if index == features_at and not as_given:
             text.append(_lines(form, [f"<Feature>{_text(feature)}</Feature>" for feature in features if feature]))
@@ -786,11 +807,11 @@ def _volatile_key(snapshot: HostSnapshot, state: Optional[str]) -> tuple[Any, ..
 
 
 class _Cached:
-    __slots__ = ("lasting", "template", "form", "volatile", "text")
+    __slots__ = ("lasting", "template", "form", "volatile", "parts")
 
     def __init__(self, lasting: tuple[Any, ...], template: _Template, form: _Form, volatile: tuple[Any, ...],
-                 text: Union[str, bytes]) -> None:
-        self.lasting, self.template, self.form, self.volatile, self.text = lasting, template, form, volatile, text
+                 parts: tuple[Any, ...]) -> None:
+        self.lasting, self.template, self.form, self.volatile, self.parts = lasting, template, form, volatile, parts
 
 
 class NodeMarkupCache:
@@ -803,12 +824,20 @@ class NodeMarkupCache:
     anew).  Facts are compared by identity first, then by value; snapshots are never changed
     once gathered.  Only the last render is kept (glueinfo.core.lastrun).  One publisher at a
     time uses a cache.
+
+    A Node is kept as its parts, never as one text: its template's lasting pieces and what the
+    slots wrote last time (pretty ones as UTF-8, the form the document is put together in).  Hosts
+    written alike share their pieces: the cache holds one copy of each text.
     """
 
     def __init__(self) -> None:
         self._nodes: LastRun[str, _Cached] = LastRun()
         self.filled = 0  # Nodes of this render made from a template kept from the last one
-
+        self._pieces: dict[Any, Any] = {}  # every lasting piece and group of slots of the kept templates, once
+        # Pieces of templates no longer kept stay in that table until it is made again from the Nodes
+        # of one render (when it has more than doubled since the last time), so it follows the site.
+        self._renewed: Optional[dict[Any, Any]] = None
+        self._pieces_renewed = 0
 
     @property
     def reused(self) -> int:
@@ -821,39 +850,63 @@ class NodeMarkupCache:
     def start(self) -> None:
         self._nodes.start()
         self.filled = 0
+        self._renewed = {} if len(self._pieces) > 2 * self._pieces_renewed + 256 else None
 
     def finish(self) -> None:
         """The render is done: only its Nodes are kept for the next one."""
         self._nodes.finish()
+        if self._renewed is not None:
+            self._pieces, self._pieces_renewed, self._renewed = self._renewed, len(self._renewed), None
 
-    def _text(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> Union[str, bytes]:
-        """The Node in ``form``: compact markup as text, pretty lines as UTF-8 (kept in the form the
-        document is put together in, so no copy of it is made per render)."""
+    def _shared(self, template: _Template, form: _Form) -> _Template:
+        """``template`` with its lasting pieces in the type of ``form``'s parts, each piece and group
+        of slots the cache's one copy."""
+        table = self._pieces
+        pieces = list(template.pieces)
+        for index, piece in enumerate(pieces):
+            if form is PRETTY and isinstance(piece, str):
+                piece = piece.encode()
+            pieces[index] = table.setdefault(piece, piece)
+        return template.with_pieces(tuple(pieces))
+
+    def _parts(self, snapshot: HostSnapshot, now: float, settings: NodeSettings, form: _Form) -> tuple[Any, ...]:
+        """The Node in ``form`` as its parts (see the class): compact markup as str, pretty lines as bytes."""
         state = document_state(snapshot, now, settings)
         lasting = _lasting_key(snapshot, settings)
         volatile = _volatile_key(snapshot, state)
         hit = self._nodes.previous(snapshot.hostname)
         if hit is not None and hit.form is form and hit.lasting == lasting:
             if hit.volatile == volatile:
-                return self._nodes.reuse(snapshot.hostname, hit).text
-            template = hit.template
-            lasting = hit.lasting  # the objects the template was made from (equal to these)
-            self.filled += 1
+                node = self._nodes.reuse(snapshot.hostname, hit)
+            else:  # hit.lasting: the objects the template was made from (equal to these)
+                node = self._fill(hit.lasting, hit.template, snapshot, state, form, volatile)
+                self.filled += 1
         else:
-            template = node_template(snapshot, settings, form)
-        text = template.fill(snapshot, state, form)
-        kept = text.encode() if form is PRETTY else text
-        return self._nodes.keep(snapshot.hostname, _Cached(lasting, template, form, volatile, kept)).text
+            node = self._fill(lasting, self._shared(node_template(snapshot, settings, form), form), snapshot, state, form,
+                              volatile)
+        if self._renewed is not None:
+            for piece in node.template.pieces:
+                self._renewed[piece] = piece
+        return node.parts
+
+    def _fill(self, lasting: tuple[Any, ...], template: _Template, snapshot: HostSnapshot, state: Optional[str],
+              form: _Form, volatile: tuple[Any, ...]) -> _Cached:
+        parts = tuple(template.parts(snapshot, state, form, encoded=form is PRETTY))
+        return self._nodes.keep(snapshot.hostname, _Cached(lasting, template, form, volatile, parts))
 
     def markup(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> str:
         """The host's ``<Node>`` as compact markup.  Raises NodeRenderError (no host name)."""
-        return str(self._text(snapshot, now, settings, COMPACT))
+        return "".join(self._parts(snapshot, now, settings, COMPACT))
 
     def pretty(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> bytes:
         """The host's ``<Node>`` lines exactly as they stand in a pretty-printed ``<Data>`` document
         (one level of indentation, a newline after each), UTF-8.  Raises NodeRenderError (no host name)."""
-        text = self._text(snapshot, now, settings, PRETTY)
-        return text.encode() if isinstance(text, str) else text
+        return b"".join(self.pretty_parts(snapshot, now, settings))
+
+    def pretty_parts(self, snapshot: HostSnapshot, now: float, settings: NodeSettings) -> tuple[bytes, ...]:
+        """:meth:`pretty` as the parts the cache keeps (joined, its bytes), so a document can be put
+        together with no copy of each Node.  Raises NodeRenderError (no host name)."""
+        return self._parts(snapshot, now, settings, PRETTY)
 
 
 _DATA_OPEN, _DATA_CLOSE = b"<Data>\n", b"</Data>\n"
@@ -878,7 +931,8 @@ def render_data_streamed(snapshots: Sequence[HostSnapshot], now: float, settings
     if not snapshots:
         return to_bytes(etree.Element("Data"))
     parts = [XML_DECLARATION + _DATA_OPEN]
-    parts.extend([cache.pretty(snapshot, now, settings) for snapshot in snapshots])
+    for snapshot in snapshots:
+        parts.extend(cache.pretty_parts(snapshot, now, settings))
     cache.finish()
     parts.append(_DATA_CLOSE)
     return b"".join(parts)  # the document's one copy

@@ -399,3 +399,46 @@ def test_node_xml_site_from_snapshot_files(tmp_path):
     assert [n.findtext("Id") for n in only_files] == ["wn006.example.org"]
     failed = glueinfo("node-xml", "--snapshot", str(tmp_path / "missing.json"), check=False)
     assert failed.returncode == 2 and b"missing.json: cannot read" in failed.stderr
+
+
+# -- the render cache's memory ---------------------------------------------------------------------------
+
+
+def test_cached_nodes_written_alike_share_their_lasting_text_and_still_print_as_lxml_does():
+    from glue_sites import CLASSES, make_host
+
+    from glueinfo.sss.node_xml import NodeMarkupCache, node_markup, pretty_node, render_data_streamed
+
+    xeon = CLASSES[0][0]
+    a, b = make_host(xeon, 1), make_host(xeon, 2)  # one hardware class: the same OS, CPU and memory size
+    cache = NodeMarkupCache()
+    cache.start()
+    parts_a, parts_b = cache.pretty_parts(a, NOW, NodeSettings()), cache.pretty_parts(b, NOW, NodeSettings())
+    cache.finish()
+    shared = [part for part in parts_a if any(part is other for other in parts_b) and b"<Opsys>Debian GNU/Linux</Opsys>" in part]
+    assert len(shared) == 1  # one copy of the lines from Opsys on, for both hosts
+    for snapshot, parts in ((a, parts_a), (b, parts_b)):
+        assert b"".join(parts) == pretty_node(node_markup(snapshot, NOW), snapshot.hostname)
+    assert render_data_streamed([a, b], NOW, NodeSettings(), cache) == render_data([a, b], NOW)
+
+
+def test_the_render_cache_keeps_no_text_of_hosts_that_left():
+    """A site whose hosts are all new at every render (a worst case): each document is the uncached
+    one, and what the cache holds follows the site rather than every host it ever saw."""
+    from glue_sites import CLASSES, make_host
+
+    from glueinfo.sss.node_xml import NodeMarkupCache, render_data_streamed
+
+    def site(cycle: int) -> list[HostSnapshot]:
+        return [make_host(hw, index, domain=f"cycle{cycle}.example.org") for hw, _ in CLASSES for index in range(6)]
+
+    cache = NodeMarkupCache()
+    for cycle in range(40):
+        hosts = site(cycle)
+        assert render_data_streamed(hosts, NOW, NodeSettings(), cache) == render_data(hosts, NOW)
+    one_site = NodeMarkupCache()
+    render_data_streamed(hosts, NOW, NodeSettings(), one_site)
+    held, needed = len(cache._pieces), len(one_site._pieces)  # distinct lasting texts
+    # 40 sites of 30 new hosts each have over 1,200 texts of their own (each host's Id at least); kept
+    # together, the table of texts is renewed from one render's Nodes once it has doubled
+    assert held <= 3 * needed + 256 < 1200
