@@ -106,6 +106,9 @@ _SECONDS = re.compile(r"^\d+(?:\.\d+)?$")
 _XSD_DURATION = re.compile(r"^P(?!$)(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 _DURATION_SECONDS = (365 * 86400, 30 * 86400, 86400, 3600, 60, 1)
 MAX_WALL_S = 100 * 365 * 86400  # a century: anything longer is a broken peer
+# Digits read at once with int(); longer texts (int() refuses more than 4,300 digits) go through
+# float(), which gives the same value or the error.  Every limit here has fewer digits.
+_FEW_DIGITS = 20
 _COLLECTOR = re.compile(r"^(ok|failed) (\S+) (\S+?)(?:: (.*))?$", re.DOTALL)
 
 
@@ -352,7 +355,7 @@ class _Reader:
             self.fail(where, f"{(text or '').strip()[:40]!r} is not a number")
         value = float(text)
         if not math.isfinite(value):
-            self.fail(where, f"{text!r} is not a finite number")
+            self.fail(where, f"{text[:40]!r} is not a finite number")
         if value < low:
             self.fail(where, f"{format(value, 'g')} is {'negative' if value < 0 else f'below {low:g}'}")
         if value > high:
@@ -400,8 +403,8 @@ class _Reader:
         kind = field.kind
         if kind == "str":  # most of them, and the cheapest: inline
             return text
-        if kind == "int" and text.isdigit() and text.isascii() and int(text) <= _INT_HIGH.get(field.attribute, 2**53) \
-                and int(text) >= _INT_LOW.get(field.attribute, 0):
+        if kind == "int" and text.isdigit() and text.isascii() and len(text) <= _FEW_DIGITS \
+                and _INT_LOW.get(field.attribute, 0) <= int(text) <= _INT_HIGH.get(field.attribute, 2**53):
             return int(text)
         return self.quick_typed(field, text)
 
@@ -415,7 +418,7 @@ class _Reader:
         low, high = _LIMITS.get(field.attribute, (0, 2**53))
         if kind == "int":
             # Digits only: float() then int(), as integer() does, gives the same for these (limits < 2**53).
-            if text.isdigit() and text.isascii():
+            if text.isdigit() and text.isascii() and len(text) <= _FEW_DIGITS:
                 value = int(text)
                 if low <= value <= high:
                     return value
@@ -769,7 +772,7 @@ class _Reader:
 
     def wall_seconds(self, where: str, text: str) -> float:
         """A wallDuration in seconds: seconds as written, or an xsd:duration; checked (at most a century)."""
-        if text.isdigit() and text.isascii() and int(text) <= MAX_WALL_S:  # what glueinfo writes, at once
+        if text.isdigit() and text.isascii() and len(text) <= _FEW_DIGITS and int(text) <= MAX_WALL_S:  # what glueinfo writes, at once
             return float(text)
         if _SECONDS.match(text):
             return self.number(where, text, 0, MAX_WALL_S)
@@ -1123,7 +1126,7 @@ def _skeleton(layout: tuple[_Cut, ...], data: bytes) -> Optional[tuple[bytes, li
 def _quick_figure(tag: str, units: Optional[str], text: bytes) -> Optional[float]:
     """:meth:`_Reader.figure` of what glueinfo writes (plain digits; MB for amounts) at once, or None
     for anything else (which the full checks then take)."""
-    if not text.isdigit():  # ASCII digits only, for bytes
+    if not text.isdigit() or len(text) > _FEW_DIGITS:  # isdigit: ASCII digits only, for bytes
         return None
     if tag == "Processors":
         count = int(text)

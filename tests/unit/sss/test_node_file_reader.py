@@ -119,6 +119,8 @@ HOSTILE = [
     ("LoadAverage1", lambda line: line.replace(b"Extension", b"Extensio")),
     ("RunnableTasks", _text(b"1.5")),
     ("RunnableTasks", _text(b"99999999999999999999")),
+    ("RunnableTasks", _text(b"9" * 5000)),  # more digits than int() takes
+    ("RunnableTasks", _text(b"0" * 5000 + b"7")),
     ("CollectedAt", _text(b"2023-11-14T22:13:20")),
     ("CollectedAt", _text(b"3023-11-14T22:13:20Z")),
     ("CollectedAt", _text(b"yesterday")),
@@ -134,6 +136,8 @@ HOSTILE = [
     ('<Memory units="MB" metric="Instantaneous">', lambda line: line.replace(b'units="MB"', b'units="GB"')),
     ('<Memory units="MB" metric="Instantaneous">', lambda line: line.replace(b'units="MB"', b'units="parsecs"')),
     ('<Processors metric="Average"', _text(b"100000")),
+    ('<Processors metric="Average"', _text(b"9" * 5000)),
+    ('<Memory units="MB" metric="Instantaneous">', _text(b"0" * 5000 + b"12")),
     ('<Processors metric="Average"', lambda line: line.replace(b'">', b'" consumptionRate="0.5">', 1)),
     ('<Processors metric="Average"', lambda line: line.replace(b'">', b'" consumptionRate="-1">', 1)),
     ('<Processors metric="Average"', lambda line: line.replace(b'">', b'" consumptionRate="0.5" consumptionRate="0.5">', 1)),

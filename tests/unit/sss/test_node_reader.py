@@ -333,6 +333,11 @@ def test_a_name_that_names_the_nodes_becomes_their_id_and_name():
     (b'<Node><Id>x</Id><Utilized><Processors wallDuration="1e3">1</Processors></Utilized></Node>',
      "'1e3' is not a number of seconds or an ISO 8601 duration"),
     (b'<Node><Id>x</Id><Feature aggregation="List" count="3">a,b</Feature></Node>', r"Feature/@count: 3, but 2 features named"),
+    # more digits than int() takes (4,300)
+    (b'<Node><Id>x</Id><Utilized><Processors wallDuration="' + b"9" * 5000 + b'">1</Processors></Utilized></Node>',
+     r"Utilized/Processors/@wallDuration: '9{40}' is not a finite number$"),
+    (b'<Node><Id>x</Id><Extension name="RunnableTasks" type="Load">' + b"9" * 5000 + b"</Extension></Node>",
+     r"Extension\[@name='RunnableTasks'\]: '9{40}' is not a finite number$"),
 ])
 def test_bad_or_absurd_references_are_refused_with_one_line(document, message):
     with pytest.raises(NodeXMLError, match=message) as caught:
