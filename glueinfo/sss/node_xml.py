@@ -45,7 +45,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Optional
 
@@ -54,7 +54,7 @@ from lxml import etree
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.freshness import is_stale
 from glueinfo.core.lastrun import LastRun
-from glueinfo.core.model import FileSystem, HostSnapshot, PublishedAmount, PublishedNode, PublishedPart
+from glueinfo.core.model import FileSystem, HostSnapshot, NetworkAdapter, PublishedAmount, PublishedNode, PublishedPart
 from glueinfo.core.units import format_number
 from glueinfo.core.xmlsafe import parse_xml
 from glueinfo.sss import vocabulary as sss_node
@@ -346,6 +346,17 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
+_ADAPTER_FIELDS = tuple(field.name for field in fields(NetworkAdapter))
+_FILESYSTEM_FIELDS = tuple(field.name for field in fields(FileSystem))
+
+
+def _record(fact: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """A flat dataclass's dict form (asdict is 10x slower), read field by field: ``vars()`` would
+    give each adapter and file system a dict of its own for as long as it lives (Python keeps an
+    object's attributes inline until its ``__dict__`` is asked for), ~64 bytes each."""
+    return {name: getattr(fact, name) for name in names}
+
+
 def _resources(snapshot: HostSnapshot) -> list[dict[str, Any]]:
     block = snapshot.extra.get(sss_node.RESOURCES_EXTRA)
     records = block.get("resources") if isinstance(block, dict) else None
@@ -619,10 +630,10 @@ def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: _Form = 
         for key, value in static.extensions.items():
             _extension(parts, key, sss_node.TYPE_SITE, str(value))
     for adapter in snapshot.network or ():
-        record = dict(vars(adapter))  # flat dataclass: a shallow copy is its dict form (asdict is 10x slower)
+        record = _record(adapter, _ADAPTER_FIELDS)
         _extension(parts, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
     for fs in snapshot.filesystems or ():
-        record = dict(vars(fs))
+        record = _record(fs, _FILESYSTEM_FIELDS)
         _extension(parts, record.pop("mount_point") or "", sss_node.TYPE_FILESYSTEM, _json(record))
     for name, facts in snapshot.extra.items():
         if name == sss_node.RESOURCES_EXTRA:
@@ -707,11 +718,11 @@ def _published_extensions(snapshot: HostSnapshot, parts: list[PublishedPart]) ->
                 _extension(elements, key, sss_node.TYPE_SITE, str(value))
     if sss_node.TYPE_NETWORK_ADAPTER not in types:
         for adapter in snapshot.network or ():
-            record = dict(vars(adapter))
+            record = _record(adapter, _ADAPTER_FIELDS)
             _extension(elements, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
     if sss_node.TYPE_FILESYSTEM not in types:
         for fs in snapshot.filesystems or ():
-            record = dict(vars(fs))
+            record = _record(fs, _FILESYSTEM_FIELDS)
             _extension(elements, record.pop("mount_point") or "", sss_node.TYPE_FILESYSTEM, _json(record))
     for name, facts in snapshot.extra.items():
         if name != sss_node.RESOURCES_EXTRA and name not in _PROVENANCE_EXTRA and (name, sss_node.TYPE_EXTRA) not in carried:
