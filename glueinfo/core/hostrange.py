@@ -30,7 +30,8 @@ from glueinfo.core.errors import GlueinfoError
 MAX_HOSTS = 100_000
 
 _HOST_CHARS = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_NUMBER_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
+_NUMBER_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)  # ASCII digits: the names made from them are ASCII
+MAX_LABEL = 63  # characters in one DNS label: no range number can be longer
 
 
 class HostRangeError(GlueinfoError, ValueError):
@@ -83,6 +84,9 @@ def _expand_bracket(body: str, pattern: str) -> list[str]:
         if not match:
             raise HostRangeError(f"{pattern!r}: range item {item!r} is not N or N-M with decimal numbers")
         first, last = match.group(1), match.group(2) or match.group(1)
+        if max(len(first), len(last)) > MAX_LABEL:
+            raise HostRangeError(f"{pattern[:40]!r}...: a range number is longer than a host name label "
+                                 f"({MAX_LABEL} characters)")
         low, high = int(first), int(last)
         if high < low:
             raise HostRangeError(f"{pattern!r}: range {item!r} runs backwards")
@@ -121,8 +125,8 @@ def expand(pattern: str) -> list[str]:
         raise HostRangeError("empty host pattern")
     host_part, port = _split_port(pattern)
     suffix = f":{port}" if port is not None else ""
-    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
-        raise HostRangeError(f"{pattern!r}: port {port!r} is not a number from 1 to 65535")
+    if port is not None and _port_number(port) is None:
+        raise HostRangeError(f"{pattern[:80]!r}: port {port[:20]!r} is not a number from 1 to 65535")
     if host_part.startswith("[") and ":" in host_part:  # IPv6 literal
         return [host_part + suffix]
 
@@ -223,6 +227,16 @@ def parse_target(spec: str, default_port: int) -> Target:
         raise HostRangeError(f"{spec!r}: no host name")
     if port is None:
         return Target(host, default_port)
-    if not (port.isdigit() and 0 < int(port) < 65536):
-        raise HostRangeError(f"{spec!r}: port {port!r} is not a number from 1 to 65535")
-    return Target(host, int(port))
+    number = _port_number(port)
+    if number is None:
+        raise HostRangeError(f"{spec[:80]!r}: port {port[:20]!r} is not a number from 1 to 65535")
+    return Target(host, number)
+
+
+def _port_number(text: str) -> Optional[int]:
+    """A TCP port written in ASCII digits (1-65535), or None: int() alone would take other
+    scripts' digits and, past 4,300 digits, raise instead of answering."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 5):
+        return None
+    number = int(text)
+    return number if 0 < number < 65536 else None

@@ -85,3 +85,23 @@ def test_host_file_error_names_file_and_line(tmp_path):
 def test_missing_host_file_is_a_clear_error(tmp_path):
     with pytest.raises(HostRangeError, match="cannot read host file"):
         read_host_file(str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: expand("wn[1-" + "9" * 5000 + "]"),  # past int()'s 4,300-digit limit
+    lambda: expand("wn[" + "1" * 64 + "]"),
+    lambda: expand("wn1:" + "9" * 5000),
+    lambda: parse_target("wn1:" + "9" * 5000, 8649),
+    lambda: expand("wn1:\u00b2"),  # a superscript two: isdigit() says yes, int() says no
+    lambda: parse_target("wn1:\u00b2", 8649),
+    lambda: expand("wn[\u0663-\u0665]"),  # Arabic-Indic digits would make ASCII names from other digits
+])
+def test_numbers_no_host_or_port_can_have_are_a_one_line_error(call):
+    with pytest.raises(HostRangeError) as caught:
+        call()
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 200
+
+
+def test_a_range_of_numbers_as_long_as_a_label_still_expands():
+    big = "1" * 63
+    assert expand(f"wn[{big}]") == [f"wn{big}"]
