@@ -53,11 +53,14 @@ def read_capped(path: str, limit: int, follow_symlinks: bool = False) -> bytes:
     total = 0
     try:
         while total <= limit:
-            chunk = os.read(fd, min(limit + 1 - total, max(size + 1 - total, 65536)))
+            wanted = min(limit + 1 - total, max(size + 1 - total, 65536))
+            chunk = os.read(fd, wanted)
             if not chunk:
                 break
             parts.append(chunk)
             total += len(chunk)
+            if len(chunk) < wanted:  # a regular file reads short only at its end: no call just to be told so
+                break
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
     finally:
