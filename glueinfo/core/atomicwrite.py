@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import errno
 import glob
+import hashlib
 import os
 import tempfile
-from typing import Union
+from collections.abc import Callable, Iterable
+from typing import Optional, Union
 
 from glueinfo.core.errors import GlueinfoError
 
@@ -60,25 +62,48 @@ def write_atomic(path: Union[str, os.PathLike[str]], data: Union[bytes, str], *,
     against a killed process, but not against a power cut.  Raises
     :class:`WriteError` and leaves ``path`` as it was when anything fails.
     """
+    write_atomic_chunks(path, [data.encode("utf-8") if isinstance(data, str) else data], mode=mode, durable=durable,
+                        hashed=False)
+
+
+def write_atomic_chunks(path: Union[str, os.PathLike[str]], chunks: Iterable[bytes], *, mode: int = 0o644,
+                        durable: bool = True, keep_if: Optional[Callable[[bytes], bool]] = None,
+                        hashed: bool = True) -> tuple[bytes, bool]:
+    """:func:`write_atomic` of the bytes ``chunks`` make one after the other, never held whole (a
+    40 MB document written as its 40,000 entries); returns (SHA-256 digest of those bytes,
+    whether ``path`` was replaced).  ``keep_if(digest)`` True: the bytes are what ``path``
+    already holds, so it is left as it is (not replaced, its time not changed) and the temporary
+    file removed.  ``hashed=False`` (no ``keep_if``): no digest is made, b"" returned.  Raises
+    :class:`WriteError` and leaves ``path`` as it was when anything fails (a chunk that raises:
+    the same, after the temporary file is removed)."""
     path = os.fspath(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     directory, name = os.path.split(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory)
     except OSError as exc:
         raise WriteError(path, exc) from None
+    # SHA-256: twice BLAKE2b's speed where the CPU has SHA instructions
+    digest = hashlib.sha256() if hashed or keep_if is not None else None
+    replaced = False
     try:
         try:
             os.fchmod(fd, mode)
-            view = memoryview(payload)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if durable:
+            for chunk in chunks:
+                if digest is not None:
+                    digest.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+            replaced = keep_if is None or digest is None or not keep_if(digest.digest())
+            if durable and replaced:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temporary, path)
+        if replaced:
+            os.replace(temporary, path)
+        else:
+            os.unlink(temporary)
     except BaseException as exc:
         try:
             os.unlink(temporary)
@@ -87,8 +112,9 @@ def write_atomic(path: Union[str, os.PathLike[str]], data: Union[bytes, str], *,
         if isinstance(exc, OSError):
             raise WriteError(path, exc) from None
         raise  # KeyboardInterrupt and the like: the old file is intact, the temporary gone
-    if durable:
+    if durable and replaced:
         _fsync_directory(directory)
+    return (digest.digest() if digest is not None else b""), replaced
 
 
 def _fsync_directory(directory: str) -> None:

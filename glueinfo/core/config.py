@@ -281,7 +281,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "fast_interval": Option("float", 60.0, "Seconds between runs of the fast collectors on this host, each followed by a publish",
                                 minimum=1.0),
         "lrms_interval": Option("float", 60.0, "Seconds between queries of every CE's batch system (LRMS), each followed by a "
-                                "publish (or carried by the publish of a job still at work); runs whatever [sources] are enabled", minimum=1.0),
+                                "publish (or carried by the publish of a job still at work); runs whatever [sources] "
+                                "are enabled", minimum=1.0),
         "slow_interval": Option("float", 3600.0, "Seconds between runs of the other collectors (CPU model, OS, caches, adapters); "
                                 "SIGHUP runs them too", minimum=1.0),
         "gather_interval": Option("float", 60.0, "Seconds between gathers from the [sources] other than local, each followed by a publish",

@@ -80,6 +80,16 @@ class SiteBuild:
             return "".join(self.texts)
         return format_ldif(self.entries, sort=False)
 
+    def ldif_chunks(self, tail: bytes = b"") -> Iterator[bytes]:
+        """``ldif_bytes(tail)`` as pieces (one per entry, then ``tail``), for a writer that never
+        needs the document whole."""
+        if self.texts:
+            for text in self.texts:
+                yield text.encode()
+            yield tail
+        else:
+            yield self.ldif().encode() + tail
+
     def ldif_bytes(self, tail: bytes = b"") -> bytes:
         """``ldif()`` as UTF-8 followed by ``tail``, made without the whole text first (one copy of
         the document, not two)."""

@@ -45,8 +45,8 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Optional
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Optional, Union
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
@@ -423,8 +423,12 @@ class Provider:
         except Exception as exc:  # a GLUE 2 failure must not stop GLUE 1.3 and Node XML: said, and left out
             log.warning("GLUE 2 not published: %s: %s", type(exc).__name__, exc)
             tail, glue2 = "", None
-        # Made at once, the GLUE 2 tail with it: no whole text beside them, no second copy (10,000 hosts: 40 MB each).
-        ldif = build.ldif_bytes(tail.encode("utf-8")) if glue13 else tail.encode("utf-8")
+        # The file is written from the entries' texts one by one, never whole (10,000 hosts: 40 MB);
+        # only serve's store, which answers /ldif, is handed the document (made at once, GLUE 2 with it).
+        tail_bytes = tail.encode("utf-8")
+        ldif: Union[bytes, Iterator[bytes]] = (
+            (build.ldif_bytes(tail_bytes) if glue13 else tail_bytes) if self.server is not None
+            else (build.ldif_chunks(tail_bytes) if glue13 else iter([tail_bytes])))
         if glue2 is not None:
             entries.extend(glue2.entries)
             for problem in glue2.errors:
@@ -434,9 +438,10 @@ class Provider:
         # changed), the file is kept as it is.  With [run] serve it goes through serve's store, so
         # the file and /nodes.xml are the same document; without, only its bytes are made.
         hosts_unchanged = fingerprint[0] == (self._published_fingerprint or ((),))[0]
-        nodes_xml: Optional[bytes] = None
+        nodes_xml: Union[bytes, list[bytes], None] = None
         if self.server is not None:
             local = self._with_metrics(site.local) if site.local is not None else None
+            assert isinstance(ldif, bytes)  # made whole for the store (above)
             self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif.decode("utf-8"), site=site,
                                      glue2=glue2.entries if glue2 is not None else None)
             if hosts_unchanged and self.store.update_local(local):
@@ -476,13 +481,13 @@ class Provider:
                  time.perf_counter() - began)
         return True
 
-    def _node_xml(self, site: AssembledSite) -> Optional[bytes]:
-        """The site's Node XML document (what `glueinfo node-xml --site` prints), or None after a
-        warning when it cannot be rendered (the old file stays)."""
-        from glueinfo.sss.node_xml import NodeRenderError, render_data_streamed
+    def _node_xml(self, site: AssembledSite) -> Optional[list[bytes]]:
+        """The site's Node XML document (what `glueinfo node-xml --site` prints) as the pieces the
+        file is written from, or None after a warning when it cannot be rendered (the old file stays)."""
+        from glueinfo.sss.node_xml import NodeRenderError, render_data_chunks
 
         try:
-            return render_data_streamed(site.snapshots(), site.assembled_at, self.plan.node_settings, self.node_markup)
+            return render_data_chunks(site.snapshots(), site.assembled_at, self.plan.node_settings, self.node_markup)
         except NodeRenderError as exc:
             log.warning("Node XML not written: %s", exc)
             return None

@@ -937,16 +937,24 @@ def render_data_streamed(snapshots: Sequence[HostSnapshot], now: float, settings
                          cache: NodeMarkupCache) -> bytes:
     """The bytes of :func:`render_data` (pretty), put together from each Node's own pretty lines,
     so the site's document is never parsed whole: a Node already rendered costs nothing, and no
-    tree of the whole site is ever held (``glueinfo run``'s Node XML file)."""
+    tree of the whole site is ever held."""
+    return b"".join(render_data_chunks(snapshots, now, settings, cache))  # the document's one copy
+
+
+def render_data_chunks(snapshots: Sequence[HostSnapshot], now: float, settings: NodeSettings,
+                       cache: NodeMarkupCache) -> list[bytes]:
+    """:func:`render_data_streamed`'s bytes as the pieces it joins (the cache's own, not copies),
+    for a writer that never needs the document whole (``glueinfo run``'s Node XML file: 40 MB at
+    10,000 hosts)."""
     cache.start()
     if not snapshots:
-        return to_bytes(etree.Element("Data"))
+        return [to_bytes(etree.Element("Data"))]
     parts = [XML_DECLARATION + _DATA_OPEN]
     for snapshot in snapshots:
         parts.extend(cache.pretty_parts(snapshot, now, settings))
     cache.finish()
     parts.append(_DATA_CLOSE)
-    return b"".join(parts)  # the document's one copy
+    return parts
 
 
 def data_element(snapshots: Iterable[HostSnapshot], now: float, settings: NodeSettings = NodeSettings(),
