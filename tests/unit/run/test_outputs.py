@@ -55,3 +55,11 @@ def test_a_failure_mid_way_leaves_the_old_file_whole(tmp_path, caplog):
     assert path.read_bytes() == b"".join(PIECES) and temporaries(path) == []
     assert outputs.errors[str(path)].startswith(f"{path}: not written: No space left on device")
     assert "\n" not in outputs.errors[str(path)]
+
+
+def test_a_document_of_many_small_pieces_past_the_write_blocks_is_whole(tmp_path):
+    path = tmp_path / "glue.ldif"
+    pieces = [f"dn: GlueHostUniqueID=wn{i:06d}.example.org,o=grid\nGlueHostName: wn{i:06d}\n\n".encode()
+              for i in range(60_000)]  # ~4.7 MB: several 1 MiB write blocks and a last short one
+    assert OutputFiles().publish(str(path), iter(pieces))
+    assert path.read_bytes() == b"".join(pieces)
