@@ -382,6 +382,9 @@ HOST_VOLATILE = ("GlueHostMainMemoryRAMAvailable", "GlueHostMainMemoryVirtualAva
                  "GlueHostSMPLoadLast1Min", "GlueHostSMPLoadLast5Min", "GlueHostSMPLoadLast15Min")
 
 
+_VOLATILE_NAMES = {name: name for name in HOST_VOLATILE}
+
+
 def host_volatile(host: HostSnapshot) -> tuple[Optional[int], ...]:
     """The values of HOST_VOLATILE for a host, in that order (None: not published)."""
     memory = host.memory
@@ -420,7 +423,7 @@ def volatile_layout(checked: Entry, text: str) -> Optional[Layout]:
                 return None
             offsets.append(position)
             offsets.append(position + len(line) + 1)
-            names.append(name)
+            names.append(_VOLATILE_NAMES[name])  # the constant, not the copy partition() made: 6 MB at 10,000 hosts
         position += len(line) + 1
     present = [name for name in HOST_VOLATILE if name in checked.attributes]
     if len(names) != len(present) or any(len(f"{name}: -{2**63}") > 76 for name in present):
