@@ -115,7 +115,7 @@ class Provider:
 
         self.glue2_times = CreationTimes()
         self.ldap = self._new_ldap(self.plan)
-        self.render_cache = RenderCache(keep_entries=self.ldap is not None)  # texts only without an LDAP server
+        self.render_cache = RenderCache()  # its mode follows the LDAP server at each publish (_publish)
         self.store = self._new_store(self.plan)
         self.server: Any = None
         self.publishes = 0
@@ -426,9 +426,11 @@ class Provider:
         # The file is written from the entries' texts one by one, never whole (10,000 hosts: 40 MB);
         # only serve's store, which answers /ldif, is handed the document (made at once, GLUE 2 with it).
         tail_bytes = tail.encode("utf-8")
-        ldif: Union[bytes, Iterator[bytes]] = (
-            (build.ldif_bytes(tail_bytes) if glue13 else tail_bytes) if self.server is not None
-            else (build.ldif_chunks(tail_bytes) if glue13 else iter([tail_bytes])))
+        ldif: Union[bytes, Iterator[bytes]]
+        if self.server is not None:
+            ldif = build.ldif_bytes(tail_bytes) if glue13 else tail_bytes
+        else:
+            ldif = build.ldif_chunks(tail_bytes) if glue13 else iter([tail_bytes])
         if glue2 is not None:
             entries.extend(glue2.entries)
             for problem in glue2.errors:
