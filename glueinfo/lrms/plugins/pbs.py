@@ -801,31 +801,33 @@ def parse_jobs_xml(text: str, full: bool = True, private: frozenset[str] = froze
     the private fields (glueinfo.core.job.PRIVATE_FIELDS) to read too."""
     if not text or text.isspace():  # not strip(): that copies the 65 MB document to look at it
         return []
-    return _jobs_from_xml(_torque_xml(text, "qstat -f -x"), full, private)
-
-
-def _jobs_from_xml(root: Any, full: bool, private: frozenset[str]) -> list[PbsJob]:
-    """:func:`parse_jobs_xml` of the parsed document ``root``."""
-    convert = _Converters(private)
-    jobs = []
     private_tags = tuple(tag for name, tag in _TORQUE_PRIVATE.items() if name in private) if full else ()
     tags = ("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *(_TORQUE_FULL if full else ()), *private_tags, *_TORQUE_NESTED)
+    return _jobs_from_elements(_torque_elements(text, tags, "qstat -f -x"), full, private)
+
+
+_TORQUE_TOP_LEVEL = frozenset((*_TORQUE_TOP, *_TORQUE_FULL, *_TORQUE_PRIVATE.values()))
+_TORQUE_NESTED_NAMES = frozenset(_TORQUE_NESTED)
+
+
+def _jobs_from_elements(elements: list[tuple[str, str]], full: bool, private: frozenset[str]) -> list[PbsJob]:
+    """:func:`parse_jobs_xml` of the document's (tag, text) elements (:func:`_torque_elements`)."""
+    convert = _Converters(private)
+    jobs = []
     records: list[tuple[dict[str, str], dict[str, str], dict[str, str]]] = []
     record: dict[str, str] = _OUTSIDE_A_JOB  # until the first <Job>: refuses what is written to it
     group: Optional[dict[str, str]] = None  # the Resource_List or resources_used being read
-    nested = frozenset(_TORQUE_NESTED)
-    top = frozenset(tags) - nested - {"Job", *_TORQUE_GROUPS}
+    top, nested = _TORQUE_TOP_LEVEL, _TORQUE_NESTED_NAMES
     # Per job its attributes, its Resource_List and its resources_used, as plain dicts (read as
     # OpenPBS's JSON objects are).  Elements come in document order, so a nested name (walltime,
     # mem...) belongs to the group opened last in its job; Torque prints none of those names at the
     # top level.  The job's own attributes, most of what is read, are tested for first.
-    for element in root.iter(*tags):
-        tag = element.tag
+    for tag, value in elements:
         if tag in top:
-            record[tag] = element.text or ""
+            record[tag] = value
         elif tag in nested:
             if group is not None:
-                group[tag] = element.text or ""
+                group[tag] = value
         elif tag == "Job":
             record, group = {}, None
             records.append((record, {}, {}))
@@ -853,9 +855,9 @@ def count_jobs_xml(text: str) -> JobColumns:
     :func:`parse_jobs_xml` instead, so its error, and any list it reads, are the same."""
     if not text or text.isspace():
         return JobColumns.of([])
-    root = _torque_xml(text, "qstat -f -x")
-    columns = _torque_columns(root)
-    return columns if columns is not None else JobColumns.of(_jobs_from_xml(root, False, frozenset()))
+    elements = _torque_elements(text, ("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *_TORQUE_COUNTED), "qstat -f -x")
+    columns = _torque_columns(elements)
+    return columns if columns is not None else JobColumns.of(_jobs_from_elements(elements, False, frozenset()))
 
 
 # What the counts read of a Torque job inside Resource_List / resources_used.
@@ -864,14 +866,14 @@ _GLUE_STATUS_OF = {letter: glue for letter, (glue, _) in JOB_STATES.items()}
 _KNOWN_STATES = frozenset({*JOB_STATES, ARRAY_PARENT})
 
 
-def _torque_columns(root: Any) -> Optional[JobColumns]:
-    """:func:`count_jobs_xml` of the parsed document, or None when a job is not as the columns take it.
+def _torque_columns(elements: list[tuple[str, str]]) -> Optional[JobColumns]:
+    """:func:`count_jobs_xml` of the document's elements, or None when a job is not as the columns take it.
 
     Each attribute goes to a column keyed by the job's index, so a job's ~10 values cost one dict
     store each and no per-job dict or PbsJob; the columns are converted with the per-parse caches
-    (one C-level lookup a value).  Same reading as :func:`_jobs_from_xml`: the last of a repeated
+    (one C-level lookup a value).  Same reading as :func:`_jobs_from_elements`: the last of a repeated
     element counts, and a nested element counts inside the job's Resource_List / resources_used only.
-    An empty element is None here ("" there): every use below reads both alike."""
+    A value absent is None here, an empty element "": every use below reads both alike."""
     top: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_TOP}
     resources: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_COUNTED}
     used: dict[str, dict[int, Optional[str]]] = {tag: {} for tag in _TORQUE_COUNTED}
@@ -880,10 +882,10 @@ def _torque_columns(root: Any) -> Optional[JobColumns]:
     # every value is one lookup and one store, and only <Job> and the groups take a branch.
     columns = {**top, **ignored}
     index = -1
-    for element in root.iter("Job", *_TORQUE_GROUPS, *_TORQUE_TOP, *_TORQUE_COUNTED):
-        column = columns.get(tag := element.tag)
+    for tag, value in elements:
+        column = columns.get(tag)
         if column is not None:
-            column[index] = element.text
+            column[index] = value
         elif tag == "Job":
             index += 1
             columns.update(ignored)
@@ -996,9 +998,10 @@ _FORBIDDEN_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13))
 
 
 def _torque_xml(text: str, what: str) -> Any:
+    """The parsed tree of Torque's XML ``text``, repaired (:func:`_repaired`) when libxml2 refuses it."""
     data = text.encode("utf-8")
-    # Parsed as it is first: what the repair below changes (a forbidden character, a bare "&") is
-    # not well-formed, so a document libxml2 reads needs none, and the common case makes no copy of
+    # Parsed as it is first: what the repair changes (a forbidden character, a bare "&") is not
+    # well-formed, so a document libxml2 reads needs none, and the common case makes no copy of
     # 50 MB to look for them.  A document with a "!" takes the repair first as before: in a CDATA
     # section ("<![CDATA[") a bare "&" is well-formed, and the repair would read it as "&amp;".
     if b"!" not in data:
@@ -1006,12 +1009,38 @@ def _torque_xml(text: str, what: str) -> Any:
             return _parse_torque(data, what)
         except PbsOutputError:
             pass  # read again after the repair; its error is the one reported
+    return _parse_torque(_repaired(text).encode("utf-8"), what)
+
+
+def _repaired(text: str) -> str:
+    """Torque's XML with the characters XML forbids replaced by U+FFFD and a bare "&" escaped."""
+    data = text.encode("utf-8")
     # The check on bytes is ~10x faster than a regex over the text; the rewrite runs only when needed.
     if len(data.translate(None, _FORBIDDEN_BYTES)) != len(data) or b"\xef\xbf\xbe" in data or b"\xef\xbf\xbf" in data:
-        data = _XML_FORBIDDEN.sub("\ufffd", text).encode("utf-8")
-    if b"&" in data:
-        data = _BARE_AMPERSAND.sub("&amp;", data.decode("utf-8")).encode("utf-8")
-    return _parse_torque(data, what)
+        text = _XML_FORBIDDEN.sub("\ufffd", text)
+    return _BARE_AMPERSAND.sub("&amp;", text) if "&" in text else text
+
+
+def _torque_elements(text: str, tags: tuple[str, ...], what: str) -> list[tuple[str, str]]:
+    """(tag, text) of the elements named ``tags`` in Torque's XML, in document order.
+
+    Read without a tree (xmlsafe.plain_elements: libxml2 checks the document, a pattern finds the
+    elements) when the document is plain, as Torque prints it: 50,000 jobs make a tree of ~4 million
+    nodes of which ~10 a job are read.  A document libxml2 refuses is read again after the repair
+    (:func:`_repaired`), whose error is the one reported; one that is not plain (a comment, CDATA, a
+    namespace...) is read from the tree, with the same result.  PbsOutputError (one line) when neither
+    reads."""
+    limit = len(text) * 4 + 1  # no size limit: the plugin's own command output, however long the queue
+    try:
+        elements = xmlsafe.plain_elements(text, tags, what=what, max_bytes=limit)
+    except xmlsafe.XMLInputError:
+        try:
+            elements = xmlsafe.plain_elements(_repaired(text), tags, what=what, max_bytes=limit)
+        except xmlsafe.XMLInputError as exc:
+            raise PbsOutputError(str(exc)) from None
+    if elements is None:
+        elements = [(element.tag, element.text or "") for element in _torque_xml(text, what).iter(*tags)]
+    return elements
 
 
 def _parse_torque(data: bytes, what: str) -> Any:

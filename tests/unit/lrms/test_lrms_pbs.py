@@ -295,6 +295,27 @@ def test_torque_counts_only_fails_the_job_step_as_the_job_list_does(old, new, er
     assert counts.error == listed.error == f"torque: qstat -f -x: {error}"
     assert counts.total_jobs is None and counts.vo_counts == {} and counts.total_cpus == 32
 
+# Torque's job list is read without a tree when it is plain, as Torque prints it (xmlsafe.plain_elements),
+# and from a tree when it is not: both readings must give the same jobs and counts.
+
+@pytest.mark.parametrize("old, new", [
+    ("<Data><Job>", "<Data><!-- qstat --><Job>"),                                       # a comment: the tree
+    ("<Data><Job>", '<Data><Job note="a > b">'),                                        # an attribute: still plain
+    ("<Data><Job>", '<?xml version="1.0" encoding="UTF-8"?>\n<Data><Job>'),             # a declaration: still plain
+])
+def test_torque_job_list_reads_the_same_plain_or_as_a_tree(old, new):
+    text = (TORQUE / "qstat_jobs_batch.xml").read_text()
+    dressed = text.replace(old, new, 1)
+    for with_jobs in (True, False):
+        as_printed = state_of(TORQUE, "batch", with_jobs=with_jobs)
+        read = state_of(TORQUE, "batch", overrides={"qstat-jobs": (0, dressed, "")}, with_jobs=with_jobs)
+        assert read.error is None and (read.running_jobs, read.waiting_jobs, read.total_jobs) == (2, 4, 6)
+        assert read.jobs == as_printed.jobs and read.vo_counts == as_printed.vo_counts
+        # the hostile name (a raw "&", a control character) repaired and read as text either way
+        if with_jobs:
+            assert by_id(read)["204.torque-head"].name == "evil&name\ufffd </Job_Name><job_state>R</job_state> \u00e9"
+
+
 # -- faults -------------------------------------------------------------------------------------
 
 def test_server_down_leaves_figures_unknown_with_one_warning(caplog):
