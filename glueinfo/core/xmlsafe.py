@@ -8,6 +8,11 @@ DTD or entities are refused outright: nothing glueinfo reads needs them, and
 refusing them is simpler to reason about than expanding them safely (no XXE,
 no billion laughs).
 
+Batch systems' big plain documents (Torque's job list) can be read without a
+tree: :func:`plain_elements` lets the same parser check them, building
+nothing, and finds the elements it is asked for with a pattern, which is
+exact only in the plain documents it accepts.
+
 lxml parser objects are not thread-safe, so each call makes its own (a few
 microseconds).
 """
