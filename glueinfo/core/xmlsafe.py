@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from lxml import etree
 
@@ -68,18 +68,10 @@ def parse_xml(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_BYTES, wh
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise XMLInputError(f"{what}: expected bytes, got {type(data).__name__}")
     data = bytes(data)
-    if len(data) > max_bytes:
-        raise XMLInputError(f"{what}: {len(data)} bytes is over the limit of {max_bytes} bytes")
-    if not data or data.isspace():  # not strip(): that copies a 50 MB batch-system document to look at it
-        raise XMLInputError(f"{what}: empty document")
+    _refuse_oversized_or_empty(data, max_bytes, what)
     if b"!" in data and _DTD_BYTES.search(data):  # no "!", no "<!": one memchr instead of a regex over 50 MB
         raise XMLInputError(f"{what}: DTDs and entity declarations are not accepted")
-    try:
-        root = etree.fromstring(data, make_parser())
-    except etree.XMLSyntaxError as exc:
-        raise XMLInputError(f"{what}: not well-formed XML: {_one_line(exc.msg or exc)}") from None
-    except (ValueError, TypeError) as exc:  # lxml's own refusals, e.g. an unsupported encoding
-        raise XMLInputError(f"{what}: cannot parse: {_one_line(exc)}") from None
+    root: Optional[etree._Element] = _read(data, None, what)
     if root is None:
         raise XMLInputError(f"{what}: no root element")
     docinfo = root.getroottree().docinfo
@@ -104,15 +96,25 @@ def check_well_formed(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_B
     words it.  A str is read as the characters it holds (lxml refuses one that declares an encoding).
 
     It does not refuse a DTD; callers refuse one before (:func:`plain_elements` refuses any ``<!``)."""
+    _refuse_oversized_or_empty(data, max_bytes, what)
+    _read(data, _NoEvents(), what)
+
+
+def _refuse_oversized_or_empty(data: Union[bytes, str], max_bytes: int, what: str) -> None:
     if len(data) > max_bytes:
         raise XMLInputError(f"{what}: {len(data)} bytes is over the limit of {max_bytes} bytes")
-    if not data or data.isspace():
+    if not data or data.isspace():  # not strip(): that copies a 50 MB batch-system document to look at it
         raise XMLInputError(f"{what}: empty document")
+
+
+def _read(data: Union[bytes, str], target: Optional[object], what: str) -> Any:
+    """libxml2's reading of ``data`` with the locked-down parser (a tree's root, or what ``target``'s
+    close() returns); XMLInputError naming ``what`` in one line when it refuses the document."""
     try:
-        etree.fromstring(data, make_parser(_NoEvents()))
+        return etree.fromstring(data, make_parser(target))
     except etree.XMLSyntaxError as exc:
         raise XMLInputError(f"{what}: not well-formed XML: {_one_line(exc.msg or exc)}") from None
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # lxml's own refusals, e.g. an unsupported encoding
         raise XMLInputError(f"{what}: cannot parse: {_one_line(exc)}") from None
 
 
