@@ -91,3 +91,26 @@ def test_plain_elements_refuse_what_is_not_well_formed_in_one_line(document, sai
         plain_elements(document, NAMES, max_bytes=4096, what="qstat -f -x")
     message = str(refused.value)
     assert message.startswith("qstat -f -x: ") and said in message and "\n" not in message
+
+
+def test_the_factored_name_pattern_matches_exactly_the_names_given():
+    import random
+    import re
+
+    from glueinfo.core.xmlsafe import alternation
+
+    rng = random.Random(7)
+    for _ in range(300):
+        # Short names over a small alphabet share prefixes and are prefixes of each other; "." and
+        # "-" are pattern characters that must be taken literally.
+        names = {"".join(rng.choice("ab_.-") for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(1, 8))}
+        pattern = re.compile(alternation(names))
+        candidates = {"".join(rng.choice("ab_.-x") for _ in range(rng.randint(0, 6))) for _ in range(60)}
+        for candidate in candidates | names | {n[:-1] for n in names} | {n + "a" for n in names}:
+            assert bool(pattern.fullmatch(candidate)) == (candidate in names), (sorted(names), candidate)
+
+
+def test_an_element_name_that_extends_a_wanted_name_is_not_read_as_it():
+    # Job is asked for and Job_Id is not: <Job_Id> must not be read as a <Job> (nor <Jobs>).
+    document = "<Data><Job><Job_Id>1</Job_Id><Jobs>2</Jobs><Job_Name>n</Job_Name></Job></Data>"
+    assert plain_elements(document, ("Job", "Job_Name")) == [("Job", ""), ("Job_Name", "n")]
