@@ -14,6 +14,7 @@ import subprocess
 import pytest
 from paths import FIXTURES
 
+from glueinfo.core.job import PRIVATE_FIELDS
 from glueinfo.core.model import HostSnapshot
 from glueinfo.lrms.plugins.pbs import (
     exec_host_cpus,
@@ -21,6 +22,7 @@ from glueinfo.lrms.plugins.pbs import (
     minutes,
     node_jobs_cpus,
     parse_duration_s,
+    parse_jobs_json,
     parse_limit,
     parse_size_mb,
     parse_time,
@@ -314,6 +316,88 @@ def test_torque_job_list_reads_the_same_plain_or_as_a_tree(old, new):
         # the hostile name (a raw "&", a control character) repaired and read as text either way
         if with_jobs:
             assert by_id(read)["204.torque-head"].name == "evil&name\ufffd </Job_Name><job_state>R</job_state> \u00e9"
+
+
+def _standard_library_reading(monkeypatch):
+    """Make msgspec refuse every job list, so the plugin reads it with json.loads as it did before msgspec."""
+    import msgspec
+
+    class Refusing:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def decode(self, text):
+            raise msgspec.DecodeError("refused for the test")
+
+    monkeypatch.setattr(msgspec.json, "Decoder", Refusing)
+
+
+@pytest.mark.parametrize("name", ["qstat_jobs_workq.json", "qstat_jobs_express.json"])
+@pytest.mark.parametrize("full, private", [(True, frozenset()), (True, frozenset(PRIVATE_FIELDS)), (False, frozenset())])
+def test_openpbs_job_list_reads_the_same_as_json_loads_gives_it(monkeypatch, name, full, private):
+    # msgspec decodes only the attributes the plugin reads: every job must come out exactly as from
+    # the standard library's whole reading, private fields and all.
+    import json
+
+    text = (OPENPBS / name).read_text()
+    with monkeypatch.context() as patch:
+        patch.setattr(json, "loads", lambda *a, **k: pytest.fail("the job list fell back to json.loads"))
+        fast = parse_jobs_json(text, full, private)
+    _standard_library_reading(monkeypatch)
+    assert fast == parse_jobs_json(text, full, private) and len(fast) >= 7
+
+
+def test_every_attribute_the_job_reader_asks_for_is_one_msgspec_decodes():
+    # The decoder keeps a fixed list of attribute names; a name the reader asks for and the list lacks
+    # would read as absent.  Ask the reader itself, on recorded jobs of every state, with every field.
+    import json
+
+    from glueinfo.lrms.plugins import pbs
+
+    asked: dict[str, set[str]] = {}
+
+    class Recording(dict):
+        def __init__(self, where, values):
+            super().__init__(values)
+            self.where = where
+
+        def get(self, key, default=None):
+            asked.setdefault(self.where, set()).add(key)
+            return super().get(key, default)
+
+    converters = pbs._Converters(frozenset(PRIVATE_FIELDS))
+    for name in ("qstat_jobs_workq.json", "qstat_jobs_express.json"):
+        for job_id, attributes in json.loads((OPENPBS / name).read_text())["Jobs"].items():
+            groups = [Recording(group, attributes.get(group) or {}) for group in ("Resource_List", "resources_used", "estimated")]
+            pbs._job_from(job_id, Recording("job", attributes), *groups, converters, True)
+    shape = pbs._job_list_type(True, frozenset(PRIVATE_FIELDS)).__annotations__["Jobs"].__args__[0].__args__[1]
+    kept = {"job": set(shape.__annotations__), **{g: set(shape.__annotations__[g].__annotations__)
+                                                   for g in ("Resource_List", "resources_used", "estimated")}}
+    assert asked["job"] >= {"job_state", "Exit_status", "Hold_Types", "depend", "Variable_List", "jobdir"}  # all states read
+    for where, names in asked.items():
+        assert names <= kept[where], (where, names - kept[where])
+
+
+@pytest.mark.parametrize("document, expected", [
+    # JSON that json.loads reads and msgspec, stricter, refuses: read as before, not failed
+    ('{"Jobs":{"1.s":{"job_state":"Q","euser":"ann","Job_Name":"a\\ud800b","session_id":NaN}}}', ("ann", "a\ud800b")),
+    ('{"Jobs":{"1.s":{"job_state":"Q","euser":"bob","Job_Name":"\\ud800"}}}', ("bob", "\ud800")),
+])
+def test_json_msgspec_refuses_is_read_as_json_loads_reads_it(document, expected):
+    (job,) = parse_jobs_json(document)
+    assert (job.owner, job.info.name) == expected
+
+
+@pytest.mark.parametrize("document, said", [
+    ('{"Jobs": [1, 2]}', "'Jobs' is not an object"),
+    ('{"Jobs": {"1.s": {"job_state": "Q"}', "not valid JSON"),
+    ('[]', "not a JSON object"),
+    ('{"Jobs": {"1.s": {"job_state": "Q", "Variable_List": {"A": "\\q"}}}}', "not valid JSON"),  # in an attribute not read
+])
+def test_malformed_job_lists_fail_in_one_line_as_before(document, said):
+    with pytest.raises(LrmsQueryError) as raised:
+        parse_jobs_json(document)
+    assert said in str(raised.value) and "\n" not in str(raised.value)
 
 
 # -- faults -------------------------------------------------------------------------------------
