@@ -26,7 +26,9 @@ partly malformed fails whole: counts from a partly understood queue would be
 wrong, not just incomplete.  Torque's XML is read by ``glueinfo.core.xmlsafe``
 (no DTD, no entities); a document it refuses is read again after characters
 XML 1.0 forbids (control characters in job names) are replaced and a bare
-``&`` is escaped: never a recovering parser.
+``&`` is escaped: never a recovering parser.  OpenPBS's job list is decoded
+by msgspec into only the attributes read, and by json.loads when msgspec
+refuses it (:func:`_openpbs_jobs`): the same jobs or error either way.
 
 Mappings (docs/lrms/pbs.md has the tables): queue enabled/started -> GLUE
 status (:func:`glue_status_of_queue`); job_state letters -> GLUE/SSS
