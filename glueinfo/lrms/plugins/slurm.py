@@ -819,6 +819,12 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
 JSON_SINCE = (21, 8)
 
 
+def _reads_all_fields(ctx: LrmsContext) -> bool:
+    """squeue's records are read whole for a published job list, and for ``[vos] group:`` rules: the
+    counts-only reading stops before GroupName."""
+    return ctx.with_jobs or any(rule.kind == "group" for rule in ctx.vo_map.rules)
+
+
 def query(ctx: LrmsContext) -> QueueState:
     deadline = time.monotonic() + ctx.timeout_s
     tools = tools_for(ctx, deadline)
@@ -836,7 +842,7 @@ def query(ctx: LrmsContext) -> QueueState:
     nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
     token = secrets.token_hex(8)
     jobs: Optional[list[SlurmJob]] = step(lambda: _paused(parse_squeue, tools(
-        "squeue", "-h", "-r", "-t", "all", "-p", queue, "-O", squeue_format(token)), token, ctx.with_jobs))
+        "squeue", "-h", "-r", "-t", "all", "-p", queue, "-O", squeue_format(token)), token, _reads_all_fields(ctx)))
     qos = None
     if partition is not None and partition.qos:
         qos_name = partition.qos
@@ -865,8 +871,8 @@ def query(ctx: LrmsContext) -> QueueState:
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
         if ctx.vo_map.rules:  # Slurm knows no proxy VO: without rules every job is local
-            owners = [JobInfo(local_id=j.job_id, local_owner=j.user, account=j.account, glue_status=j.glue_status)
-                      for j in active]
+            owners = [JobInfo(local_id=j.job_id, local_owner=j.user, local_group=j.group, account=j.account,
+                              glue_status=j.glue_status) for j in active]
             ctx.vo_map.assign(owners)
             state.vo_counts = count_by_vo(owners)
         if ctx.with_jobs:

@@ -422,6 +422,18 @@ def test_2011_jobs_counted_per_vo_by_the_site_map():
     assert slurm_state("20.11", "batch", slurm_json="no").vo_counts == {}  # no [vos] map: every job local
 
 
+def test_2011_group_rules_count_in_the_cheap_refresh_too():
+    from glueinfo.lrms.vo_map import VoMap
+
+    vo_map = VoMap.from_values(["group:phys=atlas", "group:st*=ops"])
+    for with_jobs in (True, False):
+        state = slurm_state("20.11", "batch", with_jobs=with_jobs, vo_map=vo_map, slurm_json="no")
+        counts = {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()}
+        # squeue_batch.txt's GroupName, by hand: phys 101 RUNNING, 103 PENDING (107 COMPLETED: finished);
+        # staff 106 PENDING; chem and bio match no rule
+        assert counts == {"atlas": (1, 1, 2), "ops": (0, 1, 1)}, with_jobs
+
+
 def test_2011_nodes_as_the_scheduler_sees_them():
     from glueinfo.core.model import HostSnapshot
 
