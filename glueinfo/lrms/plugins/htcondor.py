@@ -59,7 +59,7 @@ from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
-from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
+from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError, glue_lrms_type
 from glueinfo.lrms.vo_map import count_by_vo
 
 # -- what is asked for ---------------------------------------------------------------
@@ -527,7 +527,8 @@ def query(ctx: LrmsContext) -> QueueState:
     if not ctx.queue:
         raise LrmsQueryError("htcondor: no queue named for this CE (a schedd's Name, 'all', or an accounting group)")
     queue = ctx.queue
-    state = QueueState(lrms_type="htcondor", queue=queue, collected_at=now)
+    # GLUE's word for the batch system (EGI's validator expects it), as a failed query's state says too.
+    state = QueueState(lrms_type=glue_lrms_type("htcondor"), queue=queue, collected_at=now)
     errors: list[str] = []
 
     def step(what: Callable[[], Any]) -> Callable[[], Any]:

@@ -102,7 +102,8 @@ def jobs_by_id(state):
 def test_version_and_cpus_from_slots_not_threads():
     state = state_of()
     assert state.error is None
-    assert state.lrms_type == "htcondor" and state.lrms_version == "24.0.23"
+    # GlueCEInfoLRMSType is GLUE's word, "condor" (EGI's glue-validator), not the plugin's name
+    assert state.lrms_type == "condor" and state.lrms_version == "24.0.23"
     # README table: 32+48+32+16+5+16+8; free 4 (wn01) + 48 (wn02) + 1 (wn05 slot5)
     assert state.total_cpus == 157 and state.free_cpus == 53
     for ad in json.loads(read("condor_status_slots.json")):
@@ -356,6 +357,7 @@ def test_garbage_version():
 def test_command_missing(tool):
     state = state_of(overrides={tool: FileNotFoundError(tool)})
     assert f"{tool}: command not found" in state.error
+    assert state.lrms_type == "condor"  # the same word whether the query fails or not
 
 
 def test_bin_dir_prefix_and_condor_config():
