@@ -11,8 +11,12 @@ snapshots behind the CE, and only what they show is published:
 - with ``[ce:NAME] pool_accounts`` (the accounts grid jobs run as): RunningJobs =
   TotalJobs = the sessions of those accounts' processes on this host (``ps``: a
   job's processes share its session), FreeJobSlots = TotalCPUs - RunningJobs,
-  never below 0; without it they stay unknown: other processes are not jobs,
-  and counting them would be inventing;
+  never below 0, and the per-VO counts by the ``[vos]`` map (``user:`` and
+  ``group:`` rules: the session's account and its first process's group);
+  without it they stay unknown: other processes are not jobs, and counting
+  them would be inventing.  ``ps`` output with a line that is not
+  ``USER GROUP SESSION`` (or no line at all) leaves them unknown too, with
+  a one-line error: a count from output half understood would be wrong;
 - no queue; response times and limits unknown.
 
 A host whose CPU count (or load) is unknown makes the total (or the free
@@ -62,25 +66,42 @@ def cpu_state(ctx: LrmsContext) -> QueueState:
 
 
 def count_jobs(ctx: LrmsContext, state: QueueState) -> None:
-    """Waiting 0; running, total and free slots from the pool accounts' sessions (module docstring)."""
+    """Waiting 0; running, total, free slots and per-VO counts from the pool accounts' sessions
+    (module docstring).  A ``ps`` that fails or prints what :func:`pool_sessions` cannot read leaves
+    them unknown and adds its reason to ``state.error``."""
     state.waiting_jobs = 0
     patterns = [str(p) for p in ctx.ce_config.get("pool_accounts") or ()]
     if not patterns:
         return
     tools = commands.tools_for(ctx, "", commands.environment(), time.monotonic() + ctx.timeout_s)
     try:
-        out = tools("ps", "-e", "-o", "user:64=,sess=")
+        sessions = pool_sessions(tools("ps", "-e", "-o", "user:64=,group:64=,sess="), patterns)
     except LrmsQueryError as exc:
         state.error = "; ".join(filter(None, [state.error, f"fork: {exc}"]))
         return
-    sessions = set()
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit() and any(fnmatch.fnmatchcase(parts[0], p) for p in patterns):
-            sessions.add((parts[0], parts[1]))
     state.running_jobs = state.total_jobs = len(sessions)
     if state.total_cpus is not None:
         state.free_job_slots = max(0, state.total_cpus - len(sessions))
+    state.vo_counts = commands.vo_counts(ctx.vo_map, [(user, group, None, None, "RUNNING")
+                                                      for (user, _), group in sessions.items()])
+
+
+def pool_sessions(text: str, patterns: list[str]) -> dict[tuple[str, str], str]:
+    """``ps -e -o user:64=,group:64=,sess=`` -> {(user, session): group of its first process} for
+    the users matching ``patterns``.  LrmsQueryError naming the first line that is not
+    ``USER GROUP SESSION``, or when there is no line (``ps`` lists at least itself)."""
+    sessions: dict[tuple[str, str], str] = {}
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise LrmsQueryError("ps: empty output")
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise LrmsQueryError(f"ps: unexpected line {commands.clip(line)!r}")
+        user, group, session = parts
+        if any(fnmatch.fnmatchcase(user, p) for p in patterns):
+            sessions.setdefault((user, session), group)
+    return sessions
 
 
 LRMS = LrmsPlugin(name="fork", query=query, description="processes on the CE host(s); state from host CPU count and load")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import textwrap
 import time
 
+import pytest
 from paths import REPO
 
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, QueueState
@@ -192,7 +194,8 @@ def test_fork_never_queues_and_counts_the_pool_accounts_sessions_as_jobs():
 
     hosts = [HostSnapshot(hostname="ce.example.org", collected_at=time.time(), cpu=CpuInfo(logical_cpus=8),
                           load=LoadInfo(load1=1.0))]
-    ps = "root 1\natlas001 4101\natlas001 4101\natlas002 4200\ncms007 5000\nlocaluser 6000\n"  # 3 grid sessions
+    ps = ("root root 1\natlas001 atlas 4101\natlas001 atlas 4101\natlas002 atlas 4200\ncms007 cms 5000\n"
+          "localuser users 6000\n")  # 3 grid sessions
     calls = []
 
     def run(argv, timeout, env):
@@ -201,10 +204,55 @@ def test_fork_never_queues_and_counts_the_pool_accounts_sessions_as_jobs():
 
     state = queue_state("fork", LrmsContext(queue=None, ce_config={"pool_accounts": ["atlas*", "cms*"]}, hosts=hosts,
                                             run=run))
-    assert calls == [["ps", "-e", "-o", "user:64=,sess="]]
+    assert calls == [["ps", "-e", "-o", "user:64=,group:64=,sess="]]
     assert (state.waiting_jobs, state.running_jobs, state.total_jobs, state.free_job_slots) == (0, 3, 3, 8 - 3)
     without = queue_state("fork", LrmsContext(queue=None, ce_config={}, hosts=hosts))
     assert without.waiting_jobs == 0 and without.running_jobs is None and without.free_job_slots is None
+
+
+def _fork_state(ps_answer, vo_map=None, **config):
+    from glueinfo.lrms.registry import LrmsContext
+    from glueinfo.lrms.vo_map import VoMap
+
+    hosts = [HostSnapshot(hostname="ce.example.org", collected_at=time.time(), cpu=CpuInfo(logical_cpus=8),
+                          load=LoadInfo(load1=1.0))]
+
+    def run(argv, timeout, env):
+        if isinstance(ps_answer, BaseException):
+            raise ps_answer
+        return ps_answer
+
+    return queue_state("fork", LrmsContext(queue=None, ce_config={"pool_accounts": ["atlas*", "cms*"], **config},
+                                           hosts=hosts, run=run, vo_map=vo_map or VoMap()))
+
+
+def test_fork_counts_the_pool_sessions_per_vo():
+    from glueinfo.lrms.vo_map import VoMap
+
+    ps = ("atlas001 atlas 4101\natlas001 atlas 4101\natlas002 atlas 4200\ncms007 cms 5000\ncms008 prod 5100\n"
+          "dteam01 dteam 7000\n")  # dteam01 is no pool account: not a job
+    state = _fork_state((0, ps, ""), VoMap.from_values(["group:atlas=atlas", "user:cms00[7]=cms"]))
+    counts = {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()}
+    # by hand: atlas001 (one session, two processes) and atlas002 by their group; cms007 by its name;
+    # cms008 matches no rule: local, counted in the 4 running jobs only
+    assert counts == {"atlas": (2, 0, 2), "cms": (1, 0, 1)} and state.running_jobs == 4 and state.error is None
+
+
+@pytest.mark.parametrize("answer, said", [
+    ((0, "atlas001 atlas 4101\nthis is not ps\n", ""), "ps: unexpected line 'this is not ps'"),
+    ((0, "atlas001 atlas 4101\natlas002 atlas 42x\n", ""), "ps: unexpected line 'atlas002 atlas 42x'"),
+    ((0, "\n", ""), "ps: empty output"),
+    ((1, "", "ps: error: unknown user-defined format specifier\n"), "unknown user-defined format specifier"),
+    (FileNotFoundError(2, "No such file"), "ps: command not found"),
+    (subprocess.TimeoutExpired("ps", 10), "ps timed out"),
+])
+def test_fork_ps_failing_or_garbled_leaves_the_job_counts_unknown_in_one_line(answer, said, caplog):
+    with caplog.at_level(logging.WARNING, logger="glueinfo.lrms"):
+        state = _fork_state(answer)
+    assert (state.running_jobs, state.total_jobs, state.free_job_slots, state.vo_counts) == (None, None, None, {})
+    assert said in state.error and "\n" not in state.error
+    assert (state.total_cpus, state.free_cpus, state.status, state.waiting_jobs) == (8, 7, "Production", 0)  # the rest
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
 
 
 def test_fork_counts_this_machines_real_sessions_against_ps():
