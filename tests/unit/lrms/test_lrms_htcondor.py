@@ -256,6 +256,14 @@ def test_proxy_vo_off_uses_the_rules_only():
     assert list(counts) == ["atlas"] and counts["atlas"].total == 7
 
 
+def test_user_rules_map_the_owners():
+    counts = state_of("all", vo_map=VoMap.from_values(["user:bob=atlas", "user:al*=biomed"], proxy_vo=False)).vo_counts
+    view = {vo: (c.running, c.waiting, c.total) for vo, c in counts.items()}
+    # by hand: bob's 3001.0 and 3001.1 idle; alice's 103.0 running, 104.0 completed (not counted) and
+    # 105.0 a scheduler-universe job (JobUniverse 7: runs on the schedd, not a job of the pool)
+    assert view == {"atlas": (0, 2, 2), "biomed": (1, 0, 1)}
+
+
 def test_job_states_table():
     assert [row[0] for row in htcondor.iter_states()] == [1, 2, 3, 4, 5, 6, 7]
 

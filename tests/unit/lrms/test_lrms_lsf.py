@@ -150,6 +150,17 @@ def test_lsf10_vo_counts_without_job_list():
     assert counts == {"atlas": (1, 1, 2), "cms": (2, 0, 2), "lhcb": (1, 2, 3)}
 
 
+def test_lsf10_account_rules_map_the_projects():
+    vo_map = VoMap.from_values(["account:atlas*=atlas", "account:default=other"])
+    for with_jobs in (True, False):
+        counts = state_of(LSF10, "grid", with_jobs=with_jobs, vo_map=vo_map).vo_counts
+        view = {vo: (c.running, c.waiting, c.total) for vo, c in counts.items()}
+        # bjobs_grid.json's PROJ_NAME by hand: atlasprod 5001 RUN, 5004 SSUSP; default 5002 RUN, 5003[1] RUN,
+        # 5008 UNKWN (running when its host was lost, as in the test above), 5003[2..3] PEND, 5005 PSUSP,
+        # 5006 PEND (5007 DONE: finished)
+        assert view == {"atlas": (1, 1, 2), "other": (3, 4, 7)}, with_jobs
+
+
 def test_lsf10_inactive_queue_with_window_is_queueing():
     none = (255, "", (LSF10 / "bjobs_none.stderr").read_text())
     calls = []

@@ -272,6 +272,25 @@ def test_missing_command_and_no_queue():
         "sge: no cluster queue named for this CE (set its queue)"
 
 
+def test_slow_qstat_leaves_the_job_figures_unknown_and_keeps_the_rest(caplog):
+    import logging
+    import subprocess
+
+    def slow_job_list(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> tuple[int, str, str]:
+        if argv[0].endswith("qstat") and "-xml" in argv:
+            raise subprocess.TimeoutExpired(list(argv), timeout)
+        return runner(recorded)(argv, timeout, env)
+
+    ctx = LrmsContext(queue="short", ce_config={"sge_root": "/opt/sge", "sge_cell": "site"}, hosts=[],
+                      clock=lambda: RECORDED_NOW, run=slow_job_list)
+    with caplog.at_level(logging.WARNING, logger="glueinfo.lrms"):
+        state = queue_state("sge", ctx)
+    assert "qstat timed out" in state.error and "\n" not in state.error
+    assert (state.total_jobs, state.running_jobs, state.free_cpus) == (None, None, None)
+    assert state.lrms_version is not None and state.max_wall_clock_time_min is not None  # qstat -help, qconf -sq
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+
+
 def test_bad_limit_is_named():
     bad = (DIR / "qconf_sq_short.txt").read_text().replace("0:30:0", "30 minutes").replace("00:30:00", "30 minutes")
     state = state_of("short", overrides={"qconf": (0, bad, "")})
