@@ -73,6 +73,11 @@ class VoMap:
         section = config.section("vos")
         return cls.from_values(section["map"], section["proxy_vo"])
 
+    def matches_by(self, kind: str) -> bool:
+        """Has a rule of this kind (user, group or account): a plugin that reads that owner only at
+        extra cost reads it then."""
+        return any(rule.kind == kind for rule in self.rules)
+
     def vo_of(self, *, user: Optional[str] = None, group: Optional[str] = None, account: Optional[str] = None,
               proxy_vo: Optional[str] = None) -> Optional[str]:
         """The VO of a job with these owners (None: a local job)."""

@@ -677,7 +677,7 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
 
 
 def _needs_accounts(ctx: LrmsContext) -> bool:
-    return ctx.with_jobs or any(rule.kind == "account" for rule in ctx.vo_map.rules)
+    return ctx.with_jobs or ctx.vo_map.matches_by("account")
 
 
 def query(ctx: LrmsContext) -> QueueState:

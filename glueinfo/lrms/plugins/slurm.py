@@ -60,7 +60,6 @@ from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts
-from glueinfo.lrms.vo_map import count_by_vo
 
 # -- job states ----------------------------------------------------------------------
 
@@ -822,7 +821,7 @@ JSON_SINCE = (21, 8)
 def _reads_all_fields(ctx: LrmsContext) -> bool:
     """squeue's records are read whole for a published job list, and for ``[vos] group:`` rules: the
     counts-only reading stops before GroupName."""
-    return ctx.with_jobs or any(rule.kind == "group" for rule in ctx.vo_map.rules)
+    return ctx.with_jobs or ctx.vo_map.matches_by("group")
 
 
 def query(ctx: LrmsContext) -> QueueState:
@@ -870,11 +869,9 @@ def query(ctx: LrmsContext) -> QueueState:
         state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
-        if ctx.vo_map.rules:  # Slurm knows no proxy VO: without rules every job is local
-            owners = [JobInfo(local_id=j.job_id, local_owner=j.user, local_group=j.group, account=j.account,
-                              glue_status=j.glue_status) for j in active]
-            ctx.vo_map.assign(owners)
-            state.vo_counts = count_by_vo(owners)
+        # Slurm knows no proxy VO: without rules every job is local and the counts are empty
+        state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.user, j.group, j.account, None, j.glue_status)
+                                                          for j in active])
         if ctx.with_jobs:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
             nodes_of = node_names(hostname_of)
