@@ -869,9 +869,9 @@ def query(ctx: LrmsContext) -> QueueState:
         state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
-        # Slurm knows no proxy VO: without rules every job is local and the counts are empty
-        state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.user, j.group, j.account, None, j.glue_status)
-                                                          for j in active])
+        if ctx.vo_map.rules:  # Slurm knows no proxy VO: without rules every job is local
+            state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.user, j.group, j.account, None, j.glue_status)
+                                                              for j in active])
         if ctx.with_jobs:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
             nodes_of = node_names(hostname_of)
