@@ -799,11 +799,9 @@ def _openpbs_jobs(text: str, full: bool, private: frozenset[str]) -> dict[str, A
     not an object) is read by json.loads as before, so that any document gives the jobs, or the
     one-line PbsOutputError, it gave before."""
     what = "qstat -f -F json"
-    if not text or text.isspace():  # not strip(): that copies the document to look at it
-        raise PbsOutputError(f"{what}: empty output")
     try:
         data = msgspec.json.Decoder(_job_list_type(full, private)).decode(text)
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, ValueError):  # empty output too: _load_json names it
         data = _load_json(text, what)
     items = data.get("Jobs") or {}
     if not isinstance(items, dict):
