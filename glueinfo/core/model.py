@@ -270,6 +270,10 @@ class NodeAllocation:
     lrms_state: Optional[str] = None  # the LRMS's own word(s), e.g. "mixed+drain"
     total_cpus: Optional[int] = None
     allocated_cpus: Optional[int] = None
+    # CPUs a new job could be given now, when the batch system holds some neither allocated nor free
+    # (LSF's reserved slots, HTCondor's Owner slots); None: total - allocated.  Node XML publishes
+    # them as Available only on an Idle node, as the CE's FreeCPUs counts them.
+    free_cpus: Optional[int] = None
     reason: Optional[str] = None  # why it is offline, when the LRMS says
 
 

@@ -119,8 +119,8 @@ class AssembledSite:
 
 def with_scheduler_views(hosts: list[GatheredHost], model: SiteModel, states: dict[str, QueueState]) -> list[GatheredHost]:
     """The hosts, each one a CE's batch system knows carrying its view in ``extra["lrms"]``
-    (glueinfo.sss.node_xml.scheduler_view: state, lrms_state, total_cpus, allocated_cpus, reason,
-    ce), which Node XML's State and Available/Utilized Processors then follow.  CEs whose LRMS is
+    (glueinfo.sss.node_xml.scheduler_view: state, lrms_state, total_cpus, allocated_cpus, free_cpus,
+    reason, ce), which Node XML's State and Available/Utilized Processors then follow.  CEs whose LRMS is
     not fork, in config order: the first that knows a node gives its view.  A CE whose LRMS gave no
     node list and an error makes the other hosts of its cluster Unknown (it does not answer for
     them).  Snapshots are copied, never changed."""
@@ -134,7 +134,8 @@ def with_scheduler_views(hosts: list[GatheredHost], model: SiteModel, states: di
             silent.setdefault(ce.cluster, f"the batch system does not answer: {state.error}")
         for node in state.nodes:
             known: dict[str, Any] = {"state": node.state, "lrms_state": node.lrms_state, "total_cpus": node.total_cpus,
-                                     "allocated_cpus": node.allocated_cpus, "reason": node.reason, "ce": ce.unique_id}
+                                     "allocated_cpus": node.allocated_cpus, "free_cpus": node.free_cpus,
+                                     "reason": node.reason, "ce": ce.unique_id}
             views.setdefault(host_key(node.name), {k: v for k, v in known.items() if v is not None})
     if not views and not silent:
         return hosts

@@ -189,7 +189,7 @@ def _matches(hostname: str, patterns: Sequence[str]) -> bool:
 
 def scheduler_view(snapshot: HostSnapshot) -> Optional[dict[str, Any]]:
     """The batch system's view of this node (``extra["lrms"]``: state, lrms_state, total_cpus,
-    allocated_cpus, reason, ce), when a CE's LRMS knows it; None otherwise."""
+    allocated_cpus, free_cpus, reason, ce), when a CE's LRMS knows it; None otherwise."""
     view = snapshot.extra.get(LRMS_EXTRA)
     return view if isinstance(view, dict) else None
 
@@ -492,8 +492,13 @@ def _consumption_slot(snapshot: HostSnapshot, state: Optional[str], template: _T
     view = scheduler_view(snapshot)
     total, allocated = (view.get("total_cpus"), view.get("allocated_cpus")) if view is not None else (None, None)
     if type(total) is int and type(allocated) is int and 0 <= allocated <= total:
-        # the scheduler's allocation, what a job can still be given (the load stays in the Load extensions)
-        available.append(f'<Processors metric="Instantaneous">{total - allocated}</Processors>')
+        # The scheduler's allocation (the load stays in the Load extensions).  Available: what a new
+        # job can be given, so none on a node that is not Idle (drained, down, lost, or Busy with CPUs
+        # it will not give, such as an exclusive job's), as the CE's FreeCPUs counts (SSSRMAP sums them).
+        free = view.get("free_cpus") if view is not None else None
+        if not (type(free) is int and 0 <= free <= total - allocated):
+            free = total - allocated
+        available.append(f'<Processors metric="Instantaneous">{free if state == "Idle" else 0}</Processors>')
         utilized.append(f'<Processors metric="Instantaneous">{allocated}</Processors>')
     elif use is not None and cpus:
         busy, seconds = use

@@ -306,7 +306,7 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
 
 def node_allocations(machines: Sequence[Machine], lookup: dict[str, str]) -> list[NodeAllocation]:
     return [NodeAllocation(name=site_host(m.name, lookup), state=m.sss_state, lrms_state=m.lrms_state,
-                           total_cpus=m.total, allocated_cpus=m.allocated,
+                           total_cpus=m.total, allocated_cpus=m.allocated, free_cpus=m.free_cpus,
                            reason=m.reason if m.offline else None) for m in machines]
 
 

@@ -353,6 +353,8 @@ def node_allocations(hosts: Sequence[LsfHost], lookup: dict[str, str]) -> list[N
         state = sss_host_state(host.status, host.max_slots, host.njobs + host.reserved)
         result.append(NodeAllocation(name=site_host(host.name, lookup), state=state, lrms_state=host.status,
                                      total_cpus=host.max_slots, allocated_cpus=host.njobs,
+                                     free_cpus=None if host.max_slots is None else
+                                     max(0, host.max_slots - host.njobs - host.reserved),
                                      reason=(host.comment or host.status) if state == "Offline" else None))
     return result
 

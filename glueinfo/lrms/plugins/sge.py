@@ -788,13 +788,17 @@ def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatRep
         allocated = instance.used + instance.reserved
         slots_free = max(0, instance.total - allocated)
         total_cpus += min(instance.total, num_proc) if num_proc is not None else instance.total
+        free_here = 0
         if _usable(instance, hosts):
             free_slots += slots_free
-            free_cpus += min(slots_free, max(0, num_proc - held[instance.host])) if num_proc is not None else slots_free
+            free_here = min(slots_free, max(0, num_proc - held[instance.host])) if num_proc is not None else slots_free
+            free_cpus += free_here
         sss = node_state(instance.states, reporting, allocated, instance.total)
+        if sss == "Idle" and not free_here:  # free slots, but every processor of the host held by its queues' jobs
+            sss = "Busy"
         nodes.append(NodeAllocation(
             name=site_host(instance.host, lookup), state=sss, lrms_state=instance.states or None,
-            total_cpus=instance.total, allocated_cpus=allocated,
+            total_cpus=instance.total, allocated_cpus=allocated, free_cpus=free_here,
             reason=_reason(instance.states) if sss in ("Offline", "Unknown") else None))
     state.nodes = nodes
     state.hosts = list(dict.fromkeys(n.name for n in nodes))

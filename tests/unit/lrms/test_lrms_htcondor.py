@@ -122,6 +122,9 @@ def test_nodes_as_the_scheduler_sees_them():
         "wn06.example.org": ("Busy", 16, 16, "busy"),
         "wn07.example.org": ("Offline", 8, 0, "owner"),
     }
+    # wn05: 5 static slots, 3 claimed, one Owner (START false), one Unclaimed: 1 CPU for a new job
+    assert {name: n.free_cpus for name, n in nodes.items() if n.state == "Idle"} == {
+        "wn01.example.org": 4, "wn02.example.org": 48, "wn05.example.org": 1}
     assert nodes["wn03.example.org"].reason == "kernel update (admin)"
     assert "START" in nodes["wn07.example.org"].reason
     assert nodes["wn01.example.org"].reason is None

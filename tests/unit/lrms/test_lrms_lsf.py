@@ -117,6 +117,8 @@ def test_lsf10_hosts_view():
         ("hosta", "Busy", "ok", 16, 16, None), ("hostb", "Idle", "ok", 16, 6, None),
         ("hostc", "Offline", "closed_Adm", 16, 0, "kernel upgrade, back Friday"),
         ("hostd", "Unknown", "unavail", 16, 0, None), ("hoste", "Busy", "closed_Full", 16, 16, None)]
+    # what a new job can get (Node XML's Available on an Idle node): hostb's 2 reserved slots are not free
+    assert {n.name: n.free_cpus for n in state.nodes}["hostb"] == 16 - 6 - 2 == state.free_cpus
 
 
 def test_lsf10_jobs():

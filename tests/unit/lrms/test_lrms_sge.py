@@ -184,15 +184,18 @@ def test_handmade_grid_counts_cpus_and_slots():
 
 def test_handmade_nodes_map_queue_instance_states():
     nodes = {n.name: n for n in state_of("grid", base=handmade, now=HANDMADE_NOW).nodes}
-    expect = {  # name: (SSS state, LRMS state, allocated, total, reason)
-        "node1.example.org": ("Busy", None, 4, 4, None),
-        "node2.example.org": ("Idle", None, 4, 8, None),
-        "node3.example.org": ("Busy", "a", 0, 8, None),
-        "node4.example.org": ("Unknown", "u", 1, 8, "unknown (execd not reporting)"),
-        "node5.example.org": ("Offline", "d", 0, 8, "disabled"),
-        "node6.example.org": ("Offline", "E", 0, 8, "error"),
+    expect = {  # name: (SSS state, LRMS state, allocated, total, free for a new job, reason)
+        "node1.example.org": ("Busy", None, 4, 4, 0, None),
+        # 4 free slots, but its 8 processors are all held (4 by grid, 4 by queue "other"): no CPU
+        # for a new job, as FreeCPUs counts (0 above), so Busy and nothing Available in Node XML
+        "node2.example.org": ("Busy", None, 4, 8, 0, None),
+        "node3.example.org": ("Busy", "a", 0, 8, 0, None),
+        "node4.example.org": ("Unknown", "u", 1, 8, 0, "unknown (execd not reporting)"),
+        "node5.example.org": ("Offline", "d", 0, 8, 0, "disabled"),
+        "node6.example.org": ("Offline", "E", 0, 8, 0, "error"),
     }
-    assert {name: (n.state, n.lrms_state, n.allocated_cpus, n.total_cpus, n.reason) for name, n in nodes.items()} == expect
+    assert {name: (n.state, n.lrms_state, n.allocated_cpus, n.total_cpus, n.free_cpus, n.reason)
+            for name, n in nodes.items()} == expect
 
 
 def test_handmade_jobs_states_parallel_hostile_and_vos():

@@ -57,3 +57,40 @@ def test_a_batch_system_that_does_not_answer_makes_its_clusters_hosts_unknown():
         "wn-xeon-00002.example.org": "Unknown", "gpu7.example.org": "Idle"}  # the fork CE's host keeps its load's view
     lrms = etree.tostring(nodes["wn-xeon-00000.example.org"].find("Extension[@name='lrms']"), encoding="unicode")
     assert "does not answer" in lrms and "sinfo: command not found" in lrms
+
+
+def test_available_processors_are_what_a_new_job_can_get_so_an_sssrmap_sum_matches_free_cpus():
+    site_hosts = hosts()
+    cpus = site_hosts[0].cpu.logical_cpus
+    named = [make_host(CLASSES[0][0], i) for i in range(3, 5)]
+    state = QueueState(lrms_type="lsf", nodes=[
+        # drained with nothing running: none of its CPUs is available to a new job
+        NodeAllocation(name="wn-xeon-00000.example.org", state="Offline", total_cpus=cpus, allocated_cpus=0),
+        # an exclusive job on 2 CPUs: no other job goes there
+        NodeAllocation(name="wn-xeon-00001.example.org", state="Busy", total_cpus=cpus, allocated_cpus=2),
+        # lost by the batch system
+        NodeAllocation(name="wn-xeon-00002.example.org", state="Unknown", total_cpus=cpus, allocated_cpus=1),
+        # 6 used and 2 reserved for a pending job (LSF's RSV): 8 left of 16
+        NodeAllocation(name="wn-xeon-00003.example.org", state="Idle", total_cpus=16, allocated_cpus=6, free_cpus=8),
+        NodeAllocation(name="wn-xeon-00004.example.org", state="Idle", total_cpus=16, allocated_cpus=10)])
+    nodes = nodes_of({GRID: state}, [*site_hosts, *named])
+    available = {name: int(n.findtext("Available/Processors")) for name, n in nodes.items() if name.startswith("wn")}
+    utilized = {name: n.findtext("Utilized/Processors") for name, n in nodes.items()}
+    assert available == {
+        "wn-xeon-00000.example.org": 0, "wn-xeon-00001.example.org": 0, "wn-xeon-00002.example.org": 0,
+        "wn-xeon-00003.example.org": 8, "wn-xeon-00004.example.org": 6}
+    assert (utilized["wn-xeon-00001.example.org"], utilized["wn-xeon-00003.example.org"]) == ("2", "6")
+    # an SSSRMAP sum of Available/Processors: the CPUs the CE's FreeCPUs counts (the untaken CPUs of
+    # Idle nodes, commands.node_capacity), 8 + 6, not the drained, exclusive or lost nodes' ones
+    assert sum(available.values()) == 14
+
+
+def test_a_node_the_admin_lists_offline_has_no_available_processor_whatever_the_batch_system_says():
+    site_hosts = hosts()
+    state = QueueState(lrms_type="slurm", nodes=[
+        NodeAllocation(name="wn-xeon-00000.example.org", state="Idle", total_cpus=8, allocated_cpus=2)])
+    site = assemble_snapshots(parse_text(CONFIG), site_hosts, clock=lambda: site_hosts[0].collected_at,
+                              local_fqdn="ce01.example.org", states={GRID: state})
+    data = data_element(site.snapshots(), site_hosts[0].collected_at, NodeSettings(offline_hosts=("wn-xeon-00000*",)))
+    node = next(n for n in data.iter("Node") if n.findtext("Id") == "wn-xeon-00000.example.org")
+    assert (node.findtext("State"), node.findtext("Available/Processors")) == ("Offline", "0")
