@@ -306,6 +306,14 @@ class QueueState:
     collected_at: float = 0.0
     error: Optional[str] = None  # why the state is (partly) unknown
 
+    def counts_of_vo(self, vo: str) -> Optional[VoJobCounts]:
+        """The VO's jobs in this queue (GLUE 1.3 VOView, GLUE 2 ComputingShare), or None when unknown:
+        the queue's jobs were not counted, or nothing could have given a job that VO (no ``[vos]``
+        rule the batch system can match names it, and no job of it was seen), where a 0 would be a
+        guess.  glueinfo.lrms.registry lists every VO the map can give, with 0 jobs, so a VO missing
+        here is one nothing counts."""
+        return self.vo_counts.get(vo) if self.total_jobs is not None else None
+
 
 class ModelError(GlueinfoError, ValueError):
     """Data that does not fit the model (a JSON snapshot from elsewhere, say)."""

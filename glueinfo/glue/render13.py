@@ -43,7 +43,7 @@ from typing import Any, Optional, Union
 from glueinfo.core.job import JobInfo
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
-from glueinfo.core.model import FileSystem, HostSnapshot, QueueState, VoJobCounts
+from glueinfo.core.model import FileSystem, HostSnapshot, QueueState
 from glueinfo.glue.schema import to_ascii
 from glueinfo.glue.services13 import cese_bind_entries, service_entries
 from glueinfo.glue.templates import Template
@@ -329,18 +329,17 @@ def ce_vos(ce: CESpec) -> list[str]:
 
 def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template: Template) -> Iterator[Entry]:
     """One GlueVOView per VO the CE admits (lcg-info --vo and brokers select CEs by them): the
-    VO's own job counts from the LRMS's per-VO counts (0 for a VO with no job) when the queue's
-    counts are known, and the CE's free slots, response times and status."""
+    VO's own job counts when they are known (QueueState.counts_of_vo: left out when the queue's
+    jobs were not counted or nothing maps a job to the VO), and the CE's free slots, response
+    times and status."""
     state = state or QueueState(error="not queried")
-    counted = state.total_jobs is not None
-    zero = VoJobCounts()
     for vo in ce_vos(ce):
-        counts = state.vo_counts.get(vo, zero)
+        counts = state.counts_of_vo(vo)
         yield template.render({
             "VO_LOCAL_ID": vo, "ACCESS_RULE": f"VO:{vo}", "CE_UNIQUE_ID": ce.unique_id, "CE_DN": ce_dn,
             "STATUS": state.status or ce.status,
-            "RUNNING_JOBS": counts.running if counted else None, "WAITING_JOBS": counts.waiting if counted else None,
-            "TOTAL_JOBS": counts.total if counted else None, "FREE_JOB_SLOTS": state.free_job_slots,
+            "RUNNING_JOBS": counts.running if counts else None, "WAITING_JOBS": counts.waiting if counts else None,
+            "TOTAL_JOBS": counts.total if counts else None, "FREE_JOB_SLOTS": state.free_job_slots,
             "ESTIMATED_RESPONSE_TIME": state.estimated_response_time_s, "WORST_RESPONSE_TIME": state.worst_response_time_s,
             "DEFAULT_SE": ce.default_se, "APPLICATION_DIR": ce.application_dir, "DATA_DIR": ce.data_dir})
 

@@ -27,8 +27,8 @@ from typing import Any, Optional
 
 from glueinfo.core import plugins as plugin_registry
 from glueinfo.core.errors import GlueinfoError
-from glueinfo.core.model import HostSnapshot, QueueState
-from glueinfo.lrms.vo_map import VoMap
+from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
+from glueinfo.lrms.vo_map import KINDS, VoMap
 
 log = logging.getLogger("glueinfo.lrms")
 
@@ -82,6 +82,8 @@ class LrmsPlugin:
     query: Callable[[LrmsContext], QueueState]
     source: str = "builtin"
     description: str = ""
+    # The job owners the batch system tells (the [vos] map rule kinds that can match its jobs).
+    owner_kinds: tuple[str, ...] = KINDS
 
 
 class LrmsError(GlueinfoError):
@@ -179,6 +181,11 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
             state.collected_at = ctx.clock()
         if state.error:
             state.error = _one_line(state.error)
+        if state.total_jobs is not None:
+            # A VO some rule gives, that no job had: 0 jobs, counted (QueueState.counts_of_vo).
+            reachable = ctx.vo_map.vos_by(plugin.owner_kinds)
+            if any(vo not in state.vo_counts for vo in reachable):
+                state.vo_counts = dict(sorted({**{vo: VoJobCounts() for vo in reachable}, **state.vo_counts}.items()))
     if state.error:
         log.warning("LRMS %s queue %s: %s", lrms_type, ctx.queue or "-", state.error)
     return state

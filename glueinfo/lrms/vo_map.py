@@ -78,6 +78,12 @@ class VoMap:
         extra cost reads it then."""
         return any(rule.kind == kind for rule in self.rules)
 
+    def vos_by(self, kinds: Iterable[str]) -> list[str]:
+        """The VOs rules of these kinds give, in the order written (each once): the VOs whose job
+        counts a batch system that tells those owners can know, 0 included."""
+        wanted = set(kinds)
+        return list(dict.fromkeys(rule.vo for rule in self.rules if rule.kind in wanted))
+
     def vo_of(self, *, user: Optional[str] = None, group: Optional[str] = None, account: Optional[str] = None,
               proxy_vo: Optional[str] = None) -> Optional[str]:
         """The VO of a job with these owners (None: a local job)."""

@@ -393,9 +393,8 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
            endpoint_id: str, service_id: str, service_dn: str, ee_ids: list[str], one_queue: bool) -> None:
     spec = view.spec
     share_id = ids.share(spec.queue, vo, one_queue)
-    counts: Optional[VoJobCounts] = None
-    if state is not None and state.error is None and state.running_jobs is not None:
-        counts = state.vo_counts.get(vo, VoJobCounts())  # the LRMS answered: a VO without jobs has none
+    # The same counts as the GLUE 1.3 VOView's, known or not by one rule (QueueState.counts_of_vo).
+    counts: Optional[VoJobCounts] = state.counts_of_vo(vo) if state is not None else None
     limits = view.limits
     max_wall = _policy(state, view, "max_wall_clock_time", state.max_wall_clock_time_min if state else None)
     max_cpu = _policy(state, view, "max_cpu_time", state.max_cpu_time_min if state else None)

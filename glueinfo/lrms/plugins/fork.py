@@ -104,4 +104,5 @@ def pool_sessions(text: str, patterns: list[str]) -> dict[tuple[str, str], str]:
     return sessions
 
 
-LRMS = LrmsPlugin(name="fork", query=query, description="processes on the CE host(s); state from host CPU count and load")
+LRMS = LrmsPlugin(name="fork", query=query, owner_kinds=("user", "group"),  # the pool account and its group
+                  description="processes on the CE host(s); state from host CPU count and load")

@@ -636,5 +636,5 @@ def iter_states() -> Iterable[tuple[int, str, str, str]]:
         yield status, word, glue, sss
 
 
-LRMS = LrmsPlugin(name="htcondor", query=query,
+LRMS = LrmsPlugin(name="htcondor", query=query, owner_kinds=("user", "account"),
                   description="HTCondor pool via condor_status/condor_q: a schedd, all schedds, or an accounting group")

@@ -844,4 +844,5 @@ def iter_states() -> Iterable[tuple[str, str, str]]:
         yield letters, glue, sss
 
 
-LRMS = LrmsPlugin(name="sge", query=query, description="Grid Engine cluster queue via qstat/qhost/qconf -xml")
+LRMS = LrmsPlugin(name="sge", query=query, owner_kinds=("user", "account"),  # qstat -xml has no group
+                  description="Grid Engine cluster queue via qstat/qhost/qconf -xml")

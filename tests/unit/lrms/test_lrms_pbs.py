@@ -277,8 +277,9 @@ def test_torque_counts_only_owner_without_euser_and_array_parent():
     assert state.error is None
     # 203 is now an array parent: its subjobs are listed themselves, it is not counted
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 3, 5)
-    # 204 has an empty euser: its owner is Job_Owner's user, dteam001@ce02.example.org
-    assert {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()} == {"dteam": (0, 1, 1)}
+    # 204 has an empty euser: its owner is Job_Owner's user, dteam001@ce02.example.org; lhcb has a rule, no job
+    assert {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()} == {"dteam": (0, 1, 1),
+                                                                                          "lhcb": (0, 0, 0)}
 
 
 @pytest.mark.parametrize("old, new, error", [
