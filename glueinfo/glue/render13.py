@@ -157,7 +157,9 @@ def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
     policies = {key: policy_from_state.get(key) if policy_from_state.get(key) is not None else value
                 for key, value in ce.policies.items()}
     status = state.status or ce.status
-    total_cpus = state.total_cpus if state.total_cpus is not None else cluster_logical_cpus
+    # A batch system's CPUs are its own count (HTCondor's slots, LSF's job slots), never the hosts'
+    # hardware threads (HTCondor-CE's old overcount): left out when it does not say; fork's are the threads.
+    total_cpus = state.total_cpus if state.total_cpus is not None else (cluster_logical_cpus if ce.lrms == "fork" else None)
     values: dict[str, Any] = {
         "CE_UNIQUE_ID": ce.unique_id, "CE_NAME": ce.queue, "CE_HOST": ce.host, "CE_PORT": ce.port,
         "CE_JOBMANAGER": ce.lrms, "LRMS_TYPE": state.lrms_type or glue_lrms_type(ce.lrms), "CLUSTER_ID": ce.cluster,

@@ -190,6 +190,16 @@ def test_ce_state_and_policies_unknown_values_are_left_out_never_placeholders():
     assert "GlueCEAccessControlBase" in ce.object_classes
 
 
+def test_a_batch_system_that_gives_no_cpu_count_has_none_published_not_the_hosts_threads():
+    conf = "[ce:default]\nlrms = htcondor\nqueue = default\naccess = VO:atlas\n"
+    ce_id = "ce01.example.org:2119/jobmanager-htcondor-default"
+    failed = {ce_id: QueueState(lrms_type="condor", error="htcondor: condor_status -json exited 1")}
+    ce = of_class(build(SMALL, conf=conf, states=failed), "GlueCE")[0]
+    assert ce.get("GlueCEUniqueID") == [ce_id]
+    # 176 hardware threads would overcount HTCondor's slots: unknown, left out
+    assert "GlueCEInfoTotalCPUs" not in ce and "GlueCEStateFreeCPUs" not in ce
+
+
 def test_lrms_state_wins_over_config_policies():
     conf = "[ce:default]\naccess = VO:atlas\nmax_wall_clock_time = 2880\nmax_cpu_time = 2000\n"
     states = {CE_ID: state(status="Draining", total_cpus=64, free_cpus=3, running_jobs=61, waiting_jobs=7, total_jobs=68,
