@@ -401,10 +401,12 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
     hosts = [GatheredHost(snapshot=s, stale=is_stale(s, now, stale_after), age_s=now - s.collected_at,
                           sources={s.source or LOCAL: s.collected_at})
              for s in sorted(unique.values(), key=lambda s: host_key(s.hostname))]
-    groups = aggregate(assembler.model, [h.snapshot for h in hosts], None, now)
-    if states is None:  # asked with every host: the same groups
-        states = query_states(assembler.model, groups, clock, queue_state)
+    if states is None:  # asked with every host
+        states = query_states(assembler.model, aggregate(assembler.model, [h.snapshot for h in hosts], None, now),
+                              clock, queue_state)
     hosts = with_scheduler_views(hosts, assembler.model, states)
+    # Grouped after the views, as SiteAssembler.assemble does: GLUE 2's Used/UnavailableInstances read them.
+    groups = aggregate(assembler.model, [h.snapshot for h in hosts], None, now)
     local = next((h.snapshot for h in hosts if host_key(h.snapshot.hostname) == host_key(assembler.local_fqdn)), None)
     for message in problems:
         log.warning("%s", message)

@@ -9,6 +9,7 @@ from lxml import etree
 
 from glueinfo.core.config import parse_text
 from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.glue.glue2 import glue2_entries, glue2_options
 from glueinfo.site.assemble import assemble_snapshots
 from glueinfo.sss.node_xml import NodeSettings, data_element
 
@@ -94,3 +95,20 @@ def test_a_node_the_admin_lists_offline_has_no_available_processor_whatever_the_
     data = data_element(site.snapshots(), site_hosts[0].collected_at, NodeSettings(offline_hosts=("wn-xeon-00000*",)))
     node = next(n for n in data.iter("Node") if n.findtext("Id") == "wn-xeon-00000.example.org")
     assert (node.findtext("State"), node.findtext("Available/Processors")) == ("Offline", "0")
+
+
+def test_a_replayed_site_publishes_the_schedulers_instances_in_glue2_as_a_live_one_does():
+    config = parse_text("[site]\nid = EXAMPLE\nname = EXAMPLE\n[glue]\nversions = 1.3 2.0\n" + CONFIG)
+    site_hosts = hosts()
+    cpus = site_hosts[0].cpu.logical_cpus
+    state = QueueState(lrms_type="slurm", status="Production", nodes=[
+        NodeAllocation(name="wn-xeon-00000.example.org", state="Busy", total_cpus=cpus, allocated_cpus=cpus),
+        NodeAllocation(name="wn-xeon-00001.example.org", state="Offline", total_cpus=cpus, allocated_cpus=0),
+        NodeAllocation(name="wn-xeon-00002.example.org", state="Idle", total_cpus=cpus, allocated_cpus=1)])
+    # glueinfo ldif --snapshots: the recorded hosts and the batch system's answer, assembled once
+    site = assemble_snapshots(config, site_hosts, clock=lambda: site_hosts[0].collected_at,
+                              local_fqdn="ce01.example.org", states={GRID: state})
+    batch = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ExecutionEnvironment" in e.object_classes
+             and e.first("GLUE2ExecutionEnvironmentTotalInstances") == "3"]
+    assert [(e.first("GLUE2ExecutionEnvironmentUsedInstances"), e.first("GLUE2ExecutionEnvironmentUnavailableInstances"))
+            for e in batch] == [("1", "1")]
