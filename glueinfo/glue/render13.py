@@ -44,6 +44,7 @@ from glueinfo.core.job import JobInfo
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import FileSystem, HostSnapshot, QueueState
+from glueinfo.glue.access import vos_of, whole_vo_rule
 from glueinfo.glue.schema import to_ascii
 from glueinfo.glue.services13 import cese_bind_entries, service_entries
 from glueinfo.glue.templates import Template
@@ -324,21 +325,17 @@ def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Option
     return _finish(child_dn(name, fs_name, host_dn), attributes, shapes)
 
 
-def ce_vos(ce: CESpec) -> list[str]:
-    """The VOs a CE admits by name (``VO:name`` access rules), in rule order, once each."""
-    return list(dict.fromkeys(rule[3:].strip() for rule in ce.access if rule[:3].upper() == "VO:" and rule[3:].strip()))
-
-
 def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template: Template) -> Iterator[Entry]:
-    """One GlueVOView per VO the CE admits (lcg-info --vo and brokers select CEs by them): the
+    """One GlueVOView per VO the CE admits, by a ``VO:`` or a ``VOMS:`` rule, as GLUE 2 has one
+    ComputingShare (glueinfo.glue.access; lcg-info --vo and brokers select CEs by them): the
     VO's own job counts when they are known (QueueState.counts_of_vo: left out when the queue's
     jobs were not counted or nothing maps a job to the VO), and the CE's free slots, response
     times and status."""
     state = state or QueueState(error="not queried")
-    for vo in ce_vos(ce):
+    for vo, rules in vos_of(ce.access).items():
         counts = state.counts_of_vo(vo)
         yield template.render({
-            "VO_LOCAL_ID": vo, "ACCESS_RULE": f"VO:{vo}", "CE_UNIQUE_ID": ce.unique_id, "CE_DN": ce_dn,
+            "VO_LOCAL_ID": vo, "ACCESS_RULE": whole_vo_rule(vo, rules), "CE_UNIQUE_ID": ce.unique_id, "CE_DN": ce_dn,
             "STATUS": state.status or ce.status,
             "RUNNING_JOBS": counts.running if counts else None, "WAITING_JOBS": counts.waiting if counts else None,
             "TOTAL_JOBS": counts.total if counts else None, "FREE_JOB_SLOTS": state.free_job_slots,

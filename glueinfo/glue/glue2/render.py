@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import QueueState, VoJobCounts
+from glueinfo.glue.access import vos_of
 from glueinfo.glue.glue2.ces import CeView, ce_views
 from glueinfo.glue.glue2.health import EndpointHealth
 from glueinfo.glue.glue2.ids import Ids
@@ -68,26 +69,6 @@ class Glue2Options:
 
     dit: str = "resource"  # resource | site
     validity_s: int = 10800
-
-
-def vo_of_rule(rule: str) -> Optional[str]:
-    """The VO an access rule names: ``VO:atlas`` and ``VOMS:/atlas/Role=pilot`` -> atlas."""
-    kind, _, value = rule.partition(":")
-    if kind.upper() == "VO" and value:
-        return value
-    if kind.upper() == "VOMS" and value.startswith("/"):
-        return value[1:].split("/", 1)[0] or None
-    return None
-
-
-def vos_of(access: Sequence[str]) -> dict[str, list[str]]:
-    """VO -> its access rules, in the order the admin wrote them."""
-    result: dict[str, list[str]] = {}
-    for rule in access:
-        vo = vo_of_rule(rule)
-        if vo:
-            result.setdefault(vo, []).append(rule)
-    return result
 
 
 def serving_state(state: Optional[QueueState], configured: Optional[str]) -> Optional[str]:

@@ -394,3 +394,11 @@ def test_parsed_schema_is_cached_and_reparsed_when_a_file_changes(tmp_path, monk
         (tmp_path / "cache" / name).write_bytes(b"garbage")
     assert pipeline.load_glue_schema(str(schema_dir), cache_dir=str(tmp_path / "cache")) is not None
     assert len(parsed) == 3  # the edited file, the unwritable cache, the damaged one
+
+
+def test_a_vo_admitted_only_by_fqans_has_its_voview_with_those_rules_as_its_glue2_share():
+    conf = "[ce:default]\naccess = VOMS:/atlas/Role=pilot VOMS:/atlas/Role=production VO:cms VOMS:/cms/Role=pilot\n"
+    views = {e.get("GlueVOViewLocalID")[0]: e.get("GlueCEAccessControlBaseRule") for e in of_class(build(SMALL, conf=conf),
+                                                                                                        "GlueVOView")}
+    # cms: VO:cms admits the whole VO (its pilots too); atlas only its pilots and production managers
+    assert views == {"atlas": ["VOMS:/atlas/Role=pilot", "VOMS:/atlas/Role=production"], "cms": ["VO:cms"]}
