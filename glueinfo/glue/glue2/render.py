@@ -319,9 +319,12 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
         cpus_known = bool(clusters) and len(clusters) == len(cluster_ids) and all(c.hosts for c in clusters)
         lead_state = states[members[0].spec.unique_id]
         slots = []
-        for cluster_id in cluster_ids:  # CEs of one cluster share its slots: count each cluster once
-            first_state = next((states[v.spec.unique_id] for v in members if v.spec.cluster == cluster_id), None)
-            slots.append(first_state.total_cpus if first_state is not None else None)
+        for cluster_id in cluster_ids:
+            # CEs of one cluster share its slots: each cluster counted once, by the largest TotalCPUs
+            # of its queues (what the manager has at least), whatever order the CEs are configured in.
+            totals = [s.total_cpus for v in members if v.spec.cluster == cluster_id
+                      if (s := states[v.spec.unique_id]) is not None and s.total_cpus is not None]
+            slots.append(max(totals) if totals else None)
         manager_dn = make_dn("GLUE2ManagerID", manager_id, service_dn)
         tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
             ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {first.spec.host}"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from glue_sites import CLASSES, make_host
 
-from glueinfo.core.config import load
+from glueinfo.core.config import load, parse_text
 from glueinfo.core.model import QueueState, VoJobCounts
 from glueinfo.glue.glue2 import CreationTimes, check_glue2, glue2_entries, glue2_options, load_glue2_schema
 from glueinfo.glue.glue2.health import HealthTarget, check_endpoint
@@ -215,3 +215,19 @@ def test_a_malformed_benchmark_is_one_clear_error(tmp_path, bad):
     site = assemble_snapshots(load(str(conf)), [], lambda: NOW, local_fqdn="ce.example.org")
     with pytest.raises(ValueError, match=r"\[ce:q\] benchmarks: .*TYPE=VALUE"):
         glue2_entries(site)
+
+
+@pytest.mark.parametrize("order", [("batch", "express"), ("express", "batch")])
+def test_a_managers_total_slots_do_not_depend_on_the_order_of_its_queues(order):
+    # Two Torque queues on one cluster: batch's nodes have 32 CPUs, express reaches 48 (more nodes).
+    sections = {name: f"[ce:{name}]\ncluster = batch\nlrms = pbs\nqueue = {name}\naccess = VO:atlas\n"
+                for name in ("batch", "express")}
+    config = parse_text("[site]\nid = EXAMPLE\nname = EXAMPLE\n[glue]\nversions = 2.0\n[cluster:batch]\nhosts = wn*\n"
+                        + "".join(sections[name] for name in order))
+    hosts = [make_host(CLASSES[0][0], i) for i in range(2)]
+    totals = {"batch": 32, "express": 48}
+    states = {f"ce1.example.org:2119/jobmanager-pbs-{name}": QueueState(lrms_type="torque", total_cpus=cpus, status="Production")
+              for name, cpus in totals.items()}
+    site = assemble_snapshots(config, hosts, lambda: NOW, local_fqdn="ce1.example.org", states=states)
+    managers = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingManager" in e.object_classes]
+    assert [m.first("GLUE2ComputingManagerTotalSlots") for m in managers] == ["48"]
