@@ -151,7 +151,9 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "data_dir": Option("str", "", "GlueCEInfoDataDir"),
         "default_se": Option("str", "", "GlueCEInfoDefaultSE"),
         "capability": Option("list", [], "GlueCECapability values"),
-        "access": Option("list", [], "GlueCEAccessControlBaseRule values, e.g. VO:atlas VOMS:/atlas/Role=pilot"),
+        "access": Option("list", [], "GlueCEAccessControlBaseRule values, e.g. VO:atlas VOMS:/atlas/Role=pilot; one "
+                                     "GLUE 1.3 VOView and one GLUE 2 ComputingShare per VO they name (a VO named only by "
+                                     "FQANs too: its VOView's rules are those FQANs)"),
         "max_wall_clock_time": Option("int", None, "GlueCEPolicyMaxWallClockTime in minutes, when the LRMS does not report it", minimum=0),
         "max_cpu_time": Option("int", None, "GlueCEPolicyMaxCPUTime in minutes, when the LRMS does not report it", minimum=0),
         "max_obtainable_wall_clock_time": Option("int", None, "GlueCEPolicyMaxObtainableWallClockTime in minutes", minimum=0),
