@@ -295,6 +295,10 @@ class QueueState:
     worst_response_time_s: Optional[int] = None
     max_wall_clock_time_min: Optional[int] = None
     max_cpu_time_min: Optional[int] = None
+    # The same limits in seconds when the batch system gives seconds (Grid Engine's s_rt 172000 is
+    # 172000 s, 2866 min rounded down): GLUE 2 publishes seconds, GLUE 1.3 the minutes above.
+    max_wall_clock_time_s: Optional[int] = None
+    max_cpu_time_s: Optional[int] = None
     max_running_jobs: Optional[int] = None
     max_total_jobs: Optional[int] = None
     max_waiting_jobs: Optional[int] = None

@@ -90,6 +90,14 @@ def _policy(state: Optional[QueueState], ce: CeView, key: str, from_state: Optio
     return from_state if from_state is not None else ce.spec.policies.get(key)
 
 
+def _limit_s(ce: CeView, key: str, seconds: Optional[int], minutes: Optional[int]) -> Optional[int]:
+    """A time limit in seconds: the batch system's own seconds when it gives them, else its minutes,
+    else the ``[ce:NAME]`` key's (minutes), x 60."""
+    if seconds is not None:
+        return seconds
+    return _seconds(minutes if minutes is not None else ce.spec.policies.get(key))
+
+
 def _at_most(default: Optional[int], limit: Optional[int]) -> Optional[int]:
     """A configured default capped at the limit published beside it: a job never gets more than the
     batch system's maximum, so a larger default is not what it gets (EGI profile W015/W018)."""
@@ -380,16 +388,18 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
     # The same counts as the GLUE 1.3 VOView's, known or not by one rule (QueueState.counts_of_vo).
     counts: Optional[VoJobCounts] = state.counts_of_vo(vo) if state is not None else None
     limits = view.limits
-    max_wall = _policy(state, view, "max_wall_clock_time", state.max_wall_clock_time_min if state else None)
-    max_cpu = _policy(state, view, "max_cpu_time", state.max_cpu_time_min if state else None)
+    max_wall = _limit_s(view, "max_wall_clock_time", state.max_wall_clock_time_s if state else None,
+                        state.max_wall_clock_time_min if state else None)
+    max_cpu = _limit_s(view, "max_cpu_time", state.max_cpu_time_s if state else None,
+                       state.max_cpu_time_min if state else None)
     share_dn = make_dn("GLUE2ShareID", share_id, service_dn)
     tree.add(share_dn, ("GLUE2Entity", "GLUE2Share", "GLUE2ComputingShare"), [
         ("GLUE2ShareID", share_id), ("GLUE2EntityName", f"{spec.queue} {vo}"),
         ("GLUE2ShareDescription", f"Share of {vo} on queue {spec.queue}"),
         ("GLUE2ComputingShareMappingQueue", spec.queue), ("GLUE2ComputingShareServingState", serving),
-        ("GLUE2ComputingShareMaxWallTime", _seconds(max_wall)), ("GLUE2ComputingShareMaxCPUTime", _seconds(max_cpu)),
-        ("GLUE2ComputingShareDefaultWallTime", _seconds(_at_most(limits.get("default_wall_clock_time"), max_wall))),
-        ("GLUE2ComputingShareDefaultCPUTime", _seconds(_at_most(limits.get("default_cpu_time"), max_cpu))),
+        ("GLUE2ComputingShareMaxWallTime", max_wall), ("GLUE2ComputingShareMaxCPUTime", max_cpu),
+        ("GLUE2ComputingShareDefaultWallTime", _at_most(_seconds(limits.get("default_wall_clock_time")), max_wall)),
+        ("GLUE2ComputingShareDefaultCPUTime", _at_most(_seconds(limits.get("default_cpu_time")), max_cpu)),
         ("GLUE2ComputingShareMaxRunningJobs", _policy(state, view, "max_running_jobs", state.max_running_jobs if state else None)),
         ("GLUE2ComputingShareMaxWaitingJobs", _policy(state, view, "max_waiting_jobs", state.max_waiting_jobs if state else None)),
         ("GLUE2ComputingShareMaxTotalJobs", _policy(state, view, "max_total_jobs", state.max_total_jobs if state else None)),

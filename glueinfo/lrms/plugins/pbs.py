@@ -1209,6 +1209,7 @@ def _query(ctx: LrmsContext) -> QueueState:
 
     if queue is not None:
         state.status = glue_status_of_queue(queue.enabled, queue.started)
+        state.max_wall_clock_time_s, state.max_cpu_time_s = queue.max_wall_s, queue.max_cput_s
         state.max_wall_clock_time_min = minutes(queue.max_wall_s)
         state.max_cpu_time_min = minutes(queue.max_cput_s)
         state.max_running_jobs = queue.max_running

@@ -726,6 +726,7 @@ def _query(ctx: LrmsContext) -> QueueState:
         try:
             default_wall_s, wall_s = queue_limit_s(config, "h_rt", "s_rt")
             cpu_s = queue_limit_s(config, "h_cpu", "s_cpu")[1]
+            state.max_wall_clock_time_s, state.max_cpu_time_s = wall_s, cpu_s
             state.max_wall_clock_time_min = None if wall_s is None else wall_s // 60
             state.max_cpu_time_min = None if cpu_s is None else cpu_s // 60
         except ValueError as exc:

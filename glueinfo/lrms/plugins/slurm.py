@@ -855,6 +855,7 @@ def query(ctx: LrmsContext) -> QueueState:
         max_time = partition.max_time_s
         if qos and qos.max_wall_s is not None:
             max_time = qos.max_wall_s if max_time is None else min(max_time, qos.max_wall_s)
+        state.max_wall_clock_time_s = max_time
         state.max_wall_clock_time_min = None if max_time is None else max(1, max_time // 60)
         state.priority = partition.priority_tier
     if qos is not None:

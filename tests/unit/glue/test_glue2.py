@@ -231,3 +231,17 @@ def test_a_managers_total_slots_do_not_depend_on_the_order_of_its_queues(order):
     site = assemble_snapshots(config, hosts, lambda: NOW, local_fqdn="ce1.example.org", states=states)
     managers = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingManager" in e.object_classes]
     assert [m.first("GLUE2ComputingManagerTotalSlots") for m in managers] == ["48"]
+
+
+def test_a_limit_the_batch_system_gives_in_seconds_is_published_to_the_second():
+    # Grid Engine's s_rt 172000: GLUE 1.3 says 2866 minutes (rounded down), GLUE 2 172000 s, not 171960
+    config = parse_text("[site]\nid = EXAMPLE\nname = EXAMPLE\n[glue]\nversions = 2.0\n[cluster:batch]\nhosts = wn*\n"
+                        "[ce:long]\ncluster = batch\nlrms = sge\nqueue = long\naccess = VO:atlas\n"
+                        "default_wall_clock_time = 4000\n")
+    state = QueueState(lrms_type="sge", status="Production", max_wall_clock_time_min=2866, max_wall_clock_time_s=172000)
+    site = assemble_snapshots(config, [make_host(CLASSES[0][0], 0)], lambda: NOW, local_fqdn="ce1.example.org",
+                              states={"ce1.example.org:2119/jobmanager-sge-long": state})
+    share = next(e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingShare" in e.object_classes)
+    # the configured default (4000 min) is capped at the limit beside it
+    assert (share.first("GLUE2ComputingShareMaxWallTime"), share.first("GLUE2ComputingShareDefaultWallTime")) == (
+        "172000", "172000")

@@ -104,6 +104,7 @@ def test_recorded_long_queue_limits_units_and_array_tasks():
     assert state.error is None
     # s_rt 172000 s is tighter than h_rt 48:00:00 (172800 s): 172000 // 60 = 2866 minutes, not seconds or hours
     assert state.max_wall_clock_time_min == 2866
+    assert state.max_wall_clock_time_s == 172000  # GLUE 2's seconds, exact (not 2866 x 60 = 171960)
     assert state.max_cpu_time_min == 90  # h_cpu 1:30:00
     jobs = {job.local_id: job for job in state.jobs}
     assert set(jobs) == {"10.1", "10.2", "10.3", "10.4", "11", "12", "15"}
