@@ -339,7 +339,7 @@ def test_node_xml_and_vo_views_take_the_schedulers_view(slurm, busy, tmp_path):
     allocated, idle, other, total = sinfo_cpus(slurm, "short")
     assert node.findtext("State") == ("Busy" if idle == 0 else "Idle")
     assert node.find("Available/Processors").get("metric") == "Instantaneous"
-    assert int(node.findtext("Available/Processors")) == total - allocated
+    assert int(node.findtext("Available/Processors")) == idle  # what a new job can get, as FreeCPUs sums it
     assert int(node.findtext("Utilized/Processors")) == allocated
     assert node.find("Extension[@name='LoadAverage1']") is not None  # the measured load is kept
 
@@ -353,7 +353,8 @@ def test_node_xml_and_vo_views_take_the_schedulers_view(slurm, busy, tmp_path):
     ops = views["ops/long"]
     assert f"GlueCEStateRunningJobs: {sum(1 for r in rows if r[1] == 'RUNNING')}" in ops
     assert f"GlueCEStateTotalJobs: {len(rows)}" in ops
-    assert "GlueCEStateTotalJobs: 0" in views["dteam/long"]  # no job maps to dteam
+    # no rule names dteam: its counts are unknown, left out (a 0 would be a guess)
+    assert "GlueCEStateTotalJobs" not in views["dteam/long"] and "GlueCEStateFreeJobSlots" in views["dteam/long"]
 
 
 def test_jobs_under_different_accounts_are_counted_per_vo(slurm, busy):

@@ -424,7 +424,8 @@ def node_allocations(nodes: Sequence[NodeCpus], lookup: dict[str, str]) -> list[
         counted = id(n) not in seen_group_rest
         result.append(NodeAllocation(name=site_host(n.hostname, lookup), state=sss_node_state(n.state, n.idle if counted else None),
                                      lrms_state=n.state, total_cpus=n.total if counted else None,
-                                     allocated_cpus=n.allocated if counted else None))
+                                     allocated_cpus=n.allocated if counted else None,
+                                     free_cpus=n.idle if counted else None))  # sinfo's idle: FreeCPUs' own
     return result
 
 
