@@ -291,6 +291,9 @@ class QueueState:
     waiting_jobs: Optional[int] = None
     total_jobs: Optional[int] = None
     free_job_slots: Optional[int] = None
+    # A waiting job counted here may be counted by another queue of the same batch system too (a Grid
+    # Engine job that requested no queue, or several): a sum of queues' waiting jobs would overcount.
+    waiting_shared: bool = False
     estimated_response_time_s: Optional[int] = None
     worst_response_time_s: Optional[int] = None
     max_wall_clock_time_min: Optional[int] = None

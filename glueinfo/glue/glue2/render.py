@@ -32,6 +32,7 @@ nothing refers to it.  Without ``[site] id`` no GLUE 2 tree is published
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -267,6 +268,11 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
     # Service
     counted = [states[v.spec.unique_id] for v in ces]
     answered = all(s is not None for s in counted)
+    # A job waiting for several queues of one batch system is counted in each (Grid Engine): the
+    # service's waiting and total jobs are left out rather than summed more than once.
+    queues_of = Counter(v.spec.lrms for v in ces)
+    overcounted = any((s := states[v.spec.unique_id]) is not None and s.waiting_shared and queues_of[v.spec.lrms] > 1
+                      for v in ces)
     shares_planned = sum(len(vos_of(v.spec.access)) for v in ces)
     tree.add(service_dn, ("GLUE2Entity", "GLUE2Service", "GLUE2ComputingService"), [
         ("GLUE2ServiceID", service_id), ("GLUE2EntityName", f"Computing Service {first.spec.host}"),
@@ -275,9 +281,11 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
         ("GLUE2ServiceComplexity", f"endpointType={len(endpoint_entries)}, share={shares_planned}, "
                                    f"resource={len(published_ees)}"),
         ("GLUE2ServiceAdminDomainForeignKey", site_id),
-        ("GLUE2ComputingServiceTotalJobs", sum_known(s.total_jobs for s in counted if s) if answered else None),
+        ("GLUE2ComputingServiceTotalJobs",
+         sum_known(s.total_jobs for s in counted if s) if answered and not overcounted else None),
         ("GLUE2ComputingServiceRunningJobs", sum_known(s.running_jobs for s in counted if s) if answered else None),
-        ("GLUE2ComputingServiceWaitingJobs", sum_known(s.waiting_jobs for s in counted if s) if answered else None)])
+        ("GLUE2ComputingServiceWaitingJobs",
+         sum_known(s.waiting_jobs for s in counted if s) if answered and not overcounted else None)])
 
     for endpoint_id, lead, serving, checked, rules in endpoint_entries:
         endpoint_dn = make_dn("GLUE2EndpointID", endpoint_id, service_dn)

@@ -630,6 +630,12 @@ def _jobs_of_queue(jobs: Iterable[SgeJob], queue: str) -> list[SgeJob]:
     return mine
 
 
+def _may_wait_elsewhere(requests: Sequence[str]) -> bool:
+    """Can a pending job with these ``-q`` requests wait in another cluster queue too: none (it waits
+    in each), several, or a pattern."""
+    return len(requests) != 1 or any(c in requests[0].split("@", 1)[0] for c in "*?[")
+
+
 def _account(job: SgeJob) -> Optional[str]:
     """JB_project, else JB_department unless it is SGE's ``defaultdepartment``."""
     return job.project or (job.department if job.department and job.department != "defaultdepartment" else None)
@@ -748,6 +754,7 @@ def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: 
         errors.append(f"no cluster queue {queue!r} in qstat's output")
     _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
     jobs = _jobs_of_queue(report.jobs, queue)
+    state.waiting_shared = any(not j.instances and _may_wait_elsewhere(j.requested_queues) for j in jobs)
     state.running_jobs = sum(1 for j in jobs if j.running)
     state.total_jobs = len(jobs)
     state.waiting_jobs = state.total_jobs - state.running_jobs

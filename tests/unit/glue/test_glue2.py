@@ -245,3 +245,18 @@ def test_a_limit_the_batch_system_gives_in_seconds_is_published_to_the_second():
     # the configured default (4000 min) is capped at the limit beside it
     assert (share.first("GLUE2ComputingShareMaxWallTime"), share.first("GLUE2ComputingShareDefaultWallTime")) == (
         "172000", "172000")
+
+
+@pytest.mark.parametrize("queues, published", [(("short", "long"), False), (("short",), True)])
+def test_a_service_leaves_out_waiting_jobs_two_of_its_queues_may_both_count(queues, published):
+    # Grid Engine counts a job that requested no queue in each queue it may start in: summed over
+    # short and long it would count twice; one queue alone counts it once.
+    config = parse_text("[site]\nid = EXAMPLE\nname = EXAMPLE\n[glue]\nversions = 2.0\n[cluster:batch]\nhosts = wn*\n"
+                        + "".join(f"[ce:{q}]\ncluster = batch\nlrms = sge\nqueue = {q}\naccess = VO:atlas\n" for q in queues))
+    states = {f"ce1.example.org:2119/jobmanager-sge-{q}": QueueState(
+        lrms_type="sge", status="Production", running_jobs=2, waiting_jobs=5, total_jobs=7, waiting_shared=True)
+        for q in queues}
+    site = assemble_snapshots(config, [make_host(CLASSES[0][0], 0)], lambda: NOW, local_fqdn="ce1.example.org", states=states)
+    (service,) = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingService" in e.object_classes]
+    figures = [service.first(f"GLUE2ComputingService{n}Jobs") for n in ("Running", "Waiting", "Total")]
+    assert figures == ([str(2 * len(queues)), "5", "7"] if published else ["4", None, None])

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import pytest
 from paths import FIXTURES
 
-from glueinfo.lrms.plugins.sge import map_job_state, parse_time_s
+from glueinfo.lrms.plugins.sge import _may_wait_elsewhere, map_job_state, parse_time_s
 from glueinfo.lrms.registry import LrmsContext, queue_state
 from glueinfo.lrms.vo_map import VoMap
 
@@ -181,6 +181,18 @@ def test_handmade_grid_counts_cpus_and_slots():
     assert state.max_cpu_time_min is None  # unlimited by default, 10 h only on node5
     # a free slot, jobs waiting: 0 + (3600 + 2*3600 + 3*3000 + 3000 + 3000 + 600 + 600) / 12 usable slots
     assert state.estimated_response_time_s == state.worst_response_time_s == 27000 // 12
+
+
+def test_handmade_grid_says_its_waiting_jobs_may_wait_in_other_queues_too():
+    # 115 requested no queue and 114 a pattern (g*@node1): each waits in every queue it matches,
+    # so a sum over the cell's queues counts them more than once (GLUE 2's service totals)
+    assert state_of("grid", base=handmade, now=HANDMADE_NOW).waiting_shared is True
+
+
+@pytest.mark.parametrize("requests, elsewhere", [([], True), (["short"], False), (["short@node1"], False),
+                                                 (["short", "long"], True), (["sh*"], True), (["s?ort@node1"], True)])
+def test_which_requests_let_a_pending_job_wait_in_another_queue(requests, elsewhere):
+    assert _may_wait_elsewhere(requests) is elsewhere
 
 
 def test_handmade_nodes_map_queue_instance_states():
