@@ -292,7 +292,8 @@ class QueueState:
     total_jobs: Optional[int] = None
     free_job_slots: Optional[int] = None
     # A waiting job counted here may be counted by another queue of the same batch system too (a Grid
-    # Engine job that requested no queue, or several): a sum of queues' waiting jobs would overcount.
+    # Engine job that requested no queue, or several; a Slurm job submitted to several partitions):
+    # a sum of queues' waiting jobs would overcount.
     waiting_shared: bool = False
     estimated_response_time_s: Optional[int] = None
     worst_response_time_s: Optional[int] = None

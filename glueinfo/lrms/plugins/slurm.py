@@ -574,13 +574,13 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
                                        f"{_clip(record.replace(sep, '|'))!r}")
             if not full:  # the counts read the first twelve fields: the others are not even split apart
-                job_id, state, reason, user, account, _, _, start, _, limit, used, cpus, _ = record.split(sep, 12)
+                job_id, state, reason, user, account, partition, _, start, _, limit, used, cpus, _ = record.split(sep, 12)
                 job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
                 if not job_id or not valid_state(state):
                     raise ValueError("no job id or state")
                 glue_status, sss_state, finished = mapping(f"{state}|{reason}")
                 jobs.append(SlurmJob(
-                    job_id, state, reason, opt(user), opt(account), None, None, timestamp(start), None, duration(limit),
+                    job_id, state, reason, opt(user), opt(account), opt(partition), None, timestamp(start), None, duration(limit),
                     duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
                 continue
             (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres,
@@ -871,6 +871,8 @@ def query(ctx: LrmsContext) -> QueueState:
         state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
+        # A job submitted to several partitions waits in each ("short,long"): squeue -p lists it in both.
+        state.waiting_shared = any(not j.running and "," in (j.partition or "") for j in active)
         if ctx.vo_map.rules:  # Slurm knows no proxy VO: without rules every job is local
             state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.user, j.group, j.account, None, j.glue_status)
                                                               for j in active])

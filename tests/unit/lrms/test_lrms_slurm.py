@@ -238,6 +238,30 @@ def test_garbled_squeue_record_fails_the_whole_job_step():
     assert "squeue: unexpected output in job record 3 (not a Slurm timestamp: 'yesterday'): '6_1|PENDING|" in state.error
 
 
+@pytest.mark.parametrize("with_jobs", [True, False])
+def test_a_job_submitted_to_several_partitions_says_its_waiting_may_be_counted_elsewhere(with_jobs):
+    good = (FIXTURES / "22.05" / "squeue_short.txt").read_text()
+    runner = replay("22.05")
+
+    def answer(text):
+        def run(argv, timeout, env):
+            if argv[0] != "squeue":
+                return runner(argv, timeout, env)
+            token = re.search(r"\|([0-9a-f]+)\.$", argv[-1]).group(1)
+            return 0, text.replace("~", token), ""
+        return run
+
+    def state_of(text):
+        return queue_state("slurm", LrmsContext(queue="short", ce_config={}, hosts=[], timeout_s=5, with_jobs=with_jobs,
+                                                run=answer(text)))
+
+    assert state_of(good).waiting_shared is False
+    # sbatch -p short,long: squeue -p short (and -p long) lists job 7 with both names, waiting in each
+    shared = state_of(good.replace("7|~|PENDING|~|Priority|~|root|~|(null)|~|short|~|",
+                                   "7|~|PENDING|~|Priority|~|root|~|(null)|~|short,long|~|", 1))
+    assert shared.error is None and shared.waiting_shared is True
+
+
 def test_truncated_squeue_output_is_an_error():
     state = slurm_state("22.05", "short", overrides={"squeue": (0, "1|abc|RUNNING", "")})
     assert "does not end with a complete job record" in state.error and state.total_jobs is None
