@@ -291,6 +291,9 @@ class QueueState:
     waiting_jobs: Optional[int] = None
     total_jobs: Optional[int] = None
     free_job_slots: Optional[int] = None
+    # The job owners this answer told ([vos] rule kinds: user, group, account) when fewer than its
+    # plugin's owner_kinds (LSF's plain bjobs has no group or project); None: all of those.
+    owner_kinds: Optional[tuple[str, ...]] = None
     # A waiting job counted here may be counted by another queue of the same batch system too (a Grid
     # Engine job that requested no queue, or several; a Slurm job submitted to several partitions):
     # a sum of queues' waiting jobs would overcount.

@@ -28,7 +28,7 @@ from typing import Any, Optional
 from glueinfo.core import plugins as plugin_registry
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
-from glueinfo.lrms.vo_map import KINDS, VoMap
+from glueinfo.lrms.vo_map import VoMap
 
 log = logging.getLogger("glueinfo.lrms")
 
@@ -82,8 +82,10 @@ class LrmsPlugin:
     query: Callable[[LrmsContext], QueueState]
     source: str = "builtin"
     description: str = ""
-    # The job owners the batch system tells (the [vos] map rule kinds that can match its jobs).
-    owner_kinds: tuple[str, ...] = KINDS
+    # The job owners the batch system tells (the [vos] map rule kinds that can match its jobs): a VO a
+    # rule of those kinds gives has 0 jobs when none is seen.  None declared: nothing is known of
+    # the VOs without jobs (a plugin that counts no VO must not publish 0 for every one).
+    owner_kinds: tuple[str, ...] = ()
 
 
 class LrmsError(GlueinfoError):
@@ -183,7 +185,8 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
             state.error = _one_line(state.error)
         if state.total_jobs is not None:
             # A VO some rule gives, that no job had: 0 jobs, counted (QueueState.counts_of_vo).
-            reachable = ctx.vo_map.vos_by(plugin.owner_kinds)
+            told = plugin.owner_kinds if state.owner_kinds is None else set(state.owner_kinds) & set(plugin.owner_kinds)
+            reachable = ctx.vo_map.vos_by(told)
             if any(vo not in state.vo_counts for vo in reachable):
                 state.vo_counts = dict(sorted({**{vo: VoJobCounts() for vo in reachable}, **state.vo_counts}.items()))
     if state.error:

@@ -42,7 +42,7 @@ from glueinfo.lrms.commands import Steps, Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, halved
-from glueinfo.lrms.vo_map import count_by_vo
+from glueinfo.lrms.vo_map import KINDS, count_by_vo
 
 JSON_SINCE = (10, 1, 0, 2)
 
@@ -694,6 +694,8 @@ def query(ctx: LrmsContext) -> QueueState:
                              glue_status=j.glue_status) for j in active]
         ctx.vo_map.assign(infos)
         state.vo_counts = count_by_vo(infos)
+        if not json_mode:  # bjobs -w shows no user group or project: only user: rules can match
+            state.owner_kinds = ("user",)
         if ctx.with_jobs:
             state.jobs = infos
     if state.free_cpus is not None and state.status is not None:
@@ -714,4 +716,5 @@ def iter_states() -> Iterable[tuple[str, str, str]]:
         yield stat, glue, sss
 
 
-LRMS = LrmsPlugin(name="lsf", query=query, description="IBM Spectrum LSF queue via bqueues/bhosts/bjobs (JSON from 10.1.0.2)")
+LRMS = LrmsPlugin(name="lsf", query=query, owner_kinds=KINDS,
+                  description="IBM Spectrum LSF queue via bqueues/bhosts/bjobs (JSON from 10.1.0.2)")

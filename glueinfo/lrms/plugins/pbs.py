@@ -58,7 +58,7 @@ from glueinfo.lrms.commands import Tools, clip, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts, halved
-from glueinfo.lrms.vo_map import count_by_vo
+from glueinfo.lrms.vo_map import KINDS, count_by_vo
 
 FLAVOURS = ("openpbs", "torque")
 
@@ -1272,4 +1272,5 @@ def iter_states() -> Iterable[tuple[str, str, str]]:
         yield letter, glue, sss
 
 
-LRMS = LrmsPlugin(name="pbs", query=query, description="OpenPBS / PBS Pro (JSON) or Torque (XML) queue via qstat/pbsnodes")
+LRMS = LrmsPlugin(name="pbs", query=query, owner_kinds=KINDS,
+                  description="OpenPBS / PBS Pro (JSON) or Torque (XML) queue via qstat/pbsnodes")

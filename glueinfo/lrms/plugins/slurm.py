@@ -60,6 +60,7 @@ from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts
+from glueinfo.lrms.vo_map import KINDS
 
 # -- job states ----------------------------------------------------------------------
 
@@ -925,4 +926,4 @@ def iter_states() -> Iterable[tuple[str, str, str]]:
         yield slurm_state, glue, sss
 
 
-LRMS = LrmsPlugin(name="slurm", query=query, description="Slurm partition via sinfo/squeue/scontrol")
+LRMS = LrmsPlugin(name="slurm", query=query, owner_kinds=KINDS, description="Slurm partition via sinfo/squeue/scontrol")

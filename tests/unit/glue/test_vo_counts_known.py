@@ -86,3 +86,11 @@ def test_without_a_map_no_vo_count_is_published():
     state = queue_state("sge", ctx, plugins=[plugin])
     state.vo_counts = {}  # and so no job has a VO
     assert all(counts == ((None,) * 3, (None,) * 3) for counts in published(state).values())
+
+
+
+def test_a_plugin_that_declares_no_owners_gets_no_zero_counts():
+    # a third-party plugin that counts no VO: nothing is known of any VO's jobs
+    plugin = LrmsPlugin(name="site-local", query=lambda ctx: answer())
+    ctx = LrmsContext(queue="grid", ce_config={}, hosts=[], clock=lambda: NOW, vo_map=VoMap.from_values(RULES))
+    assert queue_state("site-local", ctx, plugins=[plugin]).vo_counts == {"atlas": VoJobCounts(1, 1, 2)}

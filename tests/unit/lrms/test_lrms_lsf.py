@@ -15,7 +15,7 @@ import subprocess
 import pytest
 from paths import FIXTURES
 
-from glueinfo.core.model import HostSnapshot
+from glueinfo.core.model import HostSnapshot, VoJobCounts
 from glueinfo.lrms.plugins.lsf import (
     clock_seconds,
     exec_hosts,
@@ -292,3 +292,14 @@ def test_queue_status_table(status, glue):
 ])
 def test_host_state_table(status, max_slots, used, sss):
     assert sss_host_state(status, max_slots, used) == sss
+
+
+
+def test_lsf9_plain_jobs_tell_no_group_or_project_so_those_rules_count_nothing():
+    # bjobs -w: JOBID USER STAT QUEUE ...; a group: or account: rule cannot match, so its VO's counts are
+    # unknown (left out), not 0; a user: rule's VO without a job has 0
+    vo_map = VoMap.from_values(["group:atlas=atlas", "account:cms*=cms", "user:nobody*=ops"])
+    state = state_of(LSF9, "short", with_jobs=False, vo_map=vo_map)
+    assert state.total_jobs is not None and state.owner_kinds == ("user",)
+    assert state.vo_counts == {"ops": VoJobCounts()}
+    assert (state.counts_of_vo("atlas"), state.counts_of_vo("cms"), state.counts_of_vo("ops")) == (None, None, VoJobCounts())
