@@ -866,10 +866,12 @@ def query(ctx: LrmsContext) -> QueueState:
         state.max_cpu_time_min = qos.max_cpu_min
     if nodes is not None:
         state.total_cpus = sum(n.total for n in nodes)
-        state.free_cpus = sum(n.idle for n in nodes)
         usable = sum(n.total - n.other for n in nodes)
         state.hosts = [n.hostname for n in nodes]
         state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
+        # Idle CPUs of the nodes a job can start on: sinfo counts a not-responding (idle*) or MAINT
+        # node's CPUs as idle, and the node view makes those Unknown / Offline (commands.node_capacity).
+        state.free_cpus = sum(n.idle for n, a in zip(nodes, state.nodes, strict=True) if a.state == "Idle")
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
         # A job submitted to several partitions waits in each ("short,long"): squeue -p lists it in both.

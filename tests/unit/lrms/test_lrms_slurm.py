@@ -262,6 +262,23 @@ def test_a_job_submitted_to_several_partitions_says_its_waiting_may_be_counted_e
     assert shared.error is None and shared.waiting_shared is True
 
 
+def test_free_cpus_are_the_idle_cpus_of_nodes_a_job_can_start_on():
+    # sinfo counts a not-responding (idle*) or MAINT node's CPUs as idle, not "other"
+    sinfo = (FIXTURES / "20.11" / "sinfo_batch.txt").read_text() + (
+        "n05|n05.example.org|0/8/0/8|idle*\nn06|n06.example.org|0/8/0/8|idle+maint\nn07|n07.example.org|0/8/0/8|idle\n")
+    recorded = replay("20.11")
+
+    def run(argv, timeout, env):
+        return (0, sinfo, "") if argv[0].endswith("sinfo") and "--version" not in argv else recorded(argv, timeout, env)
+
+    state = queue_state("slurm", LrmsContext(queue="batch", ce_config={"slurm_json": "no"}, hosts=[], timeout_s=5, run=run))
+    assert state.error is None
+    nodes = {n.name: n for n in state.nodes}
+    assert (nodes["n05.example.org"].state, nodes["n06.example.org"].state) == ("Unknown", "Offline")
+    # n02 (mixed) 4 idle + n07 8: not n05's or n06's 8 each
+    assert state.free_cpus == 4 + 8 == sum(n.free_cpus for n in state.nodes if n.state == "Idle")
+
+
 def test_truncated_squeue_output_is_an_error():
     state = slurm_state("22.05", "short", overrides={"squeue": (0, "1|abc|RUNNING", "")})
     assert "does not end with a complete job record" in state.error and state.total_jobs is None
