@@ -334,8 +334,11 @@ def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template
     state = state or QueueState(error="not queried")
     for vo, rules in vos_of(ce.access).items():
         counts = state.counts_of_vo(vo)
+        published = whole_vo_rule(vo, rules)
+        if "ACCESS_RULE" not in template.multi:  # a site's own template from before FQAN VOViews: one rule
+            published = published[:1]
         yield template.render({
-            "VO_LOCAL_ID": vo, "ACCESS_RULE": whole_vo_rule(vo, rules), "CE_UNIQUE_ID": ce.unique_id, "CE_DN": ce_dn,
+            "VO_LOCAL_ID": vo, "ACCESS_RULE": published, "CE_UNIQUE_ID": ce.unique_id, "CE_DN": ce_dn,
             "STATUS": state.status or ce.status,
             "RUNNING_JOBS": counts.running if counts else None, "WAITING_JOBS": counts.waiting if counts else None,
             "TOTAL_JOBS": counts.total if counts else None, "FREE_JOB_SLOTS": state.free_job_slots,

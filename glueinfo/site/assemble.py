@@ -401,8 +401,8 @@ def assemble_snapshots(config: Config, snapshots: Sequence[HostSnapshot], clock:
     hosts = [GatheredHost(snapshot=s, stale=is_stale(s, now, stale_after), age_s=now - s.collected_at,
                           sources={s.source or LOCAL: s.collected_at})
              for s in sorted(unique.values(), key=lambda s: host_key(s.hostname))]
-    if states is None:  # asked with every host
-        states = query_states(assembler.model, aggregate(assembler.model, [h.snapshot for h in hosts], None, now),
+    if states is None:  # asked with every host: only which hosts each cluster has is needed
+        states = query_states(assembler.model, cluster_members(assembler.model, [h.snapshot for h in hosts]),
                               clock, queue_state)
     hosts = with_scheduler_views(hosts, assembler.model, states)
     # Grouped after the views, as SiteAssembler.assemble does: GLUE 2's Used/UnavailableInstances read them.

@@ -16,10 +16,12 @@ What each figure means and where it comes from (the README has the table):
   6. otherwise Unknown.
 - Configured: Processors = logical CPUs, Memory = RAM, Swap = swap space,
   Disk = size of the counted filesystems, Network = link speed of the primary adapter.
-- Available (metric Instantaneous unless said): Processors = the processors
-  the batch system has not allocated when it knows the node (Utilized: the
-  allocated ones), else processors not demanded by the busy ones (metric
-  Average over the same wallDuration),
+- Available (metric Instantaneous unless said): Processors = when the batch
+  system knows the node, those a new job can be given (its ``free_cpus``,
+  else the unallocated ones) on an Idle node and none on a node in any other
+  State, as the CE's FreeCPUs counts them (Utilized: the allocated ones);
+  else processors not demanded by the busy ones (metric Average over the
+  same wallDuration),
   Memory = available RAM, Swap = free swap, Disk = space available to users.
 - Utilized: Processors = busy processors rounded up, metric Average, with
   ``wallDuration`` in seconds as the spec's examples write it (60 for the

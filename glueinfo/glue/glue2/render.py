@@ -338,9 +338,10 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
         for cluster_id in cluster_ids:
             # CEs of one cluster share its slots: each cluster counted once, by the largest TotalCPUs
             # of its queues (what the manager has at least), whatever order the CEs are configured in.
-            totals = [s.total_cpus for v in members if v.spec.cluster == cluster_id
-                      if (s := states[v.spec.unique_id]) is not None and s.total_cpus is not None]
-            slots.append(max(totals) if totals else None)
+            # A queue that did not say leaves the cluster's figure unknown, never a partial one.
+            totals = [s.total_cpus if (s := states[v.spec.unique_id]) is not None else None
+                      for v in members if v.spec.cluster == cluster_id]
+            slots.append(None if not totals or None in totals else max(t for t in totals if t is not None))
         manager_dn = make_dn("GLUE2ManagerID", manager_id, service_dn)
         tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
             ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {first.spec.host}"),

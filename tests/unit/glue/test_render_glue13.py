@@ -402,3 +402,17 @@ def test_a_vo_admitted_only_by_fqans_has_its_voview_with_those_rules_as_its_glue
                                                                                                         "GlueVOView")}
     # cms: VO:cms admits the whole VO (its pilots too); atlas only its pilots and production managers
     assert views == {"atlas": ["VOMS:/atlas/Role=pilot", "VOMS:/atlas/Role=production"], "cms": ["VO:cms"]}
+
+
+
+def test_a_sites_own_voview_template_from_before_fqan_voviews_still_publishes(tmp_path):
+    from glueinfo.glue.templates import builtin_templates_dir
+
+    for name in ("site", "cluster", "subcluster", "ce", "voview"):
+        text = open(f"{builtin_templates_dir()}/{name}.ldif").read()
+        (tmp_path / f"{name}.ldif").write_text(text.replace("# @multi     ACCESS_RULE\n", ""))  # as copied before
+    conf = f"[glue]\ntemplates_dir = {tmp_path}\n[ce:default]\naccess = VOMS:/atlas/Role=pilot VOMS:/atlas/Role=production\n"
+    views = of_class(build(SMALL, conf=conf), "GlueVOView")
+    # one value, the first rule, where the built-in template gives both: the tree is still published
+    assert [(v.get("GlueVOViewLocalID"), v.get("GlueCEAccessControlBaseRule")) for v in views] == [
+        (["atlas"], ["VOMS:/atlas/Role=pilot"])]
