@@ -608,10 +608,12 @@ def response_times(jobs: Sequence[SgeJob], free_slots: int, usable_slots: int, q
     return int(round(figures.first + figures.spread)), int(round(figures.last + figures.spread))
 
 
-def _jobs_of_queue(jobs: Iterable[SgeJob], queue: str) -> list[SgeJob]:
-    """The unfinished jobs of cluster queue ``queue`` (:func:`in_queue`), in order; pending jobs'
+def _jobs_of_queue(jobs: Iterable[SgeJob], queue: str) -> tuple[list[SgeJob], bool]:
+    """The unfinished jobs of cluster queue ``queue`` (:func:`in_queue`), in order, and whether one
+    of its pending jobs may wait in another queue too (:func:`_may_wait_elsewhere`); pending jobs'
     requests are matched once per distinct list of requests."""
     requested: dict[tuple[str, ...], bool] = {}
+    shared = False
     mine = []
     for job in jobs:
         if job.finished:
@@ -624,10 +626,11 @@ def _jobs_of_queue(jobs: Iterable[SgeJob], queue: str) -> list[SgeJob]:
             wanted = requested.get(key)
             if wanted is None:
                 wanted = requested[key] = requests_queue(job, queue)
+                shared = shared or (wanted and _may_wait_elsewhere(key))
             if not wanted:
                 continue
         mine.append(job)
-    return mine
+    return mine, shared
 
 
 def _may_wait_elsewhere(requests: Sequence[str]) -> bool:
@@ -753,8 +756,7 @@ def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: 
     if not mine and not config_known:
         errors.append(f"no cluster queue {queue!r} in qstat's output")
     _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
-    jobs = _jobs_of_queue(report.jobs, queue)
-    state.waiting_shared = any(not j.instances and _may_wait_elsewhere(j.requested_queues) for j in jobs)
+    jobs, state.waiting_shared = _jobs_of_queue(report.jobs, queue)
     state.running_jobs = sum(1 for j in jobs if j.running)
     state.total_jobs = len(jobs)
     state.waiting_jobs = state.total_jobs - state.running_jobs
