@@ -179,20 +179,22 @@ class Steps:
         return f"{prefix}: " + "; ".join(dict.fromkeys(self.errors)) if self.errors else None
 
 
-def node_capacity(state: QueueState, nodes: Sequence[tuple[Optional[int], int]], allocations: Sequence[NodeAllocation]) -> Optional[int]:
-    """TotalCPUs and FreeCPUs from each node's (CPUs, CPUs taken) and its allocation (same order), by
-    one rule for every batch system that lists its nodes so: TotalCPUs counts every node, FreeCPUs
-    the untaken CPUs of Idle nodes only (a Busy node has none to give; an Offline or Unknown one
-    runs nothing).  Returns the usable CPUs (those of Idle and Busy nodes: what the response-time
-    rule spreads the waiting work over); None, leaving both figures unknown, when a node's CPU
-    count is."""
-    if any(total is None for total, _ in nodes):
+def node_capacity(state: QueueState, allocations: Sequence[NodeAllocation]) -> Optional[int]:
+    """TotalCPUs and FreeCPUs from the scheduler's view of each node, by one rule for every batch
+    system that lists its nodes so: TotalCPUs counts every node, FreeCPUs what a new job can get on
+    the Idle nodes only (``free_cpus``, else the unallocated CPUs: what Node XML publishes as
+    Available; a Busy node has none to give, an Offline or Unknown one runs nothing).  Returns the
+    usable CPUs (those of Idle and Busy nodes: what the response-time rule spreads the waiting work
+    over); None, leaving both figures unknown, when a node's CPU count is."""
+    totals = [a.total_cpus for a in allocations]
+    if None in totals:
         return None
-    state.total_cpus = sum(total or 0 for total, _ in nodes)
-    in_use = [(total or 0, taken, a.state) for (total, taken), a in zip(nodes, allocations, strict=True)
-              if a.state in ("Idle", "Busy")]
-    state.free_cpus = sum(max(0, total - taken) for total, taken, node_state in in_use if node_state == "Idle")
-    return sum(total for total, _, _ in in_use)
+    state.total_cpus = sum(total or 0 for total in totals)
+    in_use = [a for a in allocations if a.state in ("Idle", "Busy")]
+    state.free_cpus = sum(
+        a.free_cpus if a.free_cpus is not None else max(0, (a.total_cpus or 0) - (a.allocated_cpus or 0))
+        for a in in_use if a.state == "Idle")
+    return sum(a.total_cpus or 0 for a in in_use)
 
 
 def count_jobs(state: QueueState, jobs: Sequence[Any]) -> list[Any]:

@@ -677,7 +677,7 @@ def query(ctx: LrmsContext) -> QueueState:
         allocations = node_allocations(hosts, lookup)
         state.nodes = allocations
         state.hosts = [a.name for a in allocations]
-        usable = commands.node_capacity(state, [(h.max_slots, h.njobs + h.reserved) for h in hosts], allocations)
+        usable = commands.node_capacity(state, allocations)
         if usable is None:
             errors.append("bhosts: a host without a slot limit (MAX '-'): TotalCPUs and FreeCPUs unknown")
     if jobs is not None:

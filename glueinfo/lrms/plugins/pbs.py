@@ -1224,7 +1224,7 @@ def _query(ctx: LrmsContext) -> QueueState:
         state.nodes = allocations
         state.hosts = [a.name for a in allocations]
         short_of = {n.name: a.name for n, a in zip(nodes, allocations, strict=True)}
-        usable = commands.node_capacity(state, [(n.total, n.allocated or 0) for n in nodes], allocations)
+        usable = commands.node_capacity(state, allocations)
         if usable is None:
             errors.append("pbsnodes: a node without a CPU count (ncpus/np): TotalCPUs and FreeCPUs unknown")
     if jobs is not None:
