@@ -3,7 +3,12 @@
 :class:`Tools` calls ``[*prefix, bin_dir/TOOL, *args]`` (``[ce:NAME]
 lrms_command_prefix``, e.g. ``ssh slurm-head``; the plugin's ``*_bin_dir``)
 with the plugin's environment, within what is left of the query's deadline,
-and returns stdout.  Every failure is an :class:`LrmsQueryError` whose one
+and returns stdout.  Through an ``ssh`` prefix, which hands the remote shell
+one command line and none of this process's environment, the command goes as
+one shell-quoted ``env NAME=value... TOOL ARGS`` with the variables the plugin
+set (``TZ=UTC`` above all: the head node's local time would be read as UTC),
+and the arguments reach the tool as they were given (a ``|`` in squeue's
+format is no pipe there).  Every failure is an :class:`LrmsQueryError` whose one
 line names the tool and what went wrong (not found, permission, timed out,
 non-zero exit with the first line of stderr), which the registry publishes
 as the CE's error while the rest of the site goes on.  ``run`` is replaced by
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 import subprocess
 import time
 from collections import Counter
@@ -51,6 +57,7 @@ class Tools:
     bin_dir: str = ""
     prefix: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)  # the whole environment the commands get
+    settings: Mapping[str, str] = field(default_factory=dict)  # what the plugin set in it: sent through ssh
     deadline: float = 0.0  # time.monotonic() value
     run: Runner = subprocess_runner
     ok_codes: Sequence[int] = (0,)
@@ -62,7 +69,12 @@ class Tools:
         """(exit code, stdout, stderr) of a run whose exit code is one of ``ok_codes`` (default: this
         Tools' ok_codes); LrmsQueryError otherwise."""
         program = os.path.join(self.bin_dir, tool) if self.bin_dir else tool
-        argv = [*self.prefix, program, *args]
+        if self.prefix and os.path.basename(self.prefix[0]) == "ssh":
+            # ssh joins its words into one line for the remote shell and sends no environment
+            remote = ["env", *(f"{name}={value}" for name, value in self.settings.items()), program, *args]
+            argv = [*self.prefix, shlex.join(remote)]
+        else:
+            argv = [*self.prefix, program, *args]
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise LrmsQueryError(f"{tool}: not run, the query's time was used up")
@@ -91,16 +103,25 @@ def tools_for(ctx: LrmsContext, bin_dir_key: str, env: Mapping[str, str], deadli
     """Tools for this CE: ``[ce:NAME] <bin_dir_key>`` and ``lrms_command_prefix``, the plugin's
     environment, and the context's runner (tests) or subprocess."""
     return Tools(bin_dir=str(ctx.ce_config.get(bin_dir_key) or ""), prefix=command_prefix(ctx.ce_config), env=dict(env),
-                 deadline=deadline, run=ctx.run or subprocess_runner)
+                 settings=dict(getattr(env, "settings", {})), deadline=deadline, run=ctx.run or subprocess_runner)
 
 
-def environment(drop_prefixes: Sequence[str] = (), drop: Sequence[str] = (), **values: str) -> dict[str, str]:
-    """This process's environment without variables that change a tool's output format, with ``values``
-    set (empty values are left out): what a plugin hands its commands."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(tuple(drop_prefixes)) and k not in drop}
-    env.update({"TZ": "UTC", "LC_ALL": "C"})
-    env.update({k: v for k, v in values.items() if v})
-    return env
+class Environment(dict[str, str]):
+    """A command environment, and (``settings``) the variables the plugin set in it, which an ssh
+    prefix sends on (:class:`Tools`)."""
+
+    def __init__(self, base: Mapping[str, str], settings: Mapping[str, str]) -> None:
+        super().__init__(base)
+        self.update(settings)
+        self.settings = dict(settings)
+
+
+def environment(drop_prefixes: Sequence[str] = (), drop: Sequence[str] = (), **values: str) -> Environment:
+    """This process's environment without variables that change a tool's output format, with
+    ``TZ=UTC``, ``LC_ALL=C`` and ``values`` set (empty values are left out): what a plugin hands its
+    commands."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(tuple(drop_prefixes)) and k not in drop}
+    return Environment(base, {"TZ": "UTC", "LC_ALL": "C", **{k: v for k, v in values.items() if v}})
 
 
 def vo_counts(vo_map: VoMap, jobs: Iterable[JobOwners]) -> dict[str, VoJobCounts]:

@@ -266,3 +266,39 @@ def test_fork_counts_this_machines_real_sessions_against_ps():
     rows = subprocess.run(["ps", "-e", "-o", "user=,sess="], capture_output=True, text=True, check=True).stdout.split("\n")
     sessions = {tuple(r.split()) for r in rows if r.split()[:1] == ["root"]}
     assert abs(state.running_jobs - len(sessions)) <= 2  # processes come and go between the two listings
+
+
+def test_an_ssh_prefix_sends_the_plugins_variables_and_the_arguments_as_given(tmp_path, monkeypatch):
+    """Through ``lrms_command_prefix = ssh HEAD`` the remote shell gets one line and none of our
+    environment: the head node's own TZ would make every time its local time, read as UTC."""
+    from glueinfo.lrms import commands
+    from glueinfo.lrms.registry import LrmsContext
+
+    # ssh as it behaves: drops the host word, joins the rest into one line for the remote shell,
+    # which starts from the remote account's environment (here a TZ of its own), not ours
+    (tmp_path / "ssh").write_text('#!/bin/sh\nshift\nexec env -i TZ=Europe/Zurich PATH="$PATH" /bin/sh -c "$*"\n')
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "show").write_text(
+        '#!/bin/sh\necho "TZ=$TZ LC_ALL=$LC_ALL SLURM_CONF=$SLURM_CONF"\nfor a in "$@"; do echo "[$a]"; done\n')
+    for path in (tmp_path / "ssh", tmp_path / "bin" / "show"):
+        path.chmod(0o755)
+    monkeypatch.chdir(tmp_path)  # a "*" the remote shell expanded would list these files
+    monkeypatch.setenv("TZ", "America/New_York")
+    ctx = LrmsContext(queue="q", ce_config={"lrms_command_prefix": f"{tmp_path / 'ssh'} head",
+                                            "x_bin_dir": str(tmp_path / "bin")}, hosts=[])
+    env = commands.environment(SLURM_CONF="/etc/slurm/other.conf")
+    tools = commands.tools_for(ctx, "x_bin_dir", env, time.monotonic() + 10)
+    lines = tools("show", "-O", "JobID:|t0k|,State:|t0k.", "-u", "*", "it's here").splitlines()
+    assert lines == ["TZ=UTC LC_ALL=C SLURM_CONF=/etc/slurm/other.conf",
+                     "[-O]", "[JobID:|t0k|,State:|t0k.]", "[-u]", "[*]", "[it's here]"]
+
+
+def test_a_local_prefix_passes_the_arguments_and_the_environment_unchanged(tmp_path):
+    from glueinfo.lrms import commands
+    from glueinfo.lrms.registry import LrmsContext
+
+    (tmp_path / "show").write_text('#!/bin/sh\necho "TZ=$TZ"\nfor a in "$@"; do echo "[$a]"; done\n')
+    (tmp_path / "show").chmod(0o755)
+    ctx = LrmsContext(queue="q", ce_config={"lrms_command_prefix": "env X=1", "x_bin_dir": str(tmp_path)}, hosts=[])
+    tools = commands.tools_for(ctx, "x_bin_dir", commands.environment(), time.monotonic() + 10)
+    assert tools("show", "a|b", "*").splitlines() == ["TZ=UTC", "[a|b]", "[*]"]

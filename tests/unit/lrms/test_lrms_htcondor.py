@@ -372,20 +372,28 @@ def test_command_missing(tool):
 
 
 def test_bin_dir_prefix_and_condor_config():
+    import shlex
+
     seen = []
 
     def run(argv, timeout, env):
-        seen.append((list(argv), env.get("CONDOR_CONFIG")))
-        return replay()(argv[2:], timeout, env)
+        # ssh cm LINE: the line the remote shell runs, "env NAME=value... PROGRAM ARGS"
+        assert argv[:2] == ["ssh", "cm"] and len(argv) == 3
+        words = shlex.split(argv[2])
+        settings = dict(word.split("=", 1) for word in words[1:] if "=" in word and not word.startswith("/"))
+        command = words[1 + len(settings):]
+        seen.append((command, settings.get("CONDOR_CONFIG"), words[0], settings.get("TZ")))
+        return replay()(command, timeout, env)
 
     ctx = LrmsContext(queue="sched1.example.org", ce_config={"condor_bin_dir": "/opt/condor/bin",
                                                               "condor_config": "/etc/condor/pool.conf",
                                                               "lrms_command_prefix": "ssh cm"},
                       hosts=[], clock=lambda: NOW, run=run)
     state = queue_state("htcondor", ctx)
-    assert state.error is None
-    assert all(argv[:3] == ["ssh", "cm", argv[2]] and argv[2].startswith("/opt/condor/bin/") for argv, _ in seen)
-    assert {config for _, config in seen} == {"/etc/condor/pool.conf"}
+    assert state.error is None and seen
+    assert all(command[0].startswith("/opt/condor/bin/") for command, *_ in seen)
+    # CONDOR_CONFIG and TZ cross ssh in the command line: ssh sends no environment
+    assert {(config, env, tz) for _, config, env, tz in seen} == {("/etc/condor/pool.conf", "env", "UTC")}
 
 
 def test_config_errors():
