@@ -207,18 +207,33 @@ def context_for_ce(ce_config: Mapping[str, Any], hosts: Sequence[HostSnapshot], 
                        timeout_s=float(timeout) if timeout else 10.0, with_jobs=with_jobs)
 
 
+# [ce:NAME] keys that say which batch system a CE's commands reach (its job ids are its own).
+_SYSTEM_KEYS = ("lrms_command_prefix", "slurm_conf", "condor_config", "sge_root", "sge_cell", "lsf_envdir")
+
+
+def batch_system_of(lrms: str, options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Which batch system a CE's commands reach: its plugin, the settings that choose a cluster
+    (``slurm_conf``, ``lsf_envdir``, ``sge_root``/``sge_cell``, ``condor_config``, an ``ssh HEAD``
+    prefix) and the directory of its tools."""
+    tools = sorted(str(value or "") for key, value in options.items() if key.endswith("_bin_dir"))
+    return (lrms, *(" ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value or "")
+                    for value in (options.get(key) for key in _SYSTEM_KEYS)), *tools)
+
+
 def site_jobs(ces: Sequence[Any], clock: Callable[[], float] = time.time,
               ask: Optional[Callable[[str, LrmsContext], QueueState]] = None) -> tuple[list[tuple[Any, str]], list[str]]:
     """Every batch job of the given CEs (site.CESpec values) once, as (JobInfo, cluster id) pairs,
     and the CE ids whose LRMS could not list its jobs.
 
-    fork CEs are skipped (processes are not jobs); two CEs on one partition
-    of one Slurm (same LRMS, slurm_conf and job id) list each job once.
+    fork CEs are skipped (processes are not jobs); two CEs on queues of one
+    batch system (same LRMS and :func:`batch_system_of` settings) list each job
+    once, while equal job ids of two batch systems (two LSF clusters, two Grid
+    Engine cells, two Slurms reached through ssh) are two jobs.
     """
     ask = ask or queue_state
     jobs: list[tuple[Any, str]] = []
     failed: list[str] = []
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[tuple[str, ...], str]] = set()
     for ce in ces:
         if ce.lrms == "fork":
             continue
@@ -228,8 +243,9 @@ def site_jobs(ces: Sequence[Any], clock: Callable[[], float] = time.time,
         state = ask(ce.lrms, ctx)  # logs its own failure once
         if state.error and state.total_jobs is None:
             failed.append(ce.unique_id)
+        system = batch_system_of(ce.lrms, ce.options)
         for job in state.jobs:
-            key = (ce.lrms, str(ce.options.get("slurm_conf") or ""), job.local_id)
+            key = (system, job.local_id)
             if key not in seen:
                 seen.add(key)
                 jobs.append((job, ce.cluster))

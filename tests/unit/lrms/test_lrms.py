@@ -302,3 +302,27 @@ def test_a_local_prefix_passes_the_arguments_and_the_environment_unchanged(tmp_p
     ctx = LrmsContext(queue="q", ce_config={"lrms_command_prefix": "env X=1", "x_bin_dir": str(tmp_path)}, hosts=[])
     tools = commands.tools_for(ctx, "x_bin_dir", commands.environment(), time.monotonic() + 10)
     assert tools("show", "a|b", "*").splitlines() == ["TZ=UTC", "[a|b]", "[*]"]
+
+
+def test_site_jobs_lists_a_job_of_one_batch_system_once_and_equal_ids_of_two_apart():
+    from types import SimpleNamespace
+
+    from glueinfo.core.job import JobInfo
+    from glueinfo.lrms.registry import site_jobs
+
+    def ce(name, lrms, cluster, **options):
+        return SimpleNamespace(unique_id=f"ce01:2119/jobmanager-{lrms}-{name}", lrms=lrms, queue=name, cluster=cluster,
+                               options=options, lrms_timeout=5.0)
+
+    ces = [ce("grid", "lsf", "a", lsf_envdir="/etc/lsf/clusterA"), ce("grid", "lsf", "b", lsf_envdir="/etc/lsf/clusterB"),
+           ce("short", "slurm", "c", slurm_conf="/etc/slurm/slurm.conf"),
+           ce("long", "slurm", "c", slurm_conf="/etc/slurm/slurm.conf")]
+
+    def ask(lrms, ctx):  # every queue lists jobs 1 and 2 (two clusters number their jobs alike)
+        return QueueState(lrms_type=lrms, total_jobs=2, jobs=[JobInfo(local_id="1"), JobInfo(local_id="2")])
+
+    jobs, failed = site_jobs(ces, ask=ask)
+    # LSF clusters A and B: four jobs; the Slurm partitions of one Slurm: its two jobs once
+    assert [(job.local_id, cluster) for job, cluster in jobs] == [("1", "a"), ("2", "a"), ("1", "b"), ("2", "b"),
+                                                                 ("1", "c"), ("2", "c")]
+    assert failed == []
