@@ -674,6 +674,8 @@ def _details(info: JobInfo, job: PbsJob, top: _Attributes, resources: _Attribute
         exit_status = top.get("Exit_status")
         status = convert.number[top.get("exit_status") if exit_status is None else exit_status]
         info.completion, code, signal = ending(status, convert.number[top.get("substate")])
+        if info.completion == "cancelled":  # deleted (qdel): GLUE's ABORTED, as Slurm's CANCELLED and HTCondor's Removed
+            info.glue_status = "ABORTED"
         if started or (code is not None and code < 0):  # a negative code: PBS could not run it
             info.exit_code, info.exit_signal = code, signal
         comment = top.get("comment")

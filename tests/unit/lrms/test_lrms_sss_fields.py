@@ -136,6 +136,8 @@ def test_openpbs_how_subjobs_ended():
     assert [(jobs[f"300[{i}].pbs-head"].completion, jobs[f"300[{i}].pbs-head"].exit_code,
              jobs[f"300[{i}].pbs-head"].exit_signal) for i in (1, 2, 3, 4)] == [
         ("success", 0, None), ("failed", 3, None), ("cancelled", None, None), ("cancelled", None, 15)]
+    # GlueCEJobStatus: the deleted ones ABORTED (as Slurm's CANCELLED and HTCondor's Removed), the rest DONE
+    assert [jobs[f"300[{i}].pbs-head"].glue_status for i in (1, 2, 3, 4)] == ["DONE", "DONE", "ABORTED", "ABORTED"]
     assert jobs["300[3].pbs-head"].start_time is None and jobs["300[4].pbs-head"].start_time == utc("2024-11-19T07:20:00")
     assert jobs["300[2].pbs-head"].scheduler_specific == "Job run at Tue Nov 19 at 07:10 on (node01:ncpus=1) and failed"
     assert jobs["300[1].pbs-head"].scheduler_specific is None
