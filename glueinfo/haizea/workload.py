@@ -5,8 +5,9 @@ ones as long as the LRMS keeps them), in order of submission:
 
 - ``arrival``: the job's submit time relative to the first submission of the
   workload;
-- ``<realduration>``: the elapsed time of a finished job (left out for jobs
-  still queued or running, and when the LRMS does not say);
+- ``<realduration>``: the elapsed time of a finished job, its delivered wall
+  time, else its end minus its start (left out for jobs still queued or
+  running, and when the LRMS does not say);
 - ``<lease id="N">``: N counts the leases from 1 in arrival order (Haizea's
   ids are integers; the LRMS's job id is in a comment before the request);
   ``preemptible`` is written only when it is known (see
@@ -21,7 +22,8 @@ ones as long as the LRMS keeps them), in order of submission:
 Every time is written ``DD:HH:MM:SS`` (four colon-separated fields, whole
 seconds).  Left out, and counted in the description: jobs without a submit
 time, a time limit, a node count or a CPU count (nothing is invented), and
-finished jobs that never ran (Haizea cannot withdraw a queued lease).
+finished jobs that never ran: no start time, wall time or node (Haizea cannot
+withdraw a queued lease).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def _left_out_reason(job: JobInfo) -> Optional[str]:
         return NO_NODES
     if not job.requested_processors or job.requested_processors <= 0:
         return NO_CPUS
-    if finished(job) and not job.delivered_wall_s and not job.nodes:
+    if finished(job) and job.start_time is None and not job.delivered_wall_s and not job.nodes:
         return NEVER_RAN
     return None
 
@@ -100,12 +102,21 @@ def lease_requests(jobs: Sequence[tuple[JobInfo, str]]) -> tuple[list[LeaseReque
         memory = job.requested_memory_mb
         per_node = Capacity(cpu=math.ceil(cpus * 100 / nodes),
                             memory_mb=math.ceil(memory / nodes) if memory and memory > 0 else None)
-        real = job.delivered_wall_s if finished(job) and job.delivered_wall_s is not None else None
+        real = _elapsed(job) if finished(job) else None
         requests.append(LeaseRequest(job_id=job.local_id, origin=origin, arrival_s=(job.submit_time or first) - first,
                                      numnodes=nodes, per_node=per_node, duration_s=int(job.requested_duration_s or 0),
                                      realduration_s=None if real is None else max(0, int(real))))
     requests.sort(key=lambda r: (r.arrival_s, _job_order(r.job_id)))
     return requests, {reason: left_out[reason] for reason in REASONS if reason in left_out}
+
+
+def _elapsed(job: JobInfo) -> Optional[float]:
+    """A finished job's elapsed time: its delivered wall time, else its end minus its start."""
+    if job.delivered_wall_s is not None:
+        return job.delivered_wall_s
+    if job.start_time is not None and job.end_time is not None and not job.start_is_estimate:
+        return job.end_time - job.start_time
+    return None
 
 
 def _job_order(job_id: str) -> tuple[int, str]:

@@ -143,6 +143,17 @@ def test_openpbs_how_subjobs_ended():
     assert jobs["300[1].pbs-head"].scheduler_specific is None
 
 
+def test_openpbs_subjobs_that_ran_are_in_the_haizea_workload_with_their_elapsed_time():
+    from glueinfo.haizea.workload import NEVER_RAN, lease_requests
+
+    jobs = pbs_state("openpbs", "express")
+    requests, left_out = lease_requests([(job, "ce") for job in jobs.values()])
+    real = {r.job_id: r.realduration_s for r in requests}
+    # stime -> obittime in the recording: 07:10-07:20, 07:10-07:12, 07:20-07:25; 300[3] never started
+    assert (real["300[1].pbs-head"], real["300[2].pbs-head"], real["300[4].pbs-head"]) == (600, 120, 300)
+    assert left_out == {NEVER_RAN: ["300[3].pbs-head"]}
+
+
 def test_openpbs_job_details():
     jobs = pbs_state("openpbs", "express", **PRIVATE)
     stress = jobs["301.pbs-head"]
