@@ -365,6 +365,10 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
     word, glue, sss, finished = JOB_STATES.get(status, (f"JobStatus {status}", None, None, False))
     started = sss in ("Running", "Suspended")
     start = _int(ad, "jobcurrentstartdate")
+    # Time in the Running state (the SSS Duration): a suspended job stopped running when it entered
+    # its current status.  Earlier suspensions of a job running again are not subtracted (their
+    # total, CumulativeSuspensionTime, is not asked for).
+    ran_until = (_int(ad, "enteredcurrentstatus") or now) if sss == "Suspended" else now
     remote = _str(ad, "remotehost")
     nodes = [site_host(remote.rsplit("@", 1)[-1], lookup)] if remote and started else []
     cpus = _int(ad, "requestcpus")
@@ -379,7 +383,7 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
         end_time=float(c) if finished and (c := _int(ad, "completiondate") or _int(ad, "enteredcurrentstatus")) else None,
         requested_processors=cpus, requested_memory_mb=memory if memory and memory > 0 else None,
         delivered_processors=cpus if started else None,
-        delivered_wall_s=max(0, int(now - start)) if started and start is not None else None,
+        delivered_wall_s=max(0, int(ran_until - start)) if started and start is not None else None,
         nodes=nodes, scheduler_specific=reason, proxy_vo=_str(ad, "x509userproxyvoname"))
     command = ad.get("cmd")  # a literal path in every job ad
     if type(command) is str and command:

@@ -241,6 +241,9 @@ def test_jobs_owner_account_proxy_vo_and_states():
         job = jobs[job_id]
         assert (job.lrms_state, job.glue_status, job.sss_state) == states, job_id
     assert jobs["sched1.example.org#104.0"].end_time == NOW - 70000
+    # 2004 was suspended when it started (JobCurrentStartDate = EnteredCurrentStatus = 1759995000):
+    # it has run 0 s, not the 5000 s since (SSS Duration: seconds in the Running state)
+    assert jobs["ce01.example.org#2004.0"].delivered_wall_s == 0
     assert jobs["ce01.example.org#2002.0"].account == "group_lhcb"
     assert jobs["sched3@sub.example.org#3001.0"].vo == "atlas"  # no proxy: the [vos] rule on its group
     assert jobs["sched3@sub.example.org#3002.0"].vo is None and jobs["sched1.example.org#103.0"].vo is None
