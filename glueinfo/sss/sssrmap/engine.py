@@ -11,7 +11,10 @@ Semantics:
 - Where ops EQ NE GT GE LT LE Match.  NOT binds tighter than And, And
   tighter than Or (as in the SQL the reference implementations generate).
   A field with several values (Feature) matches when any value does; NE is
-  "no value equals", so it matches objects without the field.  A Where
+  "no value equals", so it matches objects without the field.  An element
+  with ``aggregation="List"`` (a job's Nodes, ``n01,n02``) holds one value
+  per item of its list (split at its ``delimiter``, a comma by default), for
+  Where, Match and GroupBy alike.  A Where
   without a value is a truth test: the field exists and is not empty, 0 or
   false.
 - Names must be fields of the object class (fields.py): a Get or Where on
@@ -236,7 +239,8 @@ class ObjectSet:
             matches = self.matches(path, budget)
             cached = []
             for part in budget.slices(len(matches), f"reading the values of {path.text[:80]}"):
-                cached.extend([tuple(((e.text or "").strip(), _number_of(e.text), self.unit_of(e)) for e in matches[i]) for i in part])
+                cached.extend([tuple((text.strip(), _number_of(text), self.unit_of(e)) for e in matches[i] for text in _texts(e))
+                               for i in part])
             self._values[path.text] = cached
         return cached
 
@@ -368,13 +372,20 @@ class _Condition:
                 text_only = objects.text_only(where.path, budget)
                 for part in budget.slices(len(text_only), doing):
                     result.update(i for i in (text_only[n] for n in part)
-                                  if any(_text_compare(compare_op, e.text, text) for e in matches[i]))
+                                  if any(_text_compare(compare_op, t, text) for e in matches[i] for t in _texts(e)))
         else:
             for part in budget.slices(len(matches), doing):
-                result.update(i for i in part if any(_text_compare(compare_op, e.text, text) for e in matches[i]))
+                result.update(i for i in part if any(_text_compare(compare_op, t, text) for e in matches[i] for t in _texts(e)))
         if op == "NE":
             return set(range(len(matches))) - result
         return result
+
+    @staticmethod
+    def _found(program: Any, seen: dict[str, bool], text: str) -> bool:
+        found = seen.get(text)
+        if found is None:
+            found = seen[text] = program.search(text) is not None
+        return found
 
     def _match(self, matches: list[tuple[etree._Element, ...]], doing: str) -> set[int]:
         """Objects with a value the RE2 pattern finds a match in; each distinct text is searched once."""
@@ -383,15 +394,18 @@ class _Condition:
         result: set[int] = set()
         for part in self.budget.slices(len(matches), doing):
             for i in part:
-                for element in matches[i]:
-                    text = element.text or ""
-                    found = seen.get(text)
-                    if found is None:
-                        found = seen[text] = program.search(text) is not None
-                    if found:
-                        result.add(i)
-                        break
+                if any(self._found(program, seen, text) for element in matches[i] for text in _texts(element)):
+                    result.add(i)
         return result
+
+
+def _texts(element: etree._Element) -> list[str]:
+    """The values an element holds: its text, or each item of an ``aggregation="List"`` (SSS Job
+    Node and Feature: ``n01,n02``) split at its delimiter (a comma by default)."""
+    text = element.text or ""
+    if element.get("aggregation") == "List":
+        return [item.strip() for item in text.split(element.get("delimiter") or ",") if item.strip()] or [""]
+    return [text]
 
 
 def _text_compare(op: str, left: Optional[str], right: str) -> bool:

@@ -382,3 +382,32 @@ def test_a_registered_job_source_is_queried_the_same_way():
     grouped = ok(b'<Envelope><Body><Request action="Query" actor="x"><Object>Job</Object><Get name="User" op="GroupBy"/>'
                  b'<Get name="Requested/Processors" op="Sum"/></Request></Body></Envelope>', svc)
     assert [(j.findtext("User"), j.findtext("Requested/Processors")) for j in grouped] == [("ann", "4"), ("bob", "1")]
+
+
+def test_a_jobs_node_list_answers_for_each_of_its_nodes():
+    # Job XML writes a job on several nodes as one <Node aggregation="List"> (the spec allows one Node)
+    jobs = etree.fromstring(b"<Data>"
+                            b"<Job><Id>102</Id><Delivered><Node aggregation='List'>n01.example.org,n02.example.org</Node>"
+                            b"</Delivered></Job>"
+                            b"<Job><Id>107</Id><Delivered><Node>n02.example.org</Node></Delivered></Job>"
+                            b"<Job><Id>108</Id><Delivered><Node>n03.example.org</Node></Delivered></Job>"
+                            b"<Job><Id>109</Id><Delivered><Node aggregation='List' delimiter=';'>n2;n03.example.org</Node>"
+                            b"</Delivered></Job>"
+                            b"</Data>")
+    svc = QueryService()
+    svc.register("Job", lambda: ObjectSet("Job", list(jobs)))
+
+    def ids(where: bytes) -> list[str]:
+        body = (b'<Envelope><Body><Request action="Query" actor="x"><Object>Job</Object><Get name="Id"/>' + where +
+                b'</Request></Body></Envelope>')
+        return [j.findtext("Id") for j in ok(body, svc)]
+
+    assert ids(b'<Where name="Delivered/Node">n02.example.org</Where>') == ["102", "107"]
+    assert ids(b'<Where name="Delivered/Node" op="NE">n02.example.org</Where>') == ["108", "109"]
+    assert ids(b'<Where name="Delivered/Node">n03.example.org</Where>') == ["108", "109"]
+    # Match tests each node name on its own: ^n2$ is one whole item of 109, in no other job
+    assert ids(b'<Where name="Delivered/Node" op="Match">^n2$</Where>') == ["109"]
+    grouped = ok(b'<Envelope><Body><Request action="Query" actor="x"><Object>Job</Object>'
+                 b'<Get name="Delivered/Node" op="GroupBy"/><Get name="Id" op="Count"/></Request></Body></Envelope>', svc)
+    assert [(j.findtext("Delivered/Node"), j.findtext("Id")) for j in grouped] == [
+        ("n01.example.org", "1"), ("n02.example.org", "2"), ("n03.example.org", "2"), ("n2", "1")]
