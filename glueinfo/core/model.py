@@ -277,6 +277,17 @@ class NodeAllocation:
     reason: Optional[str] = None  # why it is offline, when the LRMS says
 
 
+def new_job_cpus(state: Optional[str], total: int, allocated: int, free: Optional[int]) -> int:
+    """CPUs a new job can be given on a node its batch system knows: none unless the node is Idle;
+    on an Idle one its ``free_cpus`` when the batch system says (within the unallocated ones), else
+    the unallocated ones.  The one rule behind a CE's FreeCPUs (glueinfo.lrms.commands.node_capacity)
+    and Node XML's Available/Processors, so an SSSRMAP sum of the one gives the other."""
+    if state != "Idle":
+        return 0
+    unallocated = max(0, total - allocated)
+    return free if type(free) is int and 0 <= free <= unallocated else unallocated
+
+
 @dataclass
 class QueueState:
     """A CE queue's state as its LRMS plugin reports it; None means unknown."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo
-from glueinfo.core.model import NodeAllocation, QueueState, VoJobCounts
+from glueinfo.core.model import NodeAllocation, QueueState, VoJobCounts, new_job_cpus
 from glueinfo.lrms.registry import LrmsContext, LrmsQueryError
 from glueinfo.lrms.vo_map import VoMap, count_by_vo
 
@@ -212,9 +212,7 @@ def node_capacity(state: QueueState, allocations: Sequence[NodeAllocation]) -> O
         return None
     state.total_cpus = sum(total or 0 for total in totals)
     in_use = [a for a in allocations if a.state in ("Idle", "Busy")]
-    state.free_cpus = sum(
-        a.free_cpus if a.free_cpus is not None else max(0, (a.total_cpus or 0) - (a.allocated_cpus or 0))
-        for a in in_use if a.state == "Idle")
+    state.free_cpus = sum(new_job_cpus(a.state, a.total_cpus or 0, a.allocated_cpus or 0, a.free_cpus) for a in in_use)
     return sum(a.total_cpus or 0 for a in in_use)
 
 

@@ -56,7 +56,7 @@ from lxml import etree
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.freshness import is_stale
 from glueinfo.core.lastrun import LastRun
-from glueinfo.core.model import FileSystem, HostSnapshot, NetworkAdapter, PublishedAmount, PublishedNode, PublishedPart
+from glueinfo.core.model import FileSystem, HostSnapshot, NetworkAdapter, PublishedAmount, PublishedNode, PublishedPart, new_job_cpus
 from glueinfo.core.units import format_number
 from glueinfo.core.xmlsafe import parse_xml
 from glueinfo.sss import vocabulary as sss_node
@@ -497,10 +497,8 @@ def _consumption_slot(snapshot: HostSnapshot, state: Optional[str], template: _T
         # The scheduler's allocation (the load stays in the Load extensions).  Available: what a new
         # job can be given, so none on a node that is not Idle (drained, down, lost, or Busy with CPUs
         # it will not give, such as an exclusive job's), as the CE's FreeCPUs counts (SSSRMAP sums them).
-        free = view.get("free_cpus") if view is not None else None
-        if not (type(free) is int and 0 <= free <= total - allocated):
-            free = total - allocated
-        available.append(f'<Processors metric="Instantaneous">{free if state == "Idle" else 0}</Processors>')
+        free = new_job_cpus(state, total, allocated, view.get("free_cpus") if view is not None else None)
+        available.append(f'<Processors metric="Instantaneous">{free}</Processors>')
         utilized.append(f'<Processors metric="Instantaneous">{allocated}</Processors>')
     elif use is not None and cpus:
         busy, seconds = use
