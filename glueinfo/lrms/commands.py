@@ -99,11 +99,11 @@ def command_prefix(ce_config: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(prefix.split()) if isinstance(prefix, str) else tuple(prefix)
 
 
-def tools_for(ctx: LrmsContext, bin_dir_key: str, env: Mapping[str, str], deadline: float) -> Tools:
+def tools_for(ctx: LrmsContext, bin_dir_key: str, env: Environment, deadline: float) -> Tools:
     """Tools for this CE: ``[ce:NAME] <bin_dir_key>`` and ``lrms_command_prefix``, the plugin's
     environment, and the context's runner (tests) or subprocess."""
     return Tools(bin_dir=str(ctx.ce_config.get(bin_dir_key) or ""), prefix=command_prefix(ctx.ce_config), env=dict(env),
-                 settings=dict(getattr(env, "settings", {})), deadline=deadline, run=ctx.run or subprocess_runner)
+                 settings=env.settings, deadline=deadline, run=ctx.run or subprocess_runner)
 
 
 class Environment(dict[str, str]):
