@@ -369,13 +369,14 @@ class _Condition:
             low, high = _bounds(values, compare_op, target)
             result.update(owners[low:high])
             if self.field.kind != NUMBER:  # a field of either kind: its text values compare with the value as text
-                text_only = objects.text_only(where.path, budget)
+                text_only, texts = objects.text_only(where.path, budget), objects.values(where.path, budget)
                 for part in budget.slices(len(text_only), doing):
                     result.update(i for i in (text_only[n] for n in part)
-                                  if any(_text_compare(compare_op, t, text) for e in matches[i] for t in _texts(e)))
+                                  if any(_text_compare(compare_op, t, text) for t, _, _ in texts[i]))
         else:
+            texts = objects.values(where.path, budget)  # cached per path, List items apart (_texts)
             for part in budget.slices(len(matches), doing):
-                result.update(i for i in part if any(_text_compare(compare_op, t, text) for e in matches[i] for t in _texts(e)))
+                result.update(i for i in part if any(_text_compare(compare_op, t, text) for t, _, _ in texts[i]))
         if op == "NE":
             return set(range(len(matches))) - result
         return result
