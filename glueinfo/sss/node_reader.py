@@ -30,23 +30,24 @@ Input is untrusted (it comes from the network): it is parsed by
 glueinfo.core.xmlsafe and every number is checked; a negative, non-finite or
 absurdly large value, or a fact given twice, raises :class:`NodeXMLError`
 with one line naming the node, the element and the problem.
+
+A Pattern's names come from glueinfo.sss.node_patterns; a file read again and
+again (a spool file) is read by glueinfo.sss.node_file_reader.NodeFileReader.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import itertools
 import json
 import math
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
-from typing import Any, NoReturn, Optional, Union
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
 
 from lxml import etree
 
@@ -69,10 +70,10 @@ from glueinfo.core.model import (
     StaticFacts,
     from_value,
 )
-from glueinfo.core.model import replaced as replaced_copy
 from glueinfo.core.units import UnitError, convert
 from glueinfo.core.xmlsafe import DEFAULT_MAX_BYTES, XMLInputError, parse_xml
 from glueinfo.sss import vocabulary as sss_node
+from glueinfo.sss.node_patterns import PatternError, pattern_names
 
 MAX_MB = 2**40  # 1 EB: no host has more memory or disk than that
 MAX_PROCESSORS = 2**20
@@ -108,212 +109,19 @@ _DURATION_SECONDS = (365 * 86400, 30 * 86400, 86400, 3600, 60, 1)
 MAX_WALL_S = 100 * 365 * 86400  # a century: anything longer is a broken peer
 # Digits read at once with int(); longer texts (int() refuses more than 4,300 digits) go through
 # float(), which gives the same value or the error.  Every limit here has fewer digits.
-_FEW_DIGITS = 20
+FEW_DIGITS = 20
 _COLLECTOR = re.compile(r"^(ok|failed) (\S+) (\S+?)(?:: (.*))?$", re.DOTALL)
+# What a reader made with ``mark`` records for glueinfo.sss.node_file_reader: the source line of each
+# volatile element it reads (its State, one of these Extensions, an Available or Utilized figure), by kind.
+EXTENSION_MARK, FIGURE_MARK, STATE_MARK = "extension", "figure", "state"
+_VOLATILE_EXTENSIONS = frozenset(f for f in sss_node.EXTENSIONS
+                                 if f.section == "load" or (f.section, f.attribute) in {("memory", "virtual_available_mb"),
+                                                                                        ("snapshot", "collected_at")})
+_VOLATILE_FIGURES = frozenset({"Processors", "Memory", "Swap", "Disk"})
 
 
 class NodeXMLError(GlueinfoError, ValueError):
     """Node XML that cannot be read back; the message is one line naming node and element."""
-
-
-# -- Pattern: the names a finite regular expression matches ---------------------------------------------
-# The spec's Pattern aggregation is "a regular expression (perl5)": a Node read from a document must
-# become named nodes, so a Pattern is expanded into every string it matches in full, which is possible
-# only for a finite language.  The subset read: literal characters; \d and escaped punctuation
-# (\. \- ...); classes [a-z0-9_] of characters, ranges and \d (not negated); groups ( ) and (?: ) with
-# | alternatives; the quantifiers ?, {n} and {m,n} (a lazy ? after one changes nothing); ^ at the
-# start and $ at the end.  Refused: . (any character), * and + and {m,} (no bound), negated classes,
-# other escapes (\w, \s, back references) and (? ) constructs.  Its size is counted before any name
-# is made.
-
-class PatternError(GlueinfoError, ValueError):
-    """A Pattern that does not name a finite, small set of names; the message says why."""
-
-
-_META = frozenset("\\^$.|?*+()[]{}")
-_MAX_PATTERN = 1024  # characters
-_MAX_DEPTH = 32  # nested groups
-_MAX_REPEAT = 64
-_DIGITS = tuple("0123456789")
-
-# A parsed Pattern: ("set", characters) | ("seq", items) | ("alt", items) | ("rep", item, low, high)
-_Node = tuple[Any, ...]
-
-
-class _PatternParser:
-    def __init__(self, text: str) -> None:
-        self.text, self.at = text, 0
-
-    def peek(self) -> str:
-        return self.text[self.at] if self.at < len(self.text) else ""
-
-    def take(self) -> str:
-        char = self.peek()
-        self.at += 1
-        return char
-
-    def parse(self) -> _Node:
-        text = self.text
-        if len(text) > _MAX_PATTERN:
-            raise PatternError(f"longer than {_MAX_PATTERN} characters")
-        if text.startswith("^"):
-            self.at = 1
-        if text.endswith("$") and not text.endswith("\\$"):
-            self.text = text = text[:-1]
-        tree = self.alternatives(0)
-        if self.at < len(text):
-            raise PatternError(f"unbalanced {text[self.at]!r} at {self.at}")
-        return tree
-
-    def alternatives(self, depth: int) -> _Node:
-        if depth > _MAX_DEPTH:
-            raise PatternError(f"groups nested deeper than {_MAX_DEPTH}")
-        branches = [self.sequence(depth)]
-        while self.peek() == "|":
-            self.take()
-            branches.append(self.sequence(depth))
-        return branches[0] if len(branches) == 1 else ("alt", branches)
-
-    def sequence(self, depth: int) -> _Node:
-        items = []
-        while self.peek() not in ("", "|", ")"):
-            items.append(self.quantified(self.atom(depth)))
-        return ("seq", items)
-
-    def atom(self, depth: int) -> _Node:
-        at, char = self.at, self.take()
-        if char == "(":
-            if self.peek() == "?":
-                if self.text[self.at:self.at + 2] != "?:":
-                    raise PatternError(f"(? constructs other than (?: are not read (at {at})")
-                self.at += 2
-            inner = self.alternatives(depth + 1)
-            if self.take() != ")":
-                raise PatternError(f"the group opened at {at} is not closed")
-            return inner
-        if char == "[":
-            return ("set", self.characters(at))
-        if char == "\\":
-            return ("set", self.escape(at))
-        if char == ".":
-            raise PatternError(f"'.' (at {at}) matches any character: write '\\.' for a dot")
-        if char in "*+?{":
-            raise PatternError(f"{char!r} at {at} has nothing to repeat")
-        if char in _META or char.isspace():
-            raise PatternError(f"{char!r} at {at} cannot stand there")
-        return ("set", (char,))
-
-    def escape(self, at: int) -> tuple[str, ...]:
-        char = self.take()
-        if char == "d":
-            return _DIGITS
-        if char and not char.isalnum() and not char.isspace():
-            return (char,)
-        raise PatternError(f"'\\{char}' at {at}: only \\d and escaped punctuation are read")
-
-    def characters(self, at: int) -> tuple[str, ...]:
-        if self.peek() == "^":
-            raise PatternError(f"the class at {at} is negated: it matches almost any character")
-        chars: dict[str, None] = {}
-        first = True
-        while True:
-            char = self.take()
-            if char == "":
-                raise PatternError(f"the class opened at {at} is not closed")
-            if char == "]" and not first:
-                break
-            first = False
-            if char == "\\":
-                members = self.escape(self.at - 1)
-                chars.update(dict.fromkeys(members))
-                continue
-            if self.peek() == "-" and self.text[self.at + 1:self.at + 2] not in ("", "]"):
-                self.take()
-                end = self.take()
-                if end == "\\":
-                    escaped = self.escape(self.at - 1)
-                    end = escaped[0] if len(escaped) == 1 else ""  # \d cannot end a range
-                if not end or ord(end) < ord(char) or ord(end) - ord(char) > 256:
-                    raise PatternError(f"the range {char}-{end} in the class at {at} is not one of up to 256 characters")
-                chars.update(dict.fromkeys(chr(code) for code in range(ord(char), ord(end) + 1)))
-                continue
-            chars[char] = None
-        if any(c.isspace() for c in chars):
-            raise PatternError(f"the class at {at} holds white space, which no name has")
-        return tuple(chars)
-
-    def quantified(self, item: _Node) -> _Node:
-        at, char = self.at, self.peek()
-        if char in ("*", "+"):
-            raise PatternError(f"{char!r} at {at} repeats without bound")
-        if char == "?":
-            self.take()
-            low, high = 0, 1
-        elif char == "{":
-            end = self.text.find("}", at)
-            bounds = self.text[at + 1:end].split(",") if end > 0 else []
-            if not 1 <= len(bounds) <= 2 or not all(b.isdigit() and b.isascii() for b in bounds if b) or not bounds[0]:
-                raise PatternError(f"the repetition at {at} is not {{n}} or {{m,n}}")
-            if len(bounds) == 2 and not bounds[1]:
-                raise PatternError(f"{{{bounds[0]},}} at {at} repeats without bound")
-            low, high = int(bounds[0]), int(bounds[-1])
-            if high < low or high > _MAX_REPEAT:
-                raise PatternError(f"the repetition at {at} is not {{m,n}} with m <= n <= {_MAX_REPEAT}")
-            self.at = end + 1
-        else:
-            return item
-        if self.peek() == "?":  # lazy: the same strings
-            self.take()
-        elif self.peek() in ("*", "+", "?", "{"):
-            raise PatternError(f"{self.peek()!r} at {self.at} repeats a repetition")
-        return ("rep", item, low, high)
-
-
-def _size(tree: _Node, cap: int) -> int:
-    """How many strings ``tree`` makes (repeats counted), or cap + 1 when more than ``cap``."""
-    kind = tree[0]
-    if kind == "set":
-        return min(len(tree[1]), cap + 1)
-    if kind == "seq":
-        total = 1
-        for item in tree[1]:
-            total = min(total * _size(item, cap), cap + 1)
-        return total
-    if kind == "alt":
-        return min(sum(_size(item, cap) for item in tree[1]), cap + 1)
-    one, total, power = _size(tree[1], cap), 0, 1
-    for times in range(tree[3] + 1):
-        if times >= tree[2]:
-            total = min(total + power, cap + 1)
-        power = min(power * one, cap + 1)
-    return total
-
-
-def _strings(tree: _Node) -> Iterator[str]:
-    kind = tree[0]
-    if kind == "set":
-        yield from tree[1]
-    elif kind == "seq":
-        for parts in itertools.product(*[list(_strings(item)) for item in tree[1]]):
-            yield "".join(parts)
-    elif kind == "alt":
-        for item in tree[1]:
-            yield from _strings(item)
-    else:
-        one = list(_strings(tree[1]))
-        for times in range(tree[2], tree[3] + 1):
-            for parts in itertools.product(one, repeat=times):
-                yield "".join(parts)
-
-
-def pattern_names(pattern: str, limit: int) -> list[str]:
-    """Every string the finite regular expression ``pattern`` matches in full, in order, each once
-    (the subset above); PatternError when it is outside that subset or makes more than ``limit``."""
-    tree = _PatternParser(pattern).parse()
-    size = _size(tree, limit)
-    if size > limit:
-        raise PatternError(f"makes more than {limit} names")
-    return list(dict.fromkeys(_strings(tree)))
 
 
 @lru_cache(maxsize=1)
@@ -332,7 +140,7 @@ def validate(element: etree._Element) -> Optional[str]:
     return f"line {error.line}: {' '.join(str(error.message).split())}"
 
 
-class _Reader:
+class NodeElementReader:
     """Reads one <Node>; ``fail`` raises with the node's Id in the message."""
 
     def __init__(self, node: Optional[etree._Element], what: str, mark: bool = False):
@@ -403,7 +211,7 @@ class _Reader:
         kind = field.kind
         if kind == "str":  # most of them, and the cheapest: inline
             return text
-        if kind == "int" and text.isdigit() and text.isascii() and len(text) <= _FEW_DIGITS \
+        if kind == "int" and text.isdigit() and text.isascii() and len(text) <= FEW_DIGITS \
                 and _INT_LOW.get(field.attribute, 0) <= int(text) <= _INT_HIGH.get(field.attribute, 2**53):
             return int(text)
         return self.quick_typed(field, text)
@@ -418,7 +226,7 @@ class _Reader:
         low, high = _LIMITS.get(field.attribute, (0, 2**53))
         if kind == "int":
             # Digits only: float() then int(), as integer() does, gives the same for these (limits < 2**53).
-            if text.isdigit() and text.isascii() and len(text) <= _FEW_DIGITS:
+            if text.isdigit() and text.isascii() and len(text) <= FEW_DIGITS:
                 value = int(text)
                 if low <= value <= high:
                     return value
@@ -495,7 +303,7 @@ class _Reader:
                 if tag == "State":
                     given[tag] = text
                     if self.mark and isinstance(child.sourceline, int):
-                        self.marks[child.sourceline] = (_STATE_MARK, None)
+                        self.marks[child.sourceline] = (STATE_MARK, None)
                         self.marked[child.sourceline] = child
                 elif tag == "Name":
                     given[tag] = text
@@ -730,7 +538,7 @@ class _Reader:
                     self.check_attributes(where, wall, rate)
                     figures[(group, tag)] = self.figure(where, tag, element.text, units)
                     if self.mark and group != "Configured" and tag in _VOLATILE_FIGURES and isinstance(element.sourceline, int):
-                        self.marks[element.sourceline] = (_FIGURE_MARK, (group, tag, units))
+                        self.marks[element.sourceline] = (FIGURE_MARK, (group, tag, units))
                         self.marked[element.sourceline] = element
         self.figures = figures
         if ("Configured", "Processors") in figures:
@@ -772,7 +580,7 @@ class _Reader:
 
     def wall_seconds(self, where: str, text: str) -> float:
         """A wallDuration in seconds: seconds as written, or an xsd:duration; checked (at most a century)."""
-        if text.isdigit() and text.isascii() and len(text) <= _FEW_DIGITS and int(text) <= MAX_WALL_S:  # what glueinfo writes, at once
+        if text.isdigit() and text.isascii() and len(text) <= FEW_DIGITS and int(text) <= MAX_WALL_S:  # what glueinfo writes, at once
             return float(text)
         if _SECONDS.match(text):
             return self.number(where, text, 0, MAX_WALL_S)
@@ -828,7 +636,7 @@ class _Reader:
                     self.signed = True
                 value = self.known_value(field, text)
                 if self.mark and field in _VOLATILE_EXTENSIONS and isinstance(element.sourceline, int):
-                    self.marks[element.sourceline] = (_EXTENSION_MARK, field)
+                    self.marks[element.sourceline] = (EXTENSION_MARK, field)
                     self.marked[element.sourceline] = element
                 if field.section == "snapshot":
                     snap[field.attribute] = value
@@ -966,7 +774,7 @@ def snapshots_from_node(node: etree._Element, what: str = "Node XML", source: Op
         node = _plain(copy.deepcopy(node))
     if node.tag != "Node":
         raise NodeXMLError(f"{what}: expected a Node element, got {node.tag!r}")
-    return _Reader(node, what).read(source, limit)
+    return NodeElementReader(node, what).read(source, limit)
 
 
 def _plain(element: etree._Element) -> etree._Element:
@@ -985,7 +793,7 @@ def _plain(element: etree._Element) -> etree._Element:
     return element
 
 
-def _root(data: Union[bytes, str, etree._Element], what: str, max_bytes: int) -> etree._Element:
+def document_root(data: Union[bytes, str, etree._Element], what: str, max_bytes: int) -> etree._Element:
     if isinstance(data, etree._Element):
         if isinstance(data.tag, str) and data.tag[:1] == "{":
             data = copy.deepcopy(data)  # _plain renames in place: not the caller's tree
@@ -1001,7 +809,7 @@ def read_nodes(data: Union[bytes, str, etree._Element], *, what: str = "Node XML
     """A ``<Data>`` of Nodes (or a single ``<Node>``, or an SSSRMAP ``<Response>`` holding a Data) ->
     snapshots, in document order, a Node that names several nodes giving one each (at most
     MAX_NODES in all).  No namespace, or one (the SSSRMAP namespace a Response's Data is in)."""
-    root = _root(data, what, max_bytes)
+    root = document_root(data, what, max_bytes)
     if root.tag == "Node":
         return snapshots_from_node(root, what, source)
     if root.tag not in ("Data", "Response"):
@@ -1029,278 +837,14 @@ def read_node(data: Union[bytes, str, etree._Element], *, what: str = "Node XML"
     return snapshots[0]
 
 
-# -- reading the same file again --------------------------------------------------------------------
-# A worker rewrites its Node every minute, and mostly only its volatile figures differ: the load, the
-# free memory, the Available/Utilized consumables they give, the collection time.  NodeFileReader
-# reads such a rewrite without parsing it: see its docstring for what is assumed and checked.
+# Kept for glueinfo.gather.sources.spool, which imports NodeFileReader from here: looked up when asked
+# for, as glueinfo.sss.node_file_reader builds on this module.
+if TYPE_CHECKING:
+    from glueinfo.sss.node_file_reader import NodeFileReader as NodeFileReader
+else:
+    def __getattr__(name: str) -> Any:
+        if name == "NodeFileReader":
+            from glueinfo.sss.node_file_reader import NodeFileReader
 
-_EXTENSION_MARK, _FIGURE_MARK, _STATE_MARK = "extension", "figure", "state"
-_VOLATILE_EXTENSIONS = frozenset(f for f in sss_node.EXTENSIONS
-                                 if f.section == "load" or (f.section, f.attribute) in {("memory", "virtual_available_mb"),
-                                                                                        ("snapshot", "collected_at")})
-_VOLATILE_FIGURES = frozenset({"Processors", "Memory", "Swap", "Disk"})
-# The facts the figures give (glueinfo writes no Extension for these: checked below, so a figure read
-# again cannot be overridden by an unchanged Extension in the full read).
-_FIGURE_FACTS = {("Available", "Memory"): "ram_available_mb", ("Available", "Swap"): "swap_free_mb"}
-assert not any((f.section, f.attribute) in {("memory", a) for a in _FIGURE_FACTS.values()} for f in sss_node.EXTENSIONS)
-
-# A volatile element alone on its line as glueinfo writes it: its opening tag (attributes of plain
-# words only, an Extension's name and type in that order, a consumable's consumptionRate last: the
-# one attribute that changes with the load), a text of plain characters (a number, a time, a State
-# word: no markup, no reference, no quote, no space), its closing tag, nothing else.
-_TEXT = rb"[0-9A-Za-z.:+-]*"
-_LINES = {
-    _EXTENSION_MARK: re.compile(rb'([ \t]*<(Extension) name="[A-Za-z0-9]+" type="[A-Za-z]+")()>(' + _TEXT + rb")</Extension>"),
-    _FIGURE_MARK: re.compile(rb'([ \t]*<(Processors|Memory|Swap|Disk)(?: (?!consumptionRate=)[A-Za-z]+="[A-Za-z0-9.+-]*")*)'
-                             rb'(?: consumptionRate="(' + _TEXT + rb')")?>(' + _TEXT + rb")</\2>"),
-    _STATE_MARK: re.compile(rb"([ \t]*<(State))()>(" + _TEXT + rb")</State>"),
-}
-# What is cut out of such a line for the skeleton: from the end of its opening (group 1 above) to its
-# closing tag, the (rate, text) of the groups: a figure's optional plain consumptionRate, then ">"
-# and the plain text.  Each stops at a character no plain text has ('"', '<'), so the cut is the
-# longest one there and the byte after it is the skeleton's again.
-_CUTS = {
-    _EXTENSION_MARK: re.compile(rb"()>(" + _TEXT + rb")").match,
-    _FIGURE_MARK: re.compile(rb'(?: consumptionRate="(' + _TEXT + rb')")?>(' + _TEXT + rb")").match,
-    _STATE_MARK: re.compile(rb"()>(" + _TEXT + rb")").match,
-}
-_RATED, _AVERAGE = ("Utilized", "Processors"), b' metric="Average"'
-_STATE_WORDS = frozenset(state.encode() for state in sss_node.NODE_STATES)
-_MAX_LINES = 60000  # libxml2 may count source lines only up to 65535
-_UTF8 = frozenset({"UTF-8", "US-ASCII", "ASCII"})
-_CHECKED = frozenset({"Available", "Utilized"})  # the categories check_figures holds against Configured
-assert _CHECKED | {"Configured"} == set(sss_node.CATEGORIES)
-
-# One cut of a layout: (bytes of skeleton before it, kind, what it is (an ExtensionField, a figure's
-# (category, tag, units), None for State), whether a consumptionRate may stand there, the most the
-# figure may be (check_figures' bound from Configured, which is skeleton) or None).
-_Cut = tuple[int, str, Any, bool, Optional[float]]
-
-
-class _Known:
-    """What NodeFileReader keeps of one file's last full read: the digest of its skeleton (the document
-    with the volatile texts and rates cut out), where they are cut (a layout, shared by the hosts
-    written alike), and the snapshot (never handed out itself: copies are)."""
-
-    __slots__ = ("digest", "layout", "snapshot", "source")
-
-    def __init__(self, digest: bytes, layout: tuple[_Cut, ...], snapshot: HostSnapshot, source: Optional[str]) -> None:
-        self.digest, self.layout, self.snapshot, self.source = digest, layout, snapshot, source
-
-
-def _is_element(kind: str, payload: Any, element: etree._Element, tag: bytes, rate: Optional[bytes], text: bytes) -> bool:
-    """Whether the element libxml2 placed on a line is the one element the line holds (tag, names,
-    text and rate the same)."""
-    if (element.text or "") != text.decode("ascii") or element.tag != tag.decode("ascii"):
-        return False
-    if kind == _FIGURE_MARK:
-        parent = element.getparent()
-        return (parent is not None and parent.tag == payload[0] and element.tag == payload[1]
-                and element.get("consumptionRate") == (None if rate is None else rate.decode("ascii")))
-    if kind == _EXTENSION_MARK:
-        return (element.get("name"), element.get("type")) == (payload.name, payload.type)
-    return True
-
-
-def _skeleton(layout: tuple[_Cut, ...], data: bytes) -> Optional[tuple[bytes, list[re.Match[bytes]]]]:
-    """The SHA-256 digest of ``data`` with the cuts ``layout`` places taken out, and the cuts (matches
-    of ``_CUTS``); None when one is not there.  Every skeleton piece but the last has the layout's
-    length, so two documents with one digest have the same skeleton, piece by piece."""
-    sha = hashlib.sha256()  # SHA-256: with SHA instructions, twice BLAKE2b's speed
-    update = sha.update
-    view = memoryview(data)
-    cuts = []
-    at = 0
-    for length, kind, _, _, _ in layout:
-        end = at + length
-        update(view[at:end])
-        cut = _CUTS[kind](data, end)  # None at or past the end: every cut starts with ">" or a rate
-        if cut is None:
-            return None
-        cuts.append(cut)
-        at = cut.end()
-    update(view[at:])
-    return sha.digest(), cuts
-
-
-def _quick_figure(tag: str, units: Optional[str], text: bytes) -> Optional[float]:
-    """:meth:`_Reader.figure` of what glueinfo writes (plain digits; MB for amounts) at once, or None
-    for anything else (which the full checks then take)."""
-    if not text.isdigit() or len(text) > _FEW_DIGITS:  # isdigit: ASCII digits only, for bytes
-        return None
-    if tag == "Processors":
-        count = int(text)
-        return count if count <= MAX_PROCESSORS else None  # integer()'s int(float(text)), the same below 2**53
-    if (units or sss_node.DEFAULT_UNITS.get(tag, "MB")) != "MB":
-        return None
-    value = float(text)  # what number() gives; converting MB to MB is no change
-    return value if value <= MAX_MB else None
-
-
-class NodeFileReader:
-    """:func:`read_node` for documents read again and again under one name (a spool file): the
-    same snapshot, the same errors, less work when only volatile figures changed.
-
-    After a full read of a lone ``<Node>`` that passes every check, the reader keeps (per ``name``)
-    a digest of the document's skeleton: the document with the texts of its volatile elements (State,
-    the load Extensions, VirtualMemoryAvailable, CollectedAt, and Available/Utilized Processors,
-    Memory, Swap and Disk), and a Utilized Processors' consumptionRate, cut out, and where those cuts
-    are.  The next document under that name is read without parsing when all of this holds, and
-    fully (exactly :func:`read_node`, its checks and errors) otherwise:
-
-    - it is bytes, at most ``max_bytes``, for the same ``source``; the last one was UTF-8 (or
-      ASCII), with no CR and fewer than 60,000 lines;
-    - a volatile element of the last one was cut only where libxml2 reported the element's start on
-      a line that holds that element alone as glueinfo writes it (``_LINES``: plain-word attributes,
-      a text of letters, digits and ``.:+-``) with the very text and attributes the parse gave: a
-      start tag cannot contain ``<`` and such a text cannot contain markup, so that line is that
-      element, start to end, and nothing else (not a comment, not CDATA); the cut runs from the end
-      of its opening (up to a consumptionRate or the ``>``) to its closing tag;
-    - in the new document each skeleton piece has the length it had, each cut is again a plain text
-      (and, on a Utilized Processors with metric Average, perhaps a plain rate: glueinfo writes one
-      only while processors are in use), and the skeleton's SHA-256 digest is the one kept (a
-      different skeleton passes only through a collision, which no one knows how to make).
-
-    Then the new document is the last one with other plain texts (and rates) in those elements:
-    well-formed, no DTD, no entity, and a full read would find the same elements.  The new texts
-    are checked by the code the full read uses (the Extension's value, the figure with its units,
-    consumptionRate, Available and Utilized against Configured; State's word is not read), and any
-    complaint sends the document to the full read, which gives :func:`read_node`'s one-line
-    error.  The snapshot is the last one's with the changed facts replaced; its other parts (CPU,
-    OS, adapters, file systems, static facts) are the same objects, which downstream never changes.
-
-    ``quick`` counts the documents read this way, ``full`` the others.  Not thread-safe: one
-    reader per source, used by its one gathering thread.
-    """
-
-    def __init__(self) -> None:
-        self._known: dict[str, _Known] = {}
-        self._layouts: dict[tuple[_Cut, ...], tuple[_Cut, ...]] = {}
-        self._checks = _Reader(None, "Node XML")  # its complaints only send a document to the full read
-        self.quick = 0
-        self.full = 0
-
-    def forget(self, name: str) -> None:
-        """Drop what is kept of ``name`` (a file gone, or bad)."""
-        self._known.pop(name, None)
-
-    def names(self) -> list[str]:
-        """The names something is kept of."""
-        return list(self._known)
-
-    def read(self, name: str, data: Union[bytes, str], *, what: str = "Node XML", source: Optional[str] = None,
-             max_bytes: int = DEFAULT_MAX_BYTES) -> HostSnapshot:
-        """The snapshot of ``data`` (:func:`read_node`'s, or its NodeXMLError); a new object each call."""
-        known = self._known.get(name)
-        if known is not None and isinstance(data, bytes) and len(data) <= max_bytes and known.source == source:
-            snapshot = self._again(known, data)
-            if snapshot is not None:
-                self.quick += 1
-                return _handed(snapshot)
-        self._known.pop(name, None)
-        self.full += 1
-        root = _root(data, what, max_bytes)
-        if root.tag != "Node" or not isinstance(data, bytes):
-            return read_node(root, what=what, source=source, max_bytes=max_bytes)  # a <Data>, or text: not kept
-        reader = _Reader(root, what, mark=True)
-        snapshots = reader.read(source)  # what read_node does with a lone <Node>
-        if len(snapshots) != 1:
-            raise NodeXMLError(f"{what}: expected one Node, found {len(snapshots)}")
-        snapshot = snapshots[0]
-        if snapshot.published is None:  # another program's Node is read whole every time: its figures are kept as given
-            self._remember(name, data, root, reader, snapshot, source)
-        return _handed(snapshot)
-
-    def _remember(self, name: str, data: bytes, root: etree._Element, reader: _Reader, snapshot: HostSnapshot,
-                  source: Optional[str]) -> None:
-        encoding = (root.getroottree().docinfo.encoding or "").upper()
-        if encoding not in _UTF8 or b"\r" in data or not reader.marks:
-            return
-        lines = data.split(b"\n")
-        if len(lines) >= _MAX_LINES:
-            return
-        starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
-        cuts: list[tuple[int, int]] = []
-        layout: list[_Cut] = []
-        at = 0
-        for number, (kind, payload) in sorted(reader.marks.items()):
-            if not 1 <= number <= len(lines):
-                return
-            match = _LINES[kind].fullmatch(lines[number - 1])
-            if match is None or not _is_element(kind, payload, reader.marked[number], match.group(2), match.group(3), match.group(4)):
-                continue  # not alone on its line as expected: kept in the skeleton, so any change reads fully
-            rated = kind == _FIGURE_MARK and payload[:2] == _RATED and _AVERAGE in match.group(1)
-            if kind == _FIGURE_MARK and match.group(3) is not None and not rated:
-                return  # a rate where glueinfo writes none: the Node is another program's, read fully each time
-            bound = None
-            if kind == _FIGURE_MARK and payload[0] in _CHECKED:
-                total = reader.figures.get(("Configured", payload[1]))
-                bound = None if total is None else total * 1.0001 + 1  # check_figures' test
-            start = starts[number - 1] + match.end(1)
-            layout.append((start - at, kind, payload, rated, bound))
-            at = starts[number - 1] + match.end(4)
-            cuts.append((start, at))
-        if not layout:
-            return
-        shape = tuple(layout)
-        shape = self._layouts.setdefault(shape, shape)  # hosts written alike share one
-        if len(self._layouts) > 2 * len(self._known) + 64:
-            self._layouts = {k.layout: k.layout for k in self._known.values()}
-        made = _skeleton(shape, data)
-        if made is None or [cut.span() for cut in made[1]] != cuts:  # each cut is the text matched above: a safeguard
-            return
-        self._known[name] = _Known(made[0], shape, snapshot, source)
-
-    def _again(self, known: _Known, data: bytes) -> Optional[HostSnapshot]:
-        """The snapshot of ``data`` read as a rewrite of the last document (see the class), or None."""
-        made = _skeleton(known.layout, data)
-        if made is None or made[0] != known.digest:
-            return None
-        checks = self._checks
-        changes: dict[str, dict[str, Any]] = {"snapshot": {}, "load": {}, "memory": {}}
-        try:
-            for (_, kind, payload, rated, bound), cut in zip(known.layout, made[1], strict=True):
-                rate, text = cut.groups()
-                if kind == _EXTENSION_MARK:
-                    changes[payload.section][payload.attribute] = checks.known_value(payload, text.decode("ascii"))
-                elif kind == _FIGURE_MARK:
-                    category, tag, units = payload
-                    if rate is not None:
-                        if not rated:  # where glueinfo writes none: the Node is another program's, which the full read keeps
-                            return None
-                        checks.number("consumptionRate", rate.decode("ascii"), 0, 10**6)
-                    value = _quick_figure(tag, units, text)
-                    if value is None:
-                        value = checks.figure(tag, tag, text.decode("ascii"), units)
-                    if bound is not None and value > bound:
-                        return None  # the full read says what is wrong
-                    fact = _FIGURE_FACTS.get((category, tag))
-                    if fact is not None:
-                        changes["memory"][fact] = int(round(value))
-                elif text not in _STATE_WORDS:  # another word makes the Node another program's: the full read keeps it
-                    return None
-        except NodeXMLError:
-            return None  # the full read says what is wrong
-        previous = known.snapshot
-        replaced: dict[str, Any] = {}
-        try:
-            for section in ("load", "memory"):
-                part, values = getattr(previous, section), changes[section]
-                if values and part is not None and any(getattr(part, k) != v or type(getattr(part, k)) is not type(v)
-                                                       for k, v in values.items()):
-                    replaced[section] = replaced_copy(part, **values)
-            for attribute, value in changes["snapshot"].items():
-                value = float(value) if attribute == "collected_at" else value
-                if getattr(previous, attribute) != value:
-                    replaced[attribute] = value
-        except (ModelError, TypeError):
-            return None
-        if replaced:
-            known.snapshot = previous = replaced_copy(previous, **replaced)
-        return previous
-
-
-def _handed(snapshot: HostSnapshot) -> HostSnapshot:
-    """A copy of a kept snapshot to hand out: its own top level, extra and collector list (what a
-    receiver may set), the same fact objects."""
-    return replaced_copy(snapshot, extra=dict(snapshot.extra), collectors=list(snapshot.collectors))
+            return NodeFileReader
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

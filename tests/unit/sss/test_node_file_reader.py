@@ -12,7 +12,8 @@ import pytest
 from glue_sites import CLASSES, hostile_host, make_host, synthetic_site
 
 from glueinfo.core.model import HostSnapshot
-from glueinfo.sss.node_reader import NodeFileReader, NodeXMLError, read_node
+from glueinfo.sss.node_file_reader import NodeFileReader
+from glueinfo.sss.node_reader import NodeXMLError, read_node
 from glueinfo.sss.node_xml import render_node
 
 NOW = 1_700_000_100.0

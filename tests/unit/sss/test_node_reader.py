@@ -16,7 +16,8 @@ from paths import REPO
 
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, MemoryInfo
 from glueinfo.core.validate import validate_snapshot
-from glueinfo.sss.node_reader import MAX_NODES, NodeFileReader, NodeXMLError, read_node, read_nodes
+from glueinfo.sss.node_file_reader import NodeFileReader
+from glueinfo.sss.node_reader import MAX_NODES, NodeXMLError, read_node, read_nodes
 from glueinfo.sss.node_xml import (
     NodeMarkupCache,
     NodeSettings,
