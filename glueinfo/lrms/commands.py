@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import NodeAllocation, QueueState, VoJobCounts, new_job_cpus
+from glueinfo.core.text import one_line
 from glueinfo.lrms.registry import LrmsContext, LrmsQueryError
 from glueinfo.lrms.vo_map import VoMap, count_by_vo
 
@@ -42,12 +43,6 @@ Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str
 def subprocess_runner(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> tuple[int, str, str]:
     proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, env=dict(env), stdin=subprocess.DEVNULL)
     return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-
-
-def clip(text: str, limit: int = 120) -> str:
-    """One line of at most ``limit`` characters, for messages quoting a tool's output."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 @dataclass
@@ -89,8 +84,8 @@ class Tools:
         except OSError as exc:
             raise LrmsQueryError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
         if code not in (ok_codes or self.ok_codes):
-            message = next((line for line in err.splitlines() if line.strip()), "") or clip(out)
-            raise LrmsQueryError(f"{tool} {' '.join(args[:3])} exited {code}: {clip(message)}")
+            message = next((line for line in err.splitlines() if line.strip()), "") or one_line(out, 120)
+            raise LrmsQueryError(f"{tool} {' '.join(args[:3])} exited {code}: {one_line(message, 120)}")
         return code, out, err
 
 

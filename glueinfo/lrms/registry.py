@@ -28,6 +28,7 @@ from typing import Any, Optional
 from glueinfo.core import plugins as plugin_registry
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
+from glueinfo.core.text import one_line
 from glueinfo.lrms.vo_map import VoMap
 
 log = logging.getLogger("glueinfo.lrms")
@@ -124,11 +125,6 @@ def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
     raise LrmsError(f"unknown LRMS {lrms_type!r} (known: {known})")
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 # GlueCEInfoLRMSType is GLUE's word for the batch system (EGI's validator checks it), which is not
 # always the plugin's name; a plugin that can tell more (pbs: Torque or PBS) reports it in its state.
 GLUE_LRMS_TYPES = {"htcondor": "condor"}
@@ -141,7 +137,7 @@ def glue_lrms_type(plugin_name: str) -> str:
 
 def failed_state(lrms_type: str, ctx: LrmsContext, error: str) -> QueueState:
     """The state of a queue whose LRMS could not be read: everything unknown."""
-    return QueueState(lrms_type=glue_lrms_type(lrms_type), queue=ctx.queue, collected_at=ctx.clock(), error=_one_line(error))
+    return QueueState(lrms_type=glue_lrms_type(lrms_type), queue=ctx.queue, collected_at=ctx.clock(), error=one_line(error))
 
 
 def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[LrmsPlugin]] = None) -> QueueState:
@@ -182,7 +178,7 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
         if not state.collected_at:
             state.collected_at = ctx.clock()
         if state.error:
-            state.error = _one_line(state.error)
+            state.error = one_line(state.error)
         if state.total_jobs is not None:
             # A VO some rule gives, that no job had: 0 jobs, counted (QueueState.counts_of_vo).
             told = plugin.owner_kinds if state.owner_kinds is None else set(state.owner_kinds) & set(plugin.owner_kinds)

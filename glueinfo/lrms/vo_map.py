@@ -28,12 +28,12 @@ from typing import Any, Optional
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import VoJobCounts
+from glueinfo.lrms.figures import FINISHED_STATES
 
 KINDS = ("user", "group", "account")
 # GLUE job states that count as running and as waiting (the rest: held, suspended, done...).
 _RUNNING = {"RUNNING"}
 _WAITING = {"SUBMITTED", "WAITING", "READY", "SCHEDULED"}
-_FINISHED = {"DONE", "CLEARED", "ABORTED"}
 
 
 class VoMapError(GlueinfoError, ValueError):
@@ -107,7 +107,7 @@ def count_by_vo(jobs: Iterable[JobInfo]) -> dict[str, VoJobCounts]:
     (VoMap.assign); local jobs are in no VO's counts.  Sorted by VO name."""
     counts: dict[str, VoJobCounts] = {}
     for job in jobs:
-        if job.vo is None or job.glue_status in _FINISHED:
+        if job.vo is None or job.glue_status in FINISHED_STATES:
             continue
         entry = counts.setdefault(job.vo, VoJobCounts())
         entry.total += 1

@@ -29,6 +29,7 @@ import fnmatch
 import time
 
 from glueinfo.core.model import QueueState
+from glueinfo.core.text import one_line
 from glueinfo.lrms import commands
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 
@@ -97,7 +98,7 @@ def pool_sessions(text: str, patterns: list[str]) -> dict[tuple[str, str], str]:
     for line in lines:
         parts = line.split()
         if len(parts) != 3 or not parts[2].isdigit():
-            raise LrmsQueryError(f"ps: unexpected line {commands.clip(line)!r}")
+            raise LrmsQueryError(f"ps: unexpected line {one_line(line, 120)!r}")
         user, group, session = parts
         if any(fnmatch.fnmatchcase(user, p) for p in patterns):
             sessions.setdefault((user, session), group)

@@ -56,8 +56,10 @@ from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.text import one_line
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.commands import Tools, environment
+from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError, glue_lrms_type
 from glueinfo.lrms.vo_map import count_by_vo
@@ -126,9 +128,9 @@ def parse_ads(text: str, what: str) -> list[dict[str, Any]]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise HTCondorOutputError(f"{what}: not JSON ({exc}): {clip(text, 80)!r}") from None
+        raise HTCondorOutputError(f"{what}: not JSON ({exc}): {one_line(text, 80)!r}") from None
     if not isinstance(data, list) or not all(isinstance(ad, dict) for ad in data):
-        raise HTCondorOutputError(f"{what}: not a JSON list of ClassAds: {clip(text, 80)!r}")
+        raise HTCondorOutputError(f"{what}: not a JSON list of ClassAds: {one_line(text, 80)!r}")
     # Keys lower-cased through one cache per listing: every ad repeats the same few dozen names.
     lower = _Lowered()
     ads = [dict(zip(map(lower.__getitem__, ad), ad.values(), strict=True)) for ad in data]
@@ -181,7 +183,7 @@ def parse_version(text: str) -> str:
     """``$CondorVersion: 24.0.23 2026-08-19 BuildID: ... $`` -> ``24.0.23``."""
     match = re.search(r"\$CondorVersion:\s+(\d+\.\d+\.\d+)\b", text)
     if not match:
-        raise HTCondorOutputError(f"condor_version: unexpected output {clip(text)!r}")
+        raise HTCondorOutputError(f"condor_version: unexpected output {one_line(text, 120)!r}")
     return match.group(1)
 
 
@@ -359,7 +361,7 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
     cluster, proc, status = _int(ad, "clusterid"), _int(ad, "procid"), _int(ad, "jobstatus")
     if cluster is None or proc is None or status is None:
         raise HTCondorOutputError(f"condor_q -name {schedd}: a job ad without ClusterId, ProcId or JobStatus: "
-                                  f"{clip(json.dumps(dict(ad)), 80)}")
+                                  f"{one_line(json.dumps(dict(ad)), 80)}")
     if _int(ad, "jobuniverse") in OFF_POOL_UNIVERSES:
         return None
     word, glue, sss, finished = JOB_STATES.get(status, (f"JobStatus {status}", None, None, False))
@@ -474,9 +476,9 @@ def run_tool(tools: Tools, tool: str, *args: str) -> str:
     if code != 0:
         lines = [line.strip() for line in err.splitlines() if line.strip()][:2]
         # a sinful string's ?addrs=...&alias=...&sock=... is long and says nothing more here
-        message = re.sub(r"<([^<>?]+)\?[^<>]*>", r"<\1>", " ".join(lines)) or clip(out) or "no message"
+        message = re.sub(r"<([^<>?]+)\?[^<>]*>", r"<\1>", " ".join(lines)) or one_line(out, 120) or "no message"
         shown = " ".join(a for a in args if a != "-attributes" and "," not in a)
-        raise LrmsQueryError(f"{tool}{' ' + shown if shown else ''} exited {code}: {clip(message, 200)}")
+        raise LrmsQueryError(f"{tool}{' ' + shown if shown else ''} exited {code}: {one_line(message, 200)}")
     return out
 
 
@@ -609,7 +611,7 @@ def query(ctx: LrmsContext) -> QueueState:
         errors.insert(0, "job counts left out, they would omit the jobs of schedd " + ", ".join(missing))
         errors.extend(failed.values())
     if complete:
-        active = [j for j in jobs if j.glue_status not in ("DONE", "ABORTED")]
+        active = [j for j in jobs if j.glue_status not in FINISHED_STATES]
         state.running_jobs = sum(1 for j in active if j.glue_status == "RUNNING")
         state.total_jobs = len(active)
         state.waiting_jobs = state.total_jobs - state.running_jobs
@@ -621,11 +623,8 @@ def query(ctx: LrmsContext) -> QueueState:
                 state.max_running_jobs = sum(limit for limit in limits if limit is not None)
     if ctx.with_jobs:
         state.jobs = jobs
+    state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if state.free_cpus is not None and state.status == "Production":
-        slots = state.free_cpus
-        if state.max_running_jobs is not None and state.running_jobs is not None:
-            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
-        state.free_job_slots = slots
         idle = sum(1 for j in jobs if j.glue_status == "SCHEDULED")
         if state.free_cpus > 0 and idle == 0:
             state.estimated_response_time_s = state.worst_response_time_s = 0

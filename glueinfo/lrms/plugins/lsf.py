@@ -37,8 +37,10 @@ from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.text import one_line
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Steps, Tools, clip, environment
+from glueinfo.lrms.commands import Steps, Tools, environment
+from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, halved
@@ -60,7 +62,6 @@ JOB_STATES: dict[str, tuple[str, str]] = {
     "EXIT": ("ABORTED", "Completed"),  # killed, or ended with a non-zero exit code
     "ZOMBI": ("ABORTED", "Completed"),  # killed while its host was unreachable
 }
-FINISHED = frozenset({"DONE", "ABORTED", "CLEARED"})
 
 # bqueues STATUS (Open|Closed):(Active|Inact...) -> GLUE status.
 QUEUE_STATUS = {("Open", True): "Production", ("Open", False): "Queueing",
@@ -92,7 +93,7 @@ def parse_version(text: str) -> str:
     LSF 9.1.3.0``) -> ``10.1.0.13``."""
     match = re.search(r"\bLSF\b[^\n,]*?\b(\d+\.\d+(?:\.\d+)*)", text)
     if not match:
-        raise LsfOutputError(f"lsid: unexpected output {clip(text)!r}")
+        raise LsfOutputError(f"lsid: unexpected output {one_line(text, 120)!r}")
     return match.group(1)
 
 
@@ -108,12 +109,12 @@ def uses_json(version: Optional[str]) -> bool:
 
 def parse_limit_minutes(text: str) -> Optional[int]:
     """A bqueues -l limit: ``720.0 min`` (optionally ``of hostA``, the host it is normalised to) ->
-    whole minutes; ``HH:MM`` or ``HH:MM:SS`` are read too.  ValueError otherwise."""
+    whole minutes as GLUE publishes them (glueinfo.lrms.figures.glue_minutes: rounded down, a
+    positive limit at least 1); ``HH:MM`` or ``HH:MM:SS`` are read too.  ValueError otherwise."""
     text = text.strip()
     match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*min(?:\s+of\s+\S+)?", text)
-    if match:
-        return int(float(match.group(1)))
-    return clock_seconds(text) // 60
+    seconds = int(float(match.group(1)) * 60) if match else clock_seconds(text)
+    return glue_minutes(seconds)
 
 
 def clock_seconds(text: str) -> int:
@@ -322,7 +323,7 @@ def parse_bhosts_json(text: str) -> list[LsfHost]:
                                  running=_count(record.get("RUN")) or 0, reserved=_count(record.get("RSV")) or 0,
                                  comment=str(record.get("COMMENTS") or "").strip() or None))
         except (KeyError, ValueError) as exc:
-            raise LsfOutputError(f"bhosts -json: unexpected record {clip(json.dumps(record))}: {exc}") from None
+            raise LsfOutputError(f"bhosts -json: unexpected record {one_line(json.dumps(record), 120)}: {exc}") from None
     return hosts
 
 
@@ -330,20 +331,20 @@ def parse_bhosts_wide(text: str) -> list[LsfHost]:
     """``bhosts -w``: ``HOST_NAME STATUS JL/U MAX NJOBS RUN SSUSP USUSP RSV`` columns."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines or lines[0].split()[:2] != ["HOST_NAME", "STATUS"]:
-        raise LsfOutputError(f"bhosts -w: unexpected output {clip(text)!r}")
+        raise LsfOutputError(f"bhosts -w: unexpected output {one_line(text, 120)!r}")
     header = lines[0].split()
     hosts = []
     for line in lines[1:]:
         values = line.split()
         if len(values) != len(header):
-            raise LsfOutputError(f"bhosts -w: unexpected line {clip(line)!r}")
+            raise LsfOutputError(f"bhosts -w: unexpected line {one_line(line, 120)!r}")
         row = dict(zip(header, values, strict=True))
         try:
             hosts.append(LsfHost(name=row["HOST_NAME"], status=row["STATUS"], max_slots=_count(row.get("MAX")),
                                  njobs=_count(row.get("NJOBS")) or 0, running=_count(row.get("RUN")) or 0,
                                  reserved=_count(row.get("RSV")) or 0))
         except ValueError as exc:
-            raise LsfOutputError(f"bhosts -w: line {clip(line)!r}: {exc}") from None
+            raise LsfOutputError(f"bhosts -w: line {one_line(line, 120)!r}: {exc}") from None
     return hosts
 
 
@@ -385,7 +386,7 @@ class LsfJob:
 
     @property
     def finished(self) -> bool:
-        return self.glue_status in FINISHED
+        return self.glue_status in FINISHED_STATES
 
     @property
     def running(self) -> bool:
@@ -481,7 +482,7 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                 if work_dir:  # asked for only as a private field
                     job.work_dir = _opt(work_dir)
         except (KeyError, ValueError, TypeError) as exc:  # TypeError: a list or object where text belongs
-            raise LsfOutputError(f"bjobs -json: job {clip(str(record.get('JOBID')))}: {exc}") from None
+            raise LsfOutputError(f"bjobs -json: job {one_line(str(record.get('JOBID')), 120)}: {exc}") from None
         jobs.append(job)
     return jobs
 
@@ -510,7 +511,7 @@ def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:
     if header is None:
         if any(message in text for message in _NO_JOBS) or not text.strip():
             return []
-        raise LsfOutputError(f"bjobs -w: unexpected output {clip(text)!r}")
+        raise LsfOutputError(f"bjobs -w: unexpected output {one_line(text, 120)!r}")
     jobs: list[LsfJob] = []
     for line in lines[header + 1:]:
         if not line.strip():
@@ -518,7 +519,7 @@ def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:
         words = line.split()
         if line[0].isspace():  # a further execution host of the job above
             if not jobs or len(words) != 1:
-                raise LsfOutputError(f"bjobs -w: unexpected line {clip(line)!r}")
+                raise LsfOutputError(f"bjobs -w: unexpected line {one_line(line, 120)!r}")
             try:
                 for host, slots in exec_hosts(words[0]).items():
                     jobs[-1].hosts[host] = jobs[-1].hosts.get(host, 0) + slots
@@ -541,7 +542,7 @@ def parse_bjobs_wide(text: str, now: float) -> list[LsfJob]:
                          queue, name or None, None, None, None, submit_time=submit,
                          hosts=exec_hosts(host_word) if host_word else {})
         except ValueError as exc:
-            raise LsfOutputError(f"bjobs -w: unexpected line {clip(line)!r} ({exc})") from None
+            raise LsfOutputError(f"bjobs -w: unexpected line {one_line(line, 120)!r} ({exc})") from None
         jobs.append(job)
     return jobs
 
@@ -631,11 +632,11 @@ def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool,
         if not out.strip() and any(message in err for message in _NO_JOBS):
             return []
         if code != 0:
-            raise LrmsQueryError(f"bjobs -u all -q exited {code}: {clip(err or out)}")
+            raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
         return parse_bjobs_json(out, now, full=full)
     code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-w", ok_codes=(0, 255))
     if code != 0 and not any(message in err for message in _NO_JOBS):
-        raise LrmsQueryError(f"bjobs -u all -q exited {code}: {clip(err or out)}")
+        raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
     return parse_bjobs_wide(out, now)
 
 
@@ -698,11 +699,7 @@ def query(ctx: LrmsContext) -> QueueState:
             state.owner_kinds = ("user",)
         if ctx.with_jobs:
             state.jobs = infos
-    if state.free_cpus is not None and state.status is not None:
-        slots = state.free_cpus if state.status == "Production" else 0
-        if state.max_running_jobs is not None and state.running_jobs is not None:
-            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
-        state.free_job_slots = slots
+    state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if jobs is not None and state.free_cpus is not None and state.status == "Production":
         limit = queue.run_limit_min * 60 if queue is not None and queue.run_limit_min is not None else None
         state.estimated_response_time_s, state.worst_response_time_s = response_times(jobs, state.free_cpus, usable, limit)

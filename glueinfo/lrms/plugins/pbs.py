@@ -53,8 +53,10 @@ import msgspec
 from glueinfo.core import xmlsafe
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.text import one_line
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Tools, clip, environment
+from glueinfo.lrms.commands import Tools, environment
+from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts, halved
@@ -80,7 +82,6 @@ JOB_STATES: dict[str, tuple[str, str]] = {
     "M": ("CLEARED", "Completed"),  # OpenPBS: moved to another server
 }
 ARRAY_PARENT = "B"
-FINISHED = frozenset({"DONE", "CLEARED", "ABORTED"})
 
 # Variables that change what qstat/pbsnodes print (OpenPBS's PBS_QSTAT_* defaults, Torque's QSTAT_*).
 _OUTPUT_ENV_PREFIXES = ("PBS_QSTAT", "QSTAT_")
@@ -109,7 +110,7 @@ def parse_version(text: str) -> tuple[str, str]:
         match = re.fullmatch(r"\s*[Vv]ersion:\s*(\S+)\s*", line)
         if match:
             return "torque", match.group(1)
-    raise PbsOutputError(f"qstat --version: unexpected output {clip(text)!r}")
+    raise PbsOutputError(f"qstat --version: unexpected output {one_line(text, 120)!r}")
 
 
 def parse_duration_s(text: Any) -> Optional[int]:
@@ -132,11 +133,6 @@ def parse_duration_s(text: Any) -> Optional[int]:
     for part in parts:
         seconds = seconds * 60 + float(part)
     return int(seconds)
-
-
-def minutes(seconds: Optional[int]) -> Optional[int]:
-    """GLUE 1.3 publishes MaxWallClockTime/MaxCPUTime in minutes: seconds rounded down, at least 1."""
-    return None if seconds is None else max(1, seconds // 60)
 
 
 _SIZE_UNITS = {"b": 1 / 2**20, "w": 8 / 2**20, "kb": 1 / 1024, "kw": 8 / 1024, "mb": 1, "mw": 8, "gb": 1024, "gw": 8192,
@@ -327,7 +323,7 @@ def parse_queue_text(text: str, name: str) -> PbsQueue:
         elif last is not None:
             attributes[last] += line.strip()
         else:
-            raise PbsOutputError(f"qstat -Q -f {name}: unexpected line {clip(line)!r}")
+            raise PbsOutputError(f"qstat -Q -f {name}: unexpected line {one_line(line, 120)!r}")
     if not seen:
         raise PbsOutputError(f"qstat -Q -f: no queue {name!r} in output")
     return _queue_from(name, lambda key: attributes.get(key))
@@ -430,7 +426,7 @@ def parse_nodes_json(text: str) -> list[PbsNode]:
     nodes = []
     for name, item in items.items():
         if not isinstance(item, dict):
-            raise PbsOutputError(f"pbsnodes -a -F json: node {clip(name)!r} is not an object")
+            raise PbsOutputError(f"pbsnodes -a -F json: node {one_line(name, 120)!r} is not an object")
         available = item.get("resources_available") or {}
         assigned = item.get("resources_assigned") or {}
         try:
@@ -438,7 +434,7 @@ def parse_nodes_json(text: str) -> list[PbsNode]:
             allocated = _int(assigned.get("ncpus")) if "ncpus" in assigned else (
                 node_jobs_cpus(item["jobs"]) if "jobs" in item else 0)
         except (ValueError, AttributeError) as exc:
-            raise PbsOutputError(f"pbsnodes -a -F json: node {clip(name)!r}: {exc}") from None
+            raise PbsOutputError(f"pbsnodes -a -F json: node {one_line(name, 120)!r}: {exc}") from None
         host = str(available.get("host") or item.get("Mom") or name)
         nodes.append(PbsNode(name=str(name), hostname=host, state=str(item.get("state") or "state-unknown"),
                              total=total, allocated=allocated,
@@ -462,7 +458,7 @@ def parse_nodes_xml(text: str) -> list[PbsNode]:
             total = _int(fields.get("np"))
             allocated = node_jobs_cpus(fields.get("jobs", ""))
         except ValueError as exc:
-            raise PbsOutputError(f"pbsnodes -x: node {clip(name)!r}: {exc}") from None
+            raise PbsOutputError(f"pbsnodes -x: node {one_line(name, 120)!r}: {exc}") from None
         properties = tuple(p.strip() for p in fields.get("properties", "").split(",") if p.strip())
         nodes.append(PbsNode(name=name, hostname=name, state=fields.get("state", "").strip() or "unknown",
                              total=total, allocated=allocated, properties=properties,
@@ -522,7 +518,7 @@ class PbsJob:
 
     @property
     def finished(self) -> bool:
-        return self.glue_status in FINISHED
+        return self.glue_status in FINISHED_STATES
 
     @property
     def running(self) -> bool:
@@ -553,14 +549,14 @@ class JobColumns:
     def count(self, state: QueueState) -> None:
         """Running/Waiting/TotalJobs by the rule of :func:`glueinfo.lrms.commands.count_jobs`."""
         by_status = Counter(self.glue_statuses)
-        state.total_jobs = len(self.glue_statuses) - sum(by_status[status] for status in FINISHED)
+        state.total_jobs = len(self.glue_statuses) - sum(by_status[status] for status in FINISHED_STATES)
         state.running_jobs = by_status["RUNNING"]
         state.waiting_jobs = state.total_jobs - state.running_jobs
 
     def owners_of_active(self) -> list[commands.JobOwners]:
         """(user, group, account, proxy VO, GLUE status) of each job not finished, for commands.vo_counts."""
         return [owners for owners in zip(self.owners, self.groups, self.accounts, repeat(None), self.glue_statuses)
-                if owners[4] not in FINISHED]
+                if owners[4] not in FINISHED_STATES]
 
 
 class _Memo(dict[Any, Any]):
@@ -645,7 +641,7 @@ def _full(job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attribut
     if job.cpus is None and exec_hosts:
         job.cpus = sum(exec_hosts.values())
     name, queue, comment = top.get("Job_Name"), top.get("queue"), top.get("comment")
-    start, finished = convert.time[top.get("stime") or top.get("start_time")], job.glue_status in FINISHED
+    start, finished = convert.time[top.get("stime") or top.get("start_time")], job.glue_status in FINISHED_STATES
     started = job.started = job.sss_state in ("Running", "Suspended") or (finished and start is not None)
     pending = not started and not finished
     estimated = job.estimated_start
@@ -757,7 +753,7 @@ def parse_jobs_json(text: str, full: bool = True, private: frozenset[str] = froz
                             attributes.get("resources_used") or _EMPTY, attributes.get("estimated") or _EMPTY,
                             convert, full)
         except (ValueError, TypeError, AttributeError) as exc:
-            raise PbsOutputError(f"qstat -f -F json: job {clip(job_id)!r}: {_why(job_id, attributes, exc, full)}") from None
+            raise PbsOutputError(f"qstat -f -F json: job {one_line(job_id, 120)!r}: {_why(job_id, attributes, exc, full)}") from None
         if job is not None:
             jobs.append(job)
     return jobs
@@ -893,7 +889,7 @@ def _jobs_from_elements(elements: list[tuple[str, str]], full: bool, private: fr
         try:
             job = _job_from(job_id, record, resources, used, _EMPTY, convert, full)
         except (ValueError, TypeError) as exc:
-            raise PbsOutputError(f"qstat -f -x: job {clip(job_id)!r}: {exc}") from None
+            raise PbsOutputError(f"qstat -f -x: job {one_line(job_id, 120)!r}: {exc}") from None
         if job is not None:
             jobs.append(job)
     return jobs
@@ -1212,8 +1208,8 @@ def _query(ctx: LrmsContext) -> QueueState:
     if queue is not None:
         state.status = glue_status_of_queue(queue.enabled, queue.started)
         state.max_wall_clock_time_s, state.max_cpu_time_s = queue.max_wall_s, queue.max_cput_s
-        state.max_wall_clock_time_min = minutes(queue.max_wall_s)
-        state.max_cpu_time_min = minutes(queue.max_cput_s)
+        state.max_wall_clock_time_min = glue_minutes(queue.max_wall_s)
+        state.max_cpu_time_min = glue_minutes(queue.max_cput_s)
         state.max_running_jobs = queue.max_running
         state.max_total_jobs = queue.max_total
         state.priority = queue.priority
@@ -1243,11 +1239,7 @@ def _query(ctx: LrmsContext) -> QueueState:
     elif counted is not None:  # the cheap path: the per-VO counts without a JobInfo per job
         counted.count(state)
         state.vo_counts = commands.vo_counts(ctx.vo_map, counted.owners_of_active())
-    if state.free_cpus is not None and state.status is not None:
-        slots = state.free_cpus if state.status == "Production" else 0
-        if state.max_running_jobs is not None and state.running_jobs is not None:
-            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
-        state.free_job_slots = slots
+    state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if state.free_cpus is not None and state.status == "Production":
         if jobs is not None:
             state.estimated_response_time_s, state.worst_response_time_s = response_times(

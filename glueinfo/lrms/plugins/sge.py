@@ -31,14 +31,16 @@ Rules (the tables are in docs/lrms/sge.md):
   host's free processors = ``num_proc`` minus the slots every queue instance
   on that host has in use or reserved (scheduler allocation, never load).
 - FreeJobSlots = the free slots of the usable instances (what SGE dispatches
-  now), 0 unless the queue is Production.
+  now), capped by MaxRunningJobs minus RunningJobs when a limit is known, 0
+  unless the queue is Production (glueinfo.lrms.figures.free_job_slots).
 - Pending jobs are not tied to a queue instance: one belongs to this queue
   when one of its ``-q`` requests (``hard_req_queue``, a wildcard expression,
   ``queue``, ``queue@host``) matches the cluster queue's name, or when it
   requested no queue at all (it may start in any queue, so it waits in each).
 - Array jobs: each task is one job (``local_id`` ``JOB.TASK``); a pending
   range ``2-10:2`` is its five tasks.
-- Times are limits in minutes, rounded down (GLUE 1.3's unit).
+- Times are limits in minutes, rounded down but a positive limit at least 1
+  (GLUE 1.3's unit; glueinfo.lrms.figures.glue_minutes).
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.text import one_line
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml
 from glueinfo.lrms import commands
-from glueinfo.lrms.commands import Steps, Tools, clip, environment
+from glueinfo.lrms.commands import Steps, Tools, environment
+from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain
@@ -144,7 +148,7 @@ def parse_version(text: str) -> str:
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     match = re.fullmatch(r"(?:SGE|GE|OGS/GE|UGE|AGE|Univa Grid Engine|Altair Grid Engine)\s+(\d[\w.\-]*)", first)
     if not match:
-        raise SgeOutputError(f"qstat -help: unexpected first line {clip(first)!r}")
+        raise SgeOutputError(f"qstat -help: unexpected first line {one_line(first, 120)!r}")
     return match.group(1)
 
 
@@ -180,10 +184,10 @@ def parse_queue_config(text: str) -> dict[str, str]:
         parts = line.split(None, 1)
         key = parts[0]
         if not re.fullmatch(r"[a-z_]+", key):
-            raise SgeOutputError(f"qconf -sq: unexpected line {clip(line)!r}")
+            raise SgeOutputError(f"qconf -sq: unexpected line {one_line(line, 120)!r}")
         config[key] = (parts[1] if len(parts) > 1 else "").rstrip("\\").strip()
     if "qname" not in config:
-        raise SgeOutputError(f"qconf -sq: no qname in output {clip(text)!r}")
+        raise SgeOutputError(f"qconf -sq: no qname in output {one_line(text, 120)!r}")
     return config
 
 
@@ -399,7 +403,7 @@ def _instance(queue: Any) -> tuple[QueueInstance, str]:
                              _int(queue.find("slots_resv"), "slots_resv"),
                              _int(queue.find("slots_total"), "slots_total"), states), name
     except (ValueError, TypeError) as exc:
-        raise SgeOutputError(f"qstat -xml: queue instance {clip(name, 60)!r}: {exc}") from None
+        raise SgeOutputError(f"qstat -xml: queue instance {one_line(name, 60)!r}: {exc}") from None
 
 
 class _QstatJobs:
@@ -460,7 +464,7 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
     except XMLInputError as exc:
         raise SgeOutputError(str(exc)) from None
     if root.tag != "job_info":
-        raise SgeOutputError(f"qstat -xml: root element <{clip(str(root.tag), 40)}>, not <job_info>")
+        raise SgeOutputError(f"qstat -xml: root element <{one_line(str(root.tag), 40)}>, not <job_info>")
     instances: list[QueueInstance] = []
     found = _QstatJobs(full)
     fields = frozenset(_JOB_TAGS_FULL if full else _JOB_TAGS_COUNTS)
@@ -520,7 +524,7 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
         elif tag == "Queue-List":
             one, queue_name = _instance(element)
             instances.append(one)
-            queue, queue_where = element, f"qstat -xml: queue instance {clip(queue_name, 60)!r}"
+            queue, queue_where = element, f"qstat -xml: queue instance {one_line(queue_name, 60)!r}"
         else:
             section, section_tag, queue, pending = element, tag, None, 0
     if job is not None:
@@ -544,7 +548,7 @@ def parse_qhost(text: str) -> dict[str, HostInfo]:
     except XMLInputError as exc:
         raise SgeOutputError(str(exc)) from None
     if root.tag != "qhost":
-        raise SgeOutputError(f"qhost -xml: root element <{clip(str(root.tag), 40)}>, not <qhost>")
+        raise SgeOutputError(f"qhost -xml: root element <{one_line(str(root.tag), 40)}>, not <qhost>")
     hosts = {}
     for host in root.iterchildren("host"):
         name = (host.get("name") or "").strip()
@@ -555,7 +559,7 @@ def parse_qhost(text: str) -> dict[str, HostInfo]:
         values = {v.get("name"): (v.text or "").strip() for v in host.iterchildren("hostvalue")}
         num_proc = values.get("num_proc", "-")
         if num_proc != "-" and not num_proc.isdigit():
-            raise SgeOutputError(f"qhost -xml: host {clip(name, 60)!r}: num_proc {clip(num_proc, 30)!r}")
+            raise SgeOutputError(f"qhost -xml: host {one_line(name, 60)!r}: num_proc {one_line(num_proc, 30)!r}")
         reporting = values.get("load_avg", "-") != "-"
         hosts[name] = HostInfo(name, int(num_proc) if num_proc.isdigit() else None, reporting)
     return hosts
@@ -736,8 +740,8 @@ def _query(ctx: LrmsContext) -> QueueState:
             default_wall_s, wall_s = queue_limit_s(config, "h_rt", "s_rt")
             cpu_s = queue_limit_s(config, "h_cpu", "s_cpu")[1]
             state.max_wall_clock_time_s, state.max_cpu_time_s = wall_s, cpu_s
-            state.max_wall_clock_time_min = None if wall_s is None else wall_s // 60
-            state.max_cpu_time_min = None if cpu_s is None else cpu_s // 60
+            state.max_wall_clock_time_min = glue_minutes(wall_s)
+            state.max_cpu_time_min = glue_minutes(cpu_s)
         except ValueError as exc:
             errors.append(f"qconf -sq {queue}: {exc}")
 
@@ -755,7 +759,7 @@ def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: 
     mine = [i for i in report.instances if i.cluster_queue == queue]
     if not mine and not config_known:
         errors.append(f"no cluster queue {queue!r} in qstat's output")
-    _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
+    free_slots = _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
     jobs, state.waiting_shared = _jobs_of_queue(report.jobs, queue)
     state.running_jobs = sum(1 for j in jobs if j.running)
     state.total_jobs = len(jobs)
@@ -769,10 +773,11 @@ def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: 
     else:  # the counts-only refresh: no JobInfo per job, the same counts
         state.vo_counts = commands.vo_counts(ctx.vo_map, [(j.owner, None, _account(j), None, j.glue_status)
                                                           for j in jobs])
-    if state.status == "Production" and state.free_job_slots is not None:
+    state.free_job_slots = free_job_slots(state.status, free_slots, state.max_running_jobs, state.running_jobs)
+    if state.status == "Production":
         usable = sum(i.total for i in mine if _usable(i, hosts))
         state.estimated_response_time_s, state.worst_response_time_s = response_times(
-            jobs, state.free_job_slots, usable, default_wall_s, now)
+            jobs, free_slots, usable, default_wall_s, now)
 
 
 def _usable(instance: QueueInstance, hosts: Optional[Mapping[str, HostInfo]]) -> bool:
@@ -783,7 +788,9 @@ def _usable(instance: QueueInstance, hosts: Optional[Mapping[str, HostInfo]]) ->
 
 
 def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatReport, mine: list[QueueInstance],
-                           hosts: Optional[Mapping[str, HostInfo]], errors: list[str]) -> None:
+                           hosts: Optional[Mapping[str, HostInfo]], errors: list[str]) -> int:
+    """The queue's nodes, TotalCPUs, FreeCPUs and status; returns the free slots of its usable
+    instances (what SGE would dispatch now: FreeJobSlots' figure, and the response times')."""
     lookup = host_matcher([h.hostname for h in ctx.hosts])
     # Slots every queue holds on each host: other queues' jobs use the same processors.
     held: dict[str, int] = {}
@@ -817,7 +824,7 @@ def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatRep
     if hosts is None and mine:
         errors.append("free CPUs unknown without qhost")
     state.status = queue_status(mine, hosts)
-    state.free_job_slots = free_slots if state.status == "Production" else 0
+    return free_slots
 
 
 _REASONS = {"d": "disabled", "D": "disabled by calendar", "s": "suspended", "S": "suspended (subordinate)",

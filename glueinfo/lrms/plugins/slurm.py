@@ -36,7 +36,8 @@ Mappings (also in README.md, "Batch systems"):
 - RunningJobs = jobs in GLUE RUNNING; WaitingJobs = every other unfinished job
   (GLUE: "in a state different than running"); TotalJobs = their sum.
 - FreeJobSlots = FreeCPUs (idle CPUs on usable nodes), capped by MaxRunningJobs
-  minus RunningJobs when a QoS sets it, 0 when the partition is not Production.
+  minus RunningJobs when a QoS sets it, 0 when the partition is not Production
+  (glueinfo.lrms.figures.free_job_slots).
 - Response times: see :func:`response_times`.
 """
 
@@ -55,8 +56,10 @@ from typing import Any, Optional
 from glueinfo.core.hostrange import expand_list
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.text import one_line
 from glueinfo.lrms import commands
 from glueinfo.lrms.commands import Steps, Tools, environment
+from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts
@@ -127,7 +130,7 @@ def parse_version(text: str) -> str:
     """``slurm 23.02.7`` / ``slurm-wlm 22.05.8`` -> ``22.05.8``."""
     match = re.search(r"\b(\d+\.\d+(?:\.\d+)?(?:-\S+)?)\s*$", text.strip())
     if not text.strip().lower().startswith("slurm") or not match:
-        raise SlurmOutputError(f"sinfo --version: unexpected output {_clip(text)!r}")
+        raise SlurmOutputError(f"sinfo --version: unexpected output {one_line(text, 120)!r}")
     return match.group(1)
 
 
@@ -216,7 +219,7 @@ def split_key_values(line: str) -> dict[str, str]:
     result = {}
     for piece in pieces:
         if "=" not in piece:
-            raise SlurmOutputError(f"scontrol: unexpected field {_clip(piece)!r}")
+            raise SlurmOutputError(f"scontrol: unexpected field {one_line(piece, 120)!r}")
         key, value = piece.split("=", 1)
         result[key] = value.strip()
     return result
@@ -228,11 +231,6 @@ def expand_hostlist(expr: str) -> list[str]:
     if not expr or expr.upper() in _NONE_WORDS:
         return []
     return expand_list(expr)
-
-
-def _clip(text: str, limit: int = 120) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # -- partition -----------------------------------------------------------------------
@@ -296,7 +294,7 @@ def parse_sinfo_text(text: str) -> list[NodeCpus]:
             name, hostname, cpus, state = parts
             allocated, idle, other, total = (int(v) for v in cpus.split("/"))
         except ValueError:
-            raise SlurmOutputError(f"sinfo: unexpected output line {number}: {_clip(line)!r}") from None
+            raise SlurmOutputError(f"sinfo: unexpected output line {number}: {one_line(line, 120)!r}") from None
         nodes.setdefault(name, NodeCpus(name, hostname or name, allocated, idle, other, total, state))
     return list(nodes.values())
 
@@ -311,7 +309,7 @@ def _json_number(value: Any) -> Optional[int]:
         return None
     if isinstance(value, (int, float)):
         return int(value)
-    raise SlurmOutputError(f"sinfo --json: expected a number, got {_clip(repr(value))}")
+    raise SlurmOutputError(f"sinfo --json: expected a number, got {one_line(repr(value), 120)}")
 
 
 def _json_states(node: Mapping[str, Any]) -> list[str]:
@@ -339,7 +337,7 @@ def parse_sinfo_json(text: str, partition: str) -> list[NodeCpus]:
     if errors:
         first = errors[0]
         message = first.get("description") or first.get("error") if isinstance(first, dict) else first
-        raise LrmsQueryError(f"sinfo --json reported an error: {_clip(str(message))}")
+        raise LrmsQueryError(f"sinfo --json reported an error: {one_line(str(message), 120)}")
     if isinstance(data.get("sinfo"), list):
         return _sinfo_groups(data["sinfo"], partition)
     if isinstance(data.get("nodes"), list):
@@ -563,7 +561,7 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     records = text.split(end)
     if records[-1].strip():
         raise SlurmOutputError(f"squeue: output does not end with a complete job record: "
-                               f"{_clip(records[-1].replace(sep, '|'))!r}")
+                               f"{one_line(records[-1].replace(sep, '|'), 120)!r}")
     timestamp, duration, number, memory, opt, count = (fast_timestamp, _memo(parse_duration_s), _memo(_int_or_none),
                                                        _memo(_memory_of_tres), _memo(_opt), _memo(_count_or_none))
     mapping = _memo(lambda key: map_state(*key.split("|", 1)))
@@ -573,7 +571,7 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
         try:
             if record.count(sep) != separators:
                 raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
-                                       f"{_clip(record.replace(sep, '|'))!r}")
+                                       f"{one_line(record.replace(sep, '|'), 120)!r}")
             if not full:  # the counts read the first twelve fields: the others are not even split apart
                 job_id, state, reason, user, account, partition, _, start, _, limit, used, cpus, _ = record.split(sep, 12)
                 job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
@@ -606,7 +604,7 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 int(tasks) if tasks.isdigit() and len(tasks) < 10 else count(tasks)))
         except ValueError as exc:
             raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
-                                   f"{_clip(record.replace(sep, '|'))!r}") from None
+                                   f"{one_line(record.replace(sep, '|'), 120)!r}") from None
     return jobs
 
 
@@ -748,7 +746,7 @@ def parse_qos(text: str, name: str) -> QosLimits:
         if not line.strip() or parts[0] != name:
             continue
         if len(parts) != 5:
-            raise SlurmOutputError(f"sacctmgr show qos: unexpected output {_clip(line)!r}")
+            raise SlurmOutputError(f"sacctmgr show qos: unexpected output {one_line(line, 120)!r}")
         try:
             cpu_min = parse_tres(parts[4]).get("cpu")
             return QosLimits(max_running_jobs=_int_or_none(parts[1]) if parts[1] else None,
@@ -858,7 +856,7 @@ def query(ctx: LrmsContext) -> QueueState:
         if qos and qos.max_wall_s is not None:
             max_time = qos.max_wall_s if max_time is None else min(max_time, qos.max_wall_s)
         state.max_wall_clock_time_s = max_time
-        state.max_wall_clock_time_min = None if max_time is None else max(1, max_time // 60)
+        state.max_wall_clock_time_min = glue_minutes(max_time)
         state.priority = partition.priority_tier
     if qos is not None:
         state.max_running_jobs = qos.max_running_jobs
@@ -886,11 +884,7 @@ def query(ctx: LrmsContext) -> QueueState:
             with commands.gc_paused():  # 10,000s of JobInfos: see gc_paused
                 state.jobs = [job_info(j, hostname_of, nodes_of, private) for j in jobs]
             ctx.vo_map.assign(state.jobs)
-    if state.free_cpus is not None and state.status is not None:
-        slots = state.free_cpus if state.status == "Production" else 0
-        if state.max_running_jobs is not None and state.running_jobs is not None:
-            slots = min(slots, max(0, state.max_running_jobs - state.running_jobs))
-        state.free_job_slots = slots
+    state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if jobs is not None and nodes is not None and state.status == "Production":
         state.estimated_response_time_s, state.worst_response_time_s = response_times(
             jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)

@@ -16,10 +16,10 @@ from paths import FIXTURES
 
 from glueinfo.core.job import PRIVATE_FIELDS
 from glueinfo.core.model import HostSnapshot
+from glueinfo.lrms.figures import glue_minutes
 from glueinfo.lrms.plugins.pbs import (
     exec_host_cpus,
     exec_vnode_cpus,
-    minutes,
     node_jobs_cpus,
     parse_duration_s,
     parse_jobs_json,
@@ -495,7 +495,7 @@ def test_durations_and_minutes():
     assert parse_duration_s("45:00") == 2700
     assert parse_duration_s("90") == 90
     assert parse_duration_s(3600) == 3600
-    assert minutes(parse_duration_s("00:30:00")) == 30 and minutes(59) == 1 and minutes(None) is None
+    assert glue_minutes(parse_duration_s("00:30:00")) == 30 and glue_minutes(59) == 1 and glue_minutes(None) is None
     with pytest.raises(ValueError, match="not a PBS duration"):
         parse_duration_s("1-00:00:00")
 
