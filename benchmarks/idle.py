@@ -67,7 +67,8 @@ def status_kb(pid: int, key: str) -> int:
 def write_spool(directory: str, hosts: int) -> None:
     from glue_sites import synthetic_site
 
-    from glueinfo.sss.node_xml import NodeSettings, render_node
+    from glueinfo.sss.node_settings import NodeSettings
+    from glueinfo.sss.node_xml import render_node
 
     now = time.time()
     settings = NodeSettings(stale_after_s=86400)

@@ -144,7 +144,7 @@ class SpoolSite:
     def __init__(self, directory: str, hosts: int, seed: int = 42) -> None:
         from glue_sites import synthetic_site
 
-        from glueinfo.sss.node_xml import NodeSettings
+        from glueinfo.sss.node_settings import NodeSettings
 
         self.directory = directory
         self.snapshots = synthetic_site(hosts)

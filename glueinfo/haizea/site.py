@@ -15,7 +15,7 @@ What is written (docs/haizea.md has the whole contract):
   RAM among them (never capacity a node lacks); sets of equal capacity from
   any SubCluster are then merged.
 - Left out, and named in the document's comment: hosts whose Node XML State
-  is Offline or Unknown (glueinfo.sss.node_xml.node_state: ``[node]
+  is Offline or Unknown (glueinfo.sss.node_state.node_state: ``[node]
   offline_hosts``, stale snapshots, the batch system's view), since a
   simulation should not plan on them; hosts whose hardware threads or RAM
   are unknown (no capacity is invented); hosts no cluster covers (they are
@@ -39,8 +39,10 @@ from lxml import etree
 from glueinfo.core.errors import GlueinfoError
 from glueinfo.core.model import HostSnapshot
 from glueinfo.site.aggregate import ram_bucket
-from glueinfo.sss.node_xml import NodeSettings, node_state, xml_text
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_state import node_state
 from glueinfo.sss.vocabulary import RESOURCES_EXTRA
+from glueinfo.sss.xml_text import xml_text
 
 if TYPE_CHECKING:  # a renderer: it is handed the assembled site, and never imports the assembler (or the config)
     from glueinfo.site.assemble import AssembledSite

@@ -37,7 +37,7 @@ from lxml import etree
 
 from glueinfo.core.job import JobInfo
 from glueinfo.haizea.site import Capacity, SiteNodes, comment_text, format_moment, nodes_element, site_element, to_bytes
-from glueinfo.sss.node_xml import xml_text
+from glueinfo.sss.xml_text import xml_text
 
 NO_SUBMIT, NO_LIMIT, NO_NODES, NO_CPUS, NEVER_RAN = (
     "no submit time", "no time limit", "no node count", "no CPU count", "finished without running")

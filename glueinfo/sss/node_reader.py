@@ -754,8 +754,6 @@ def _as_glueinfo_writes(category: str, tag: str, units: Optional[str], metric: O
     return tag != "Network" and units == "MB" and metric == "Instantaneous" and wall is None and rate is None
 
 
-
-
 def _one_of(snapshot: HostSnapshot, name: str, expanded_from: Optional[str]) -> HostSnapshot:
     """One node of a Node that names several: the shared facts (never changed once read), its own
     name, top level, extra and collector list (what a receiver may set)."""

@@ -15,7 +15,9 @@ from glue_sites import CLASSES, make_host
 from glueinfo.core.config import parse_text
 from glueinfo.glue.build import RenderCache, render_site
 from glueinfo.site.assemble import assemble_snapshots
-from glueinfo.sss.node_xml import NodeMarkupCache, NodeSettings, data_element, to_bytes
+from glueinfo.sss.node_markup_cache import NodeMarkupCache
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_xml import data_element, to_bytes
 
 CONFIG = parse_text("[ce:default]\naccess = VO:dteam\n", "/etc/glueinfo/glueinfo.conf")
 NOW = 1_700_000_100.0

@@ -27,7 +27,7 @@ from paths import REPO
 
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo
 from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings, parse_listen
-from glueinfo.sss.node_xml import NodeSettings
+from glueinfo.sss.node_settings import NodeSettings
 
 ROOT = REPO
 FIXTURE = ROOT / "tests" / "fixtures" / "nodes" / "site50.json"

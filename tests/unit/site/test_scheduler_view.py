@@ -11,7 +11,8 @@ from glueinfo.core.config import parse_text
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.glue.glue2 import glue2_entries, glue2_options
 from glueinfo.site.assemble import assemble_snapshots
-from glueinfo.sss.node_xml import NodeSettings, data_element
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_xml import data_element
 
 CONFIG = "[cluster:batch]\nhosts = wn*\n[cluster:other]\n[ce:grid]\ncluster = batch\nlrms = slurm\nqueue = grid\n" \
          "[ce:local]\ncluster = other\n"

@@ -17,17 +17,11 @@ from paths import REPO
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, MemoryInfo
 from glueinfo.core.validate import validate_snapshot
 from glueinfo.sss.node_file_reader import NodeFileReader
+from glueinfo.sss.node_markup_cache import NodeMarkupCache
 from glueinfo.sss.node_reader import MAX_NODES, NodeXMLError, read_node, read_nodes
-from glueinfo.sss.node_xml import (
-    NodeMarkupCache,
-    NodeSettings,
-    node_markup,
-    node_state,
-    pretty_node,
-    render_data,
-    render_data_streamed,
-    render_node,
-)
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_state import node_state
+from glueinfo.sss.node_xml import node_markup, pretty_node, render_data, render_data_streamed, render_node
 
 FIXTURES = REPO / "tests" / "fixtures" / "sss-node"
 SCHEMA = etree.XMLSchema(etree.parse(str(REPO / "glueinfo" / "sss" / "xsd" / "sss-node.xsd")))

@@ -18,7 +18,9 @@ from paths import REPO
 
 from glueinfo.core.model import CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, OsInfo, StaticFacts
 from glueinfo.sss.node_reader import NodeXMLError, read_node, read_nodes
-from glueinfo.sss.node_xml import NodeSettings, attach_resources, parse_resources, render_data, render_node
+from glueinfo.sss.node_resources import attach_resources, parse_resources
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_xml import render_data, render_node
 
 ROOT = REPO
 FIXTURE = ROOT / "tests" / "fixtures" / "nodes" / "site50.json"
@@ -407,7 +409,8 @@ def test_node_xml_site_from_snapshot_files(tmp_path):
 def test_cached_nodes_written_alike_share_their_lasting_text_and_still_print_as_lxml_does():
     from glue_sites import CLASSES, make_host
 
-    from glueinfo.sss.node_xml import NodeMarkupCache, node_markup, pretty_node, render_data_streamed
+    from glueinfo.sss.node_markup_cache import NodeMarkupCache
+    from glueinfo.sss.node_xml import node_markup, pretty_node, render_data_streamed
 
     xeon = CLASSES[0][0]
     a, b = make_host(xeon, 1), make_host(xeon, 2)  # one hardware class: the same OS, CPU and memory size
@@ -427,7 +430,8 @@ def test_the_render_cache_keeps_no_text_of_hosts_that_left():
     one, and what the cache holds follows the site rather than every host it ever saw."""
     from glue_sites import CLASSES, make_host
 
-    from glueinfo.sss.node_xml import NodeMarkupCache, render_data_streamed
+    from glueinfo.sss.node_markup_cache import NodeMarkupCache
+    from glueinfo.sss.node_xml import render_data_streamed
 
     def site(cycle: int) -> list[HostSnapshot]:
         return [make_host(hw, index, domain=f"cycle{cycle}.example.org") for hw, _ in CLASSES for index in range(6)]

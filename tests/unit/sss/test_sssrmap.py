@@ -18,7 +18,8 @@ from paths import REPO
 
 from glueinfo.core.model import HostSnapshot
 from glueinfo.sss import vocabulary as sss_node
-from glueinfo.sss.node_xml import NodeSettings, data_element
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_xml import data_element
 from glueinfo.sss.sssrmap import ObjectSet, QueryService
 
 ROOT = REPO

@@ -21,7 +21,8 @@ from test_sssrmap import GB, GET_ID, NOW, OFFLINE, RAW, features, hosts, ids, re
 
 from glueinfo.core.model import HostSnapshot
 from glueinfo.sss import vocabulary as sss_node
-from glueinfo.sss.node_xml import NodeSettings, data_element
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_xml import data_element
 from glueinfo.sss.sssrmap import ObjectSet, QueryService
 from glueinfo.sss.sssrmap.fields import JOB, NODE
 
