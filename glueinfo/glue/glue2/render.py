@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import QueueState, VoJobCounts
@@ -203,29 +203,81 @@ def _admin_domain(tree: _Tree, model: Any, dn: str) -> None:
             ("GLUE2ContactDomainForeignKey", site_id)])
 
 
+class _Service:
+    """One ComputingService as it is written: its CEs (one host, one kind of CE), its ids and DN, and
+    each CE's queue state by unique id."""
+
+    __slots__ = ("ces", "ids", "id", "dn", "states")
+
+    def __init__(self, site: AssembledSite, ces: list[CeView], base: str) -> None:
+        first = ces[0]
+        self.ces = ces
+        self.ids = Ids(first.kind, first.spec.host)
+        self.id = self.ids.service
+        self.dn = make_dn("GLUE2ServiceID", self.id, base)
+        self.states: dict[str, Optional[QueueState]] = {view.spec.unique_id: site.states.get(view.spec.unique_id) for view in ces}
+
+
+class _Endpoint(NamedTuple):
+    """A ComputingEndpoint to write: one per URL, served as its best queue."""
+
+    id: str
+    lead: CeView  # the first CE at the URL
+    serving: str
+    health: EndpointHealth
+    rules: list[str]
+
+
 def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, site_id: str,
              health: Mapping[str, EndpointHealth], warnings: list[str], every_ce: list[CeView]) -> None:
-    first = ces[0]
-    ids = Ids(first.kind, first.spec.host)
-    service_id = ids.service
-    service_dn = make_dn("GLUE2ServiceID", service_id, base)
-    states = {view.spec.unique_id: site.states.get(view.spec.unique_id) for view in ces}
-    one_queue = len({view.spec.queue for view in ces}) == 1
+    """The ComputingService of ``ces`` (the CEs of one host and kind) and every entity below it, in
+    the module docstring's order; an entity the schema cannot take is left out with a warning."""
+    service = _Service(site, ces, base)
+    managers = _managers(service)
+    environments = _environments(site, service)
+    published_ees = _publishable_environments(environments, warnings)
+    cluster_ees = _environments_of_ces(site, service, published_ees)
+    endpoints = _endpoints(service, health, warnings)
+    _service_entry(tree, service, site_id, len(endpoints), len(published_ees))
+    for endpoint in endpoints:
+        _endpoint_entry(tree, service, endpoint)
+    _shares(tree, service, {endpoint.lead.url: endpoint.id for endpoint in endpoints}, cluster_ees, warnings)
+    for lrms, manager_id in managers.items():
+        manager_dn = _manager(tree, site, service, lrms, manager_id)
+        _application_environments(tree, service, manager_id, manager_dn, managers, environments, published_ees)
+    # ExecutionEnvironments with their Benchmarks
+    for ee_id, sc in published_ees.items():
+        view = environments[ee_id][1]
+        _environment(tree, service.ids, ee_id, sc, view, managers[view.spec.lrms], service.dn, every_ce)
+    _close_storage(tree, service, warnings)
 
-    # Managers (one per LRMS) and ExecutionEnvironments (one per SubCluster of the CEs' clusters)
+
+def _managers(service: _Service) -> dict[str, str]:
+    """LRMS -> the id of its ComputingManager (one per LRMS), in the CEs' order."""
     managers: dict[str, str] = {}
-    for view in ces:
-        managers.setdefault(view.spec.lrms, ids.manager(view.spec.lrms))
-    environments: dict[str, tuple[SubClusterGroup, CeView]] = {}  # EE id -> (SubCluster, first CE on it)
-    cluster_ees: dict[str, list[str]] = {}
-    for view in ces:
+    for view in service.ces:
+        managers.setdefault(view.spec.lrms, service.ids.manager(view.spec.lrms))
+    return managers
+
+
+def _environments(site: AssembledSite, service: _Service) -> dict[str, tuple[SubClusterGroup, CeView]]:
+    """EE id -> (SubCluster, first CE on it): one ExecutionEnvironment per SubCluster of the CEs' clusters."""
+    environments: dict[str, tuple[SubClusterGroup, CeView]] = {}
+    for view in service.ces:
         try:
             cluster = site.groups.cluster(view.spec.cluster)
         except KeyError:
             continue
         for sc in cluster.subclusters:
-            ee_id = ids.execution_environment(sc.unique_id)
+            ee_id = service.ids.execution_environment(sc.unique_id)
             environments.setdefault(ee_id, (sc, view))
+    return environments
+
+
+def _publishable_environments(environments: dict[str, tuple[SubClusterGroup, CeView]],
+                              warnings: list[str]) -> dict[str, SubClusterGroup]:
+    """The ExecutionEnvironments the schema can take (EE id -> SubCluster); each other one left out
+    with a warning naming what is not known."""
     published_ees: dict[str, SubClusterGroup] = {}
     for ee_id, (sc, _lead) in environments.items():
         missing = [name for name, value in (("platform", sc.shared.get("platform")), ("RAM", sc.shared.get("ram")),
@@ -237,35 +289,48 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
                             f"its hosts (the schema requires them)")
             continue
         published_ees[ee_id] = sc
-    for view in ces:
+    return published_ees
+
+
+def _environments_of_ces(site: AssembledSite, service: _Service, published_ees: Mapping[str, SubClusterGroup]) -> dict[str, list[str]]:
+    """CE unique id -> the published ExecutionEnvironments of its cluster (a CE whose cluster is not found has none)."""
+    cluster_ees: dict[str, list[str]] = {}
+    for view in service.ces:
         try:
             cluster = site.groups.cluster(view.spec.cluster)
         except KeyError:
             continue
-        cluster_ees[view.spec.unique_id] = [e for e in (ids.execution_environment(sc.unique_id) for sc in cluster.subclusters)
+        cluster_ees[view.spec.unique_id] = [e for e in (service.ids.execution_environment(sc.unique_id) for sc in cluster.subclusters)
                                             if e in published_ees]
+    return cluster_ees
 
-    # Endpoints: one per URL
-    endpoints: dict[str, list[CeView]] = {}
-    for view in ces:
-        endpoints.setdefault(view.url, []).append(view)
-    endpoint_ids: dict[str, str] = {}
-    endpoint_entries = []
-    for url, members in endpoints.items():
+
+def _endpoints(service: _Service, health: Mapping[str, EndpointHealth], warnings: list[str]) -> list[_Endpoint]:
+    """The Endpoints to write, one per URL; one without a serving state is left out with a warning."""
+    by_url: dict[str, list[CeView]] = {}
+    for view in service.ces:
+        by_url.setdefault(view.url, []).append(view)
+    endpoints = []
+    for url, members in by_url.items():
         lead = members[0]
-        states_here = [serving_state(states[m.spec.unique_id], m.spec.status) for m in members]
+        states_here = [serving_state(service.states[m.spec.unique_id], m.spec.status) for m in members]
         known = [s for s in states_here if s]
         if not known:
             warnings.append(f"GLUE 2: endpoint {url} left out: no serving state (its batch system did not answer "
                             f"and [ce:...] status is not set)")
             continue
-        endpoint_id = ids.endpoint(url, lead.interface_name)
-        endpoint_ids[url] = endpoint_id
         checked = health.get(url, EndpointHealth("unknown", "not checked"))
         rules = list(dict.fromkeys(rule for m in members for rule in m.spec.access))
-        endpoint_entries.append((endpoint_id, lead, min(known, key=SERVING_ORDER.index), checked, rules))
+        endpoints.append(_Endpoint(service.ids.endpoint(url, lead.interface_name), lead, min(known, key=SERVING_ORDER.index),
+                                   checked, rules))
+    return endpoints
 
-    # Service
+
+def _service_entry(tree: _Tree, service: _Service, site_id: str, endpoints: int, environments: int) -> None:
+    """The ComputingService entry: its job counts, and its complexity (``endpoints`` and ``environments``
+    published, every Share planned)."""
+    ces, states = service.ces, service.states
+    first = ces[0]
     counted = [states[v.spec.unique_id] for v in ces]
     answered = all(s is not None for s in counted)
     # A job waiting for several queues of one batch system is counted in each (Grid Engine): the
@@ -274,12 +339,12 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
     overcounted = any((s := states[v.spec.unique_id]) is not None and s.waiting_shared and queues_of[v.spec.lrms] > 1
                       for v in ces)
     shares_planned = sum(len(vos_of(v.spec.access)) for v in ces)
-    tree.add(service_dn, ("GLUE2Entity", "GLUE2Service", "GLUE2ComputingService"), [
-        ("GLUE2ServiceID", service_id), ("GLUE2EntityName", f"Computing Service {first.spec.host}"),
+    tree.add(service.dn, ("GLUE2Entity", "GLUE2Service", "GLUE2ComputingService"), [
+        ("GLUE2ServiceID", service.id), ("GLUE2EntityName", f"Computing Service {first.spec.host}"),
         ("GLUE2ServiceCapability", JOB_EXECUTION), ("GLUE2ServiceType", first.service_type),
         ("GLUE2ServiceQualityLevel", first.quality_level),
-        ("GLUE2ServiceComplexity", f"endpointType={len(endpoint_entries)}, share={shares_planned}, "
-                                   f"resource={len(published_ees)}"),
+        ("GLUE2ServiceComplexity", f"endpointType={endpoints}, share={shares_planned}, "
+                                   f"resource={environments}"),
         ("GLUE2ServiceAdminDomainForeignKey", site_id),
         ("GLUE2ComputingServiceTotalJobs",
          sum_known(s.total_jobs for s in counted if s) if answered and not overcounted else None),
@@ -287,29 +352,38 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
         ("GLUE2ComputingServiceWaitingJobs",
          sum_known(s.waiting_jobs for s in counted if s) if answered and not overcounted else None)])
 
-    for endpoint_id, lead, serving, checked, rules in endpoint_entries:
-        endpoint_dn = make_dn("GLUE2EndpointID", endpoint_id, service_dn)
-        tree.add(endpoint_dn, ("GLUE2Entity", "GLUE2Endpoint", "GLUE2ComputingEndpoint"), [
-            ("GLUE2EndpointID", endpoint_id), ("GLUE2EntityName", f"{lead.spec.host} {lead.interface_name}"),
-            ("GLUE2EndpointURL", lead.url), ("GLUE2EndpointCapability", JOB_EXECUTION),
-            ("GLUE2EndpointTechnology", lead.kind.technology), ("GLUE2EndpointInterfaceName", lead.interface_name),
-            ("GLUE2EndpointInterfaceVersion", lead.interface_version), ("GLUE2EndpointImplementor", lead.kind.implementor),
-            ("GLUE2EndpointImplementationName", lead.implementation_name),
-            ("GLUE2EndpointImplementationVersion", lead.implementation_version),
-            ("GLUE2EndpointQualityLevel", lead.quality_level), ("GLUE2EndpointHealthState", checked.state),
-            ("GLUE2EndpointHealthStateInfo", checked.info), ("GLUE2EndpointServingState", serving),
-            ("GLUE2ComputingEndpointJobDescription", list(lead.kind.job_description)),
-            ("GLUE2EndpointServiceForeignKey", service_id), ("GLUE2ComputingEndpointComputingServiceForeignKey", service_id)])
-        if rules:
-            policy_id = ids.access_policy(endpoint_id)
-            tree.add(make_dn("GLUE2PolicyID", policy_id, endpoint_dn), ("GLUE2Entity", "GLUE2Policy", "GLUE2AccessPolicy"), [
-                ("GLUE2PolicyID", policy_id), ("GLUE2PolicyScheme", POLICY_SCHEME), ("GLUE2PolicyRule", rules),
-                ("GLUE2AccessPolicyEndpointForeignKey", endpoint_id)])
 
-    # Shares: per CE (queue) and VO
-    for view in ces:
+def _endpoint_entry(tree: _Tree, service: _Service, endpoint: _Endpoint) -> None:
+    """A ComputingEndpoint, with its AccessPolicy when its CEs have access rules."""
+    endpoint_id, lead, serving, checked, rules = endpoint
+    service_id = service.id
+    endpoint_dn = make_dn("GLUE2EndpointID", endpoint_id, service.dn)
+    tree.add(endpoint_dn, ("GLUE2Entity", "GLUE2Endpoint", "GLUE2ComputingEndpoint"), [
+        ("GLUE2EndpointID", endpoint_id), ("GLUE2EntityName", f"{lead.spec.host} {lead.interface_name}"),
+        ("GLUE2EndpointURL", lead.url), ("GLUE2EndpointCapability", JOB_EXECUTION),
+        ("GLUE2EndpointTechnology", lead.kind.technology), ("GLUE2EndpointInterfaceName", lead.interface_name),
+        ("GLUE2EndpointInterfaceVersion", lead.interface_version), ("GLUE2EndpointImplementor", lead.kind.implementor),
+        ("GLUE2EndpointImplementationName", lead.implementation_name),
+        ("GLUE2EndpointImplementationVersion", lead.implementation_version),
+        ("GLUE2EndpointQualityLevel", lead.quality_level), ("GLUE2EndpointHealthState", checked.state),
+        ("GLUE2EndpointHealthStateInfo", checked.info), ("GLUE2EndpointServingState", serving),
+        ("GLUE2ComputingEndpointJobDescription", list(lead.kind.job_description)),
+        ("GLUE2EndpointServiceForeignKey", service_id), ("GLUE2ComputingEndpointComputingServiceForeignKey", service_id)])
+    if rules:
+        policy_id = service.ids.access_policy(endpoint_id)
+        tree.add(make_dn("GLUE2PolicyID", policy_id, endpoint_dn), ("GLUE2Entity", "GLUE2Policy", "GLUE2AccessPolicy"), [
+            ("GLUE2PolicyID", policy_id), ("GLUE2PolicyScheme", POLICY_SCHEME), ("GLUE2PolicyRule", rules),
+            ("GLUE2AccessPolicyEndpointForeignKey", endpoint_id)])
+
+
+def _shares(tree: _Tree, service: _Service, endpoint_ids: Mapping[str, str], cluster_ees: Mapping[str, list[str]],
+            warnings: list[str]) -> None:
+    """The ComputingShares: one per CE (queue) and VO of its access rules; one without a serving
+    state (or a published Endpoint) is left out with a warning."""
+    one_queue = len({view.spec.queue for view in service.ces}) == 1
+    for view in service.ces:
         share_endpoint = endpoint_ids.get(view.url)
-        state = states[view.spec.unique_id]
+        state = service.states[view.spec.unique_id]
         share_serving = serving_state(state, view.spec.status)
         vos = vos_of(view.spec.access)
         if not vos:
@@ -318,62 +392,69 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
             if share_endpoint is None or share_serving is None:
                 warnings.append(f"GLUE 2: share of {vo} on queue {view.spec.queue} left out: no serving state")
                 continue
-            _share(tree, ids, view, state, vo, rules, share_serving, share_endpoint, service_id, service_dn,
+            _share(tree, service.ids, view, state, vo, rules, share_serving, share_endpoint, service.id, service.dn,
                    cluster_ees.get(view.spec.unique_id, []), one_queue)
 
-    # Managers
-    for lrms, manager_id in managers.items():
-        members = [v for v in ces if v.spec.lrms == lrms]
-        cluster_ids = list(dict.fromkeys(v.spec.cluster for v in members))
-        clusters = []
-        for cluster_id in cluster_ids:
-            try:
-                clusters.append(site.groups.cluster(cluster_id))
-            except KeyError:
-                pass
-        # A cluster without a known host (or not found) has an unknown CPU count, not none: the totals are left out.
-        cpus_known = bool(clusters) and len(clusters) == len(cluster_ids) and all(c.hosts for c in clusters)
-        lead_state = states[members[0].spec.unique_id]
-        slots = []
-        for cluster_id in cluster_ids:
-            # CEs of one cluster share its slots: each cluster counted once, by the largest TotalCPUs
-            # of its queues (what the manager has at least), whatever order the CEs are configured in.
-            # A queue that did not say leaves the cluster's figure unknown, never a partial one.
-            totals = [s.total_cpus if (s := states[v.spec.unique_id]) is not None else None
-                      for v in members if v.spec.cluster == cluster_id]
-            slots.append(None if not totals or None in totals else max(t for t in totals if t is not None))
-        manager_dn = make_dn("GLUE2ManagerID", manager_id, service_dn)
-        tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
-            ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {first.spec.host}"),
-            ("GLUE2ManagerProductName", (lead_state.lrms_type if lead_state and lead_state.lrms_type else glue_lrms_type(lrms))),
-            ("GLUE2ManagerProductVersion", (lead_state.lrms_version if lead_state else None) or members[0].spec.lrms_version),
-            ("GLUE2ComputingManagerTotalPhysicalCPUs", sum_known(c.physical_cpus for c in clusters) if cpus_known else None),
-            ("GLUE2ComputingManagerTotalLogicalCPUs", sum_known(c.logical_cpus for c in clusters) if cpus_known else None),
-            ("GLUE2ComputingManagerTotalSlots", sum_known(slots)),
-            ("GLUE2ManagerServiceForeignKey", service_id), ("GLUE2ComputingManagerComputingServiceForeignKey", service_id)])
-        # run-time environment tags of this manager's ExecutionEnvironments
-        tags: dict[str, list[str]] = {}
-        for ee_id, sc in published_ees.items():
-            if managers.get(environments[ee_id][1].spec.lrms) != manager_id:
-                continue
-            for tag in sc.shared.get("runtime_environment") or ():
-                tags.setdefault(tag, []).append(ee_id)
-        for tag, ee_ids in sorted(tags.items()):
-            app_id = ids.application_environment(tag)
-            tree.add(make_dn("GLUE2ApplicationEnvironmentID", app_id, manager_dn),
-                     ("GLUE2Entity", "GLUE2ApplicationEnvironment"), [
-                         ("GLUE2ApplicationEnvironmentID", app_id), ("GLUE2ApplicationEnvironmentAppName", tag),
-                         ("GLUE2ApplicationEnvironmentComputingManagerForeignKey", manager_id),
-                         ("GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey", ee_ids)])
 
-    # ExecutionEnvironments with their Benchmarks
+def _manager(tree: _Tree, site: AssembledSite, service: _Service, lrms: str, manager_id: str) -> str:
+    """The ComputingManager of ``lrms`` (its CEs' clusters' CPUs and slots); returns its DN."""
+    states = service.states
+    members = [v for v in service.ces if v.spec.lrms == lrms]
+    cluster_ids = list(dict.fromkeys(v.spec.cluster for v in members))
+    clusters = []
+    for cluster_id in cluster_ids:
+        try:
+            clusters.append(site.groups.cluster(cluster_id))
+        except KeyError:
+            pass
+    # A cluster without a known host (or not found) has an unknown CPU count, not none: the totals are left out.
+    cpus_known = bool(clusters) and len(clusters) == len(cluster_ids) and all(c.hosts for c in clusters)
+    lead_state = states[members[0].spec.unique_id]
+    slots = []
+    for cluster_id in cluster_ids:
+        # CEs of one cluster share its slots: each cluster counted once, by the largest TotalCPUs
+        # of its queues (what the manager has at least), whatever order the CEs are configured in.
+        # A queue that did not say leaves the cluster's figure unknown, never a partial one.
+        totals = [s.total_cpus if (s := states[v.spec.unique_id]) is not None else None
+                  for v in members if v.spec.cluster == cluster_id]
+        slots.append(None if not totals or None in totals else max(t for t in totals if t is not None))
+    manager_dn = make_dn("GLUE2ManagerID", manager_id, service.dn)
+    service_id = service.id
+    tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
+        ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {service.ces[0].spec.host}"),
+        ("GLUE2ManagerProductName", (lead_state.lrms_type if lead_state and lead_state.lrms_type else glue_lrms_type(lrms))),
+        ("GLUE2ManagerProductVersion", (lead_state.lrms_version if lead_state else None) or members[0].spec.lrms_version),
+        ("GLUE2ComputingManagerTotalPhysicalCPUs", sum_known(c.physical_cpus for c in clusters) if cpus_known else None),
+        ("GLUE2ComputingManagerTotalLogicalCPUs", sum_known(c.logical_cpus for c in clusters) if cpus_known else None),
+        ("GLUE2ComputingManagerTotalSlots", sum_known(slots)),
+        ("GLUE2ManagerServiceForeignKey", service_id), ("GLUE2ComputingManagerComputingServiceForeignKey", service_id)])
+    return manager_dn
+
+
+def _application_environments(tree: _Tree, service: _Service, manager_id: str, manager_dn: str, managers: Mapping[str, str],
+                              environments: Mapping[str, tuple[SubClusterGroup, CeView]],
+                              published_ees: Mapping[str, SubClusterGroup]) -> None:
+    """One ApplicationEnvironment per run-time environment tag of the manager's published ExecutionEnvironments."""
+    tags: dict[str, list[str]] = {}
     for ee_id, sc in published_ees.items():
-        view = environments[ee_id][1]
-        _environment(tree, ids, ee_id, sc, view, managers[view.spec.lrms], service_dn, every_ce)
+        if managers.get(environments[ee_id][1].spec.lrms) != manager_id:
+            continue
+        for tag in sc.shared.get("runtime_environment") or ():
+            tags.setdefault(tag, []).append(ee_id)
+    for tag, ee_ids in sorted(tags.items()):
+        app_id = service.ids.application_environment(tag)
+        tree.add(make_dn("GLUE2ApplicationEnvironmentID", app_id, manager_dn),
+                 ("GLUE2Entity", "GLUE2ApplicationEnvironment"), [
+                     ("GLUE2ApplicationEnvironmentID", app_id), ("GLUE2ApplicationEnvironmentAppName", tag),
+                     ("GLUE2ApplicationEnvironmentComputingManagerForeignKey", manager_id),
+                     ("GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey", ee_ids)])
 
-    # Close storage
+
+def _close_storage(tree: _Tree, service: _Service, warnings: list[str]) -> None:
+    """A ToStorageService per close storage service of the CEs (each once); one without a local path
+    is left out with a warning."""
     seen: set[str] = set()
-    for view in ces:
+    for view in service.ces:
         for storage in view.close_storage:
             if storage.service_id in seen:
                 continue
@@ -382,11 +463,11 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
                 warnings.append(f"GLUE 2: close storage {storage.service_id} of CE {view.spec.unique_id} left out: "
                                 f"no local path (close_se = ID=LOCAL_PATH[:REMOTE_PATH])")
                 continue
-            link_id = ids.to_storage(storage.service_id)
-            tree.add(make_dn("GLUE2ToStorageServiceID", link_id, service_dn), ("GLUE2Entity", "GLUE2ToStorageService"), [
+            link_id = service.ids.to_storage(storage.service_id)
+            tree.add(make_dn("GLUE2ToStorageServiceID", link_id, service.dn), ("GLUE2Entity", "GLUE2ToStorageService"), [
                 ("GLUE2ToStorageServiceID", link_id), ("GLUE2ToStorageServiceLocalPath", storage.local_path),
                 ("GLUE2ToStorageServiceRemotePath", storage.remote_path),
-                ("GLUE2ToStorageServiceComputingServiceForeignKey", service_id),
+                ("GLUE2ToStorageServiceComputingServiceForeignKey", service.id),
                 ("GLUE2ToStorageServiceStorageServiceForeignKey", storage.service_id)])
 
 
