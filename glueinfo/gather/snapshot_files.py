@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 
 from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot, ModelError
+from glueinfo.core.text import one_line
 
 MAX_FILE_BYTES = 64 * 2**20
 
@@ -47,7 +48,7 @@ def read_snapshot_file(path: str, follow_symlinks: bool = False) -> list[HostSna
         items = parsed if isinstance(parsed, list) else [parsed]  # one snapshot, or a list of them
         snapshots = [HostSnapshot.from_dict(item) for item in items]
     except (ValueError, ModelError, UnicodeDecodeError, TypeError) as exc:
-        raise ValueError(f"{path}: not a glueinfo snapshot: {' '.join(str(exc).split())[:160]}") from None
+        raise ValueError(f"{path}: not a glueinfo snapshot: {one_line(exc, 160)}") from None
     for snapshot in snapshots:
         if not snapshot.hostname:
             raise ValueError(f"{path}: a snapshot has no hostname")

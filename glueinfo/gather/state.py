@@ -37,6 +37,7 @@ from typing import Any
 from glueinfo.core.atomicwrite import TEMP_SUFFIX, WriteError, write_atomic
 from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot, ModelError
+from glueinfo.core.text import one_line
 
 log = logging.getLogger("glueinfo.state")
 
@@ -113,7 +114,7 @@ class StateStore:
         try:
             data: Any = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise ValueError(f"not JSON ({' '.join(str(exc).split())[:120]})") from None
+            raise ValueError(f"not JSON ({one_line(exc, 120)})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("sources"), dict):
             raise ValueError(f"not a glueinfo state file (format {FORMAT} with 'sources')")
         if data.get("host") != host:
@@ -123,7 +124,7 @@ class StateStore:
             try:
                 snapshot = HostSnapshot.from_dict(item)
             except (ModelError, TypeError, ValueError) as exc:
-                raise ValueError(f"source {source!r}: {' '.join(str(exc).split())[:160]}") from None
+                raise ValueError(f"source {source!r}: {one_line(exc, 160)}") from None
             if not snapshot.hostname:
                 raise ValueError(f"source {source!r}: snapshot has no hostname")
             sources[str(source)] = snapshot

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from glueinfo.core.ldif import Entry
+from glueinfo.core.text import one_line
 from glueinfo.glue.ldapsync import LdapTarget, PublishError, connect
 
 
@@ -30,7 +31,7 @@ def read_hosts(target: LdapTarget) -> list[Entry]:
                 names = item.get("attributes", {}).get("GlueHostName") or []
                 found.append(Entry.from_lists(item["dn"], {"GlueHostName": [str(n) for n in names]}))
         except Exception as exc:  # noSuchObject for a fresh server, or the connection dropped: nothing to adopt
-            raise PublishError(f"{target.url}: cannot read the published hosts: {' '.join(str(exc).split())[:160]}") from None
+            raise PublishError(f"{target.url}: cannot read the published hosts: {one_line(exc, 160)}") from None
         return found
     finally:
         try:

@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from glueinfo.core.atomicwrite import WriteError, write_atomic
 from glueinfo.core.model import QueueState
+from glueinfo.core.text import one_line
 
 log = logging.getLogger("glueinfo.run")
 
@@ -98,7 +99,7 @@ class History:
         except FileNotFoundError:
             return 0
         except (OSError, ValueError) as exc:
-            log.warning("%s: status history not read (starting afresh): %s", self.path, " ".join(str(exc).split()))
+            log.warning("%s: status history not read (starting afresh): %s", self.path, one_line(exc))
             return 0
         series = data.get("series") if isinstance(data, dict) and data.get("format") == FORMAT else None
         if not isinstance(series, dict):

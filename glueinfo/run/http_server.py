@@ -50,6 +50,8 @@ from typing import Any, Optional, Protocol, Union
 
 import h11
 
+from glueinfo.core.text import one_line
+
 log = logging.getLogger("glueinfo.serve")
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
@@ -369,7 +371,7 @@ class _Connection:
             except h11.RemoteProtocolError as exc:
                 if str(exc) == _MISSING_HOST:
                     return self._head_without_host()
-                raise _Refused(exc.error_status_hint, f"bad request: {' '.join(str(exc).split())[:200]}") from None
+                raise _Refused(exc.error_status_hint, f"bad request: {one_line(exc, 200)}") from None
             if isinstance(event, h11.Request):
                 rest = parser.trailing_data[0]
                 del self.buffer[:len(self.buffer) - len(rest)]
@@ -391,7 +393,7 @@ class _Connection:
         try:
             event = parser.next_event()
         except h11.RemoteProtocolError as exc:
-            raise _Refused(exc.error_status_hint, f"bad request: {' '.join(str(exc).split())[:200]}") from None
+            raise _Refused(exc.error_status_hint, f"bad request: {one_line(exc, 200)}") from None
         if not isinstance(event, h11.Request):
             raise _Refused(400, "bad request")
         rest = parser.trailing_data[0]
