@@ -287,12 +287,12 @@ def bench_node_exporter(count: int, runs: int) -> dict[str, Any]:
             times.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
             assert len(report.snapshots) == count and not report.failures, report.failures[:3]
-        from glueinfo.gather.sources.agents import PullSettings, agent_targets, pull_all
+        from glueinfo.gather.pull import PullSettings, listed_targets, pull_all
 
         settings = PullSettings.from_section(cfg.section("sources"))
         settings.path = node_exporter.METRICS_PATH
         start = time.perf_counter()
-        outcomes = pull_all(agent_targets(cfg.section("sources"), node_exporter.TARGET_KEYS), settings, 60)
+        outcomes = pull_all(listed_targets(cfg.section("sources"), node_exporter.TARGET_KEYS), settings, 60)
         pulls = time.perf_counter() - start
         assert all(o.error is None for o in outcomes)
     finally:

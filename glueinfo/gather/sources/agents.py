@@ -4,7 +4,9 @@ Agents are listed in ``[sources] agents`` (names and ranges such as
 ``wn[001-250].example.org:7170``) and/or ``agents_file``; a host written
 without a port uses ``agent_port``.
 
-Pulls run concurrently on one asyncio loop, at most ``pool_size`` in flight.
+The pulls and the identity rules are those every pulling source shares
+(glueinfo.gather.pull).  Pulls run concurrently on one asyncio loop, at most
+``pool_size`` in flight.
 Each agent gets ``timeout`` seconds from the moment its pull starts,
 connecting, retrying and reading included: a refused or reset connection or a
 5xx answer is retried after ``retry_backoff`` seconds (doubling), up to
@@ -24,363 +26,48 @@ another host.  Pins are forgotten after ``drop_after`` without an answer.
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import os
-import socket
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Union
 
-from glueinfo import __version__
-from glueinfo.core.errors import GlueinfoError
-from glueinfo.core.hostrange import HostRangeError, Target, expand_named_list, parse_target, read_named_host_file
-from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
+from glueinfo.core.model import HostSnapshot
+from glueinfo.gather.identity import claim_problem
+from glueinfo.gather.pull import AGENT_KEYS, Answer, Refused, pull_and_pin
+from glueinfo.gather.registry import Source, SourceContext, SourceReport
 
 SOURCE_NAME = "agents"
-_MAX_HEADER_LINES = 100
-_LINE_LIMIT = 16384
-
-
-class AgentError(GlueinfoError):
-    """A pull that failed for good (no retry): bad status, too big, bad framing."""
-
-
-class RetryableError(GlueinfoError):
-    """A pull that may succeed if tried again (5xx, connection reset mid-answer)."""
-
-
-@dataclass
-class PullSettings:
-    path: str = "/node.xml"
-    timeout_s: float = 5.0
-    retries: int = 2
-    backoff_s: float = 0.1
-    max_body: int = 4 * 2**20
-    pool_size: int = 64
-
-    @classmethod
-    def from_section(cls, section: dict[str, Any]) -> PullSettings:
-        return cls(path=section["agent_path"], timeout_s=section["timeout"], retries=section["retries"],
-                   backoff_s=section["retry_backoff"], max_body=section["max_body"], pool_size=section["pool_size"])
-
-
-@dataclass
-class PullOutcome:
-    target: Target
-    body: Optional[bytes] = None
-    error: Optional[str] = None
-    attempts: int = 0
-    received_at: float = 0.0
-
-
-def agent_targets(section: dict[str, Any], keys: tuple[str, str, str] = ("agents", "agents_file", "agent_port")) -> list[Target]:
-    """Every agent the config lists, expanded, in order, without repeats (the first listing of
-    an address and port wins); HostRangeError if a pattern is bad.  ``keys`` name the list, file
-    and default port keys of ``section`` (the node_exporter source lists its targets alike)."""
-    list_key, file_key, port_key = keys
-    specs: dict[str, Optional[str]] = {}
-    try:
-        for spec, name in expand_named_list(section[list_key]):
-            specs.setdefault(spec, name)
-    except HostRangeError as exc:
-        raise HostRangeError(f"[sources] {list_key}: {exc}") from None
-    if section[file_key]:
-        for spec, name in read_named_host_file(section[file_key]):
-            specs.setdefault(spec, name)
-    targets: dict[tuple[str, int], Target] = {}
-    for spec, name in specs.items():
-        where = parse_target(spec, section[port_key])
-        targets.setdefault((where.host, where.port), Target(where.host, where.port, name))
-    return list(targets.values())
-
-
-# -- HTTP ---------------------------------------------------------------------------
-
-
-async def _read_line(reader: asyncio.StreamReader) -> bytes:
-    try:
-        return await reader.readuntil(b"\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial:
-            raise RetryableError("connection closed before an answer") from None
-        raise AgentError("answer cut off in the headers") from None
-    except asyncio.LimitOverrunError:
-        raise AgentError(f"header line longer than {_LINE_LIMIT} bytes") from None
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_body: int) -> bytes:
-    too_big = f"body over the limit of {max_body} bytes ([sources] max_body)"
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            line = (await _read_line(reader)).split(b";", 1)[0].strip()
-            try:
-                length = int(line, 16)
-            except ValueError:
-                raise AgentError("bad chunked framing") from None
-            if length == 0:
-                return b"".join(chunks)
-            size += length
-            if size > max_body:
-                raise AgentError(too_big)
-            try:
-                chunks.append(await reader.readexactly(length))
-                await reader.readexactly(2)
-            except asyncio.IncompleteReadError:
-                raise AgentError("answer cut off in the body") from None
-    if "content-length" in headers:
-        try:
-            length = int(headers["content-length"])
-        except ValueError:
-            raise AgentError(f"bad Content-Length {headers['content-length'][:40]!r}") from None
-        if length > max_body:
-            raise AgentError(f"body of {length} bytes is over the limit of {max_body} bytes ([sources] max_body)")
-        try:
-            return await reader.readexactly(length)
-        except asyncio.IncompleteReadError as exc:
-            raise AgentError(f"answer cut off after {len(exc.partial)} of {length} body bytes") from None
-    body = await reader.read(max_body + 1)  # no length given: read to the end, one byte past the cap
-    while True:
-        if len(body) > max_body:
-            raise AgentError(too_big)
-        more = await reader.read(max_body + 1 - len(body))
-        if not more:
-            return body
-        body += more
-
-
-async def fetch(target: Target, path: str, max_body: int) -> bytes:
-    """One HTTP GET; the caller bounds its time.  Raises AgentError, RetryableError or OSError."""
-    reader, writer = await asyncio.open_connection(target.host, target.port, limit=_LINE_LIMIT)
-    try:
-        host = f"[{target.host}]" if ":" in target.host else target.host
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{target.port}\r\nUser-Agent: glueinfo/{__version__}\r\n"
-                     "Accept: application/xml\r\nConnection: close\r\n\r\n".encode("ascii"))
-        await writer.drain()
-        status_line = (await _read_line(reader)).decode("latin-1").strip()
-        parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise AgentError(f"not an HTTP answer: {status_line[:60]!r}")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        for _ in range(_MAX_HEADER_LINES):
-            line = await _read_line(reader)
-            if line in (b"\r\n", b"\n"):
-                break
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        else:
-            raise AgentError(f"more than {_MAX_HEADER_LINES} header lines")
-        if status >= 500:
-            raise RetryableError(f"HTTP {status} {parts[2] if len(parts) > 2 else ''}".strip())
-        if status != 200:
-            raise AgentError(f"HTTP {status} {parts[2] if len(parts) > 2 else ''}".strip())
-        return await _read_body(reader, headers, max_body)
-    finally:
-        writer.transport.abort()  # never wait on a peer that stopped reading
-
-
-def _describe(exc: Exception, target: Target) -> str:
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve {target.host}: {exc.strerror or exc}"
-    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
-        return os.strerror(exc.errno)  # "Connection refused", not asyncio's "Connect call failed (...)"
-    return str(exc) or type(exc).__name__
-
-
-async def _pull(target: Target, settings: PullSettings, pool: asyncio.Semaphore, clock: Any) -> PullOutcome:
-    outcome = PullOutcome(target)
-    async with pool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + settings.timeout_s  # the budget starts when the pull does, not in the queue
-        delay = settings.backoff_s
-        while True:
-            outcome.attempts += 1
-            left = deadline - loop.time()
-            try:
-                outcome.body = await asyncio.wait_for(fetch(target, settings.path, settings.max_body), max(0.001, left))
-                outcome.received_at = clock()
-                outcome.error = None  # an earlier attempt's failure no longer matters
-                return outcome
-            except TimeoutError:
-                outcome.error = f"no complete answer within {settings.timeout_s:g} s ([sources] timeout)"
-                return outcome
-            except AgentError as exc:
-                outcome.error = str(exc)
-                return outcome
-            except (RetryableError, OSError) as exc:
-                outcome.error = _describe(exc, target)
-            if outcome.attempts > settings.retries or loop.time() + delay >= deadline:
-                if outcome.attempts > 1:
-                    outcome.error += f" (after {outcome.attempts} attempts)"
-                return outcome
-            await asyncio.sleep(delay)
-            delay *= 2
-
-
-async def _pull_all(targets: list[Target], settings: PullSettings, budget_s: float, clock: Any) -> list[PullOutcome]:
-    pool = asyncio.Semaphore(settings.pool_size)
-    tasks = [asyncio.ensure_future(_pull(t, settings, pool, clock)) for t in targets]
-    if not tasks:
-        return []
-    done, pending = await asyncio.wait(tasks, timeout=max(0.0, budget_s))
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending)
-    outcomes = []
-    for target, task in zip(targets, tasks, strict=True):
-        if task in done and not task.cancelled() and task.exception() is None:
-            outcomes.append(task.result())
-        elif task in done and not task.cancelled():
-            error = task.exception()
-            outcomes.append(PullOutcome(target, error=f"{type(error).__name__}: {error}"))
-        else:
-            outcomes.append(PullOutcome(target, error="not finished when the gather's time was up ([sources] gather_timeout)"))
-    return outcomes
-
-
-def pull_all(targets: list[Target], settings: PullSettings, budget_s: float, clock: Any = time.time) -> list[PullOutcome]:
-    """Pull every target concurrently (own event loop; safe from any thread without one)."""
-    return asyncio.run(_pull_all(targets, settings, budget_s, clock))
-
-
-# -- identity -----------------------------------------------------------------------
-
-# Names a resolver gives loopback and unconfigured addresses: never a worker's identity.
-_NOT_AN_IDENTITY = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "localhost6",
-                    "localhost6.localdomain6"}
-_RDNS_TTL_S = 3600.0
-_RDNS_THREADS = 16
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
-
-
-def _reverse_name(address: str) -> Optional[str]:
-    """The address's reverse DNS name, or None (no answer, loopback, or a localhost name)."""
-    if ipaddress.ip_address(address).is_loopback:
-        return None  # this machine: the resolver's answer (localhost) says nothing about which agent
-    try:
-        name = socket.gethostbyaddr(address)[0]
-    except (OSError, UnicodeError):
-        return None
-    return None if name.lower().rstrip(".") in _NOT_AN_IDENTITY else name
-
-
-def reverse_names(addresses: list[str], cache: dict[str, tuple[Optional[str], float]], now: float, budget_s: float,
-                  resolve: Callable[[str], Optional[str]] = _reverse_name) -> dict[str, Optional[str]]:
-    """Reverse DNS names of addresses, cached for an hour, looked up on a few threads within
-    ``budget_s`` (a slow resolver leaves the rest unknown for this gather, never holds it up)."""
-    wanted = [a for a in addresses if a not in cache or now - cache[a][1] > _RDNS_TTL_S]
-    if wanted and budget_s > 0:
-        pool = ThreadPoolExecutor(max_workers=_RDNS_THREADS, thread_name_prefix="rdns")
-        futures = {pool.submit(resolve, address): address for address in wanted}
-        done, _ = wait(futures, timeout=budget_s)
-        pool.shutdown(wait=False, cancel_futures=True)
-        for future in done:
-            if future.exception() is None:
-                cache[futures[future]] = (future.result(), now)
-    return {a: cache[a][0] if a in cache else None for a in addresses}
-
-
-def identities(targets: list[Target], rdns: dict[str, Optional[str]]) -> dict[str, Optional[str]]:
-    """target -> the host it stands for: its name, the name written beside its address, else
-    the address's reverse DNS name; None when nothing says (the first Id it reports is pinned)."""
-    result: dict[str, Optional[str]] = {}
-    for target in targets:
-        if target.name:
-            result[str(target)] = target.name
-        elif not _is_address(target.host):
-            result[str(target)] = target.host
-        else:
-            result[str(target)] = rdns.get(target.host)
-    return result
-
-
-def bind_targets(ctx: SourceContext, targets: list[Target],
-                 drop_after: float) -> tuple[dict[str, Optional[str]], dict[str, tuple[str, float]], Any]:
-    """What a pulling source needs to hold each target to its own host (glueinfo.gather.identity):
-    each target's identity (its name, the name beside its address, else reverse DNS), the pins of
-    targets nothing names (target -> (host key, last answer time), in the source's memory, forgotten
-    after ``drop_after``), and the Claims index of every other target's and source's hosts."""
-    from glueinfo.gather.identity import Claims, host_key
-
-    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
-    now = ctx.clock()
-    for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
-        del pins[target_name]
-    unnamed = sorted({t.host for t in targets if not t.name and _is_address(t.host)})
-    rdns = reverse_names(unnamed, ctx.memory.setdefault("rdns", {}), now, min(2.0, ctx.remaining() / 4))
-    identity_of = identities(targets, rdns)
-    owners = {host_key(identity): target for target, identity in identity_of.items() if identity}
-    for target_name, (key, _) in pins.items():
-        owners.setdefault(key, target_name)
-    return identity_of, pins, Claims(owners, ctx.known_hosts())
 
 
 def gather(ctx: SourceContext) -> SourceReport:
-    from glueinfo.gather.identity import claim_problem, host_key, parse_aliases
+    max_body = int(ctx.config.section("sources")["max_body"])
+    return pull_and_pin(ctx, AGENT_KEYS, lambda answer: read_answer(answer, max_body))
+
+
+def read_answer(answer: Answer, max_body: int) -> Union[HostSnapshot, Refused]:
+    """One agent's Node XML: the snapshot of the host it names, or why it is refused (not Node
+    XML, or a Node claiming a host that is not this target's)."""
     from glueinfo.sss.node_reader import NodeXMLError, read_node
 
-    section = ctx.config.section("sources")
-    report = SourceReport()
+    name = answer.target
     try:
-        targets = agent_targets(section)
-        aliases = parse_aliases(section["aliases"])
-    except (HostRangeError, ValueError) as exc:
-        report.failures.append(SourceFailure(target="[sources] agents", error=str(exc)))
-        return report
-    settings = PullSettings.from_section(section)
-    drop_after = float(section["drop_after"])
-    identity_of, pins, claims = bind_targets(ctx, targets, drop_after)
-
-    for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
-        name = str(outcome.target)
-        identity = identity_of[name]
-        pinned = pins.get(name)
-        expected = identity or (pinned[0] if pinned else None)
-        if outcome.error is not None:
-            report.failures.append(SourceFailure(target=name, host=expected, error=outcome.error))
-            continue
-        try:
-            snapshot = read_node(outcome.body or b"", what=f"Node XML from {name}", source=SOURCE_NAME,
-                                 max_bytes=settings.max_body)
-        except NodeXMLError as exc:
-            report.failures.append(SourceFailure(target=name, host=expected, error=str(exc)))
-            continue
-        reported = snapshot.hostname
-        shown = repr(reported[:80])
-        problem = claim_problem(reported, name, identity, expected, pinned is not None, claims, aliases)
-        error = None
-        if problem is not None:
-            kind, whom = problem
-            if kind == "owner":
-                error = f"Node claims to be {shown}, which is {whom}'s host ({identity_of.get(whom) or pins[whom][0]!r}): refused"
-            elif kind == "expected":
-                error = f"Node claims to be {shown}, not {whom!r}: refused"
-            else:
-                error = (f"Node claims to be {shown}, a host {whom!r} other sources report, and nothing "
-                         f"says {name} is that host (write it as {name}={reported[:80]} in [sources] agents): refused")
-        if error is not None:
-            report.failures.append(SourceFailure(target=name, host=expected or reported[:80], error=error))
-            continue
-        if identity is None:  # pin the first Id an unnamed address reports, so no other target can take it
-            pins[name] = (host_key(reported), outcome.received_at)
-            claims.claim(reported, name)
-        if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
-            snapshot.collected_at = outcome.received_at
-        report.snapshots.append(snapshot)
-    return report
+        snapshot = read_node(answer.body, what=f"Node XML from {name}", source=SOURCE_NAME, max_bytes=max_body)
+    except NodeXMLError as exc:
+        return Refused(str(exc))
+    reported = snapshot.hostname
+    shown = repr(reported[:80])
+    problem = claim_problem(reported, name, answer.identity, answer.expected, answer.pinned, answer.claims,
+                            answer.aliases)
+    if problem is not None:
+        kind, whom = problem
+        if kind == "owner":
+            error = f"Node claims to be {shown}, which is {whom}'s host ({answer.host_of(whom)!r}): refused"
+        elif kind == "expected":
+            error = f"Node claims to be {shown}, not {whom!r}: refused"
+        else:
+            error = (f"Node claims to be {shown}, a host {whom!r} other sources report, and nothing "
+                     f"says {name} is that host (write it as {name}={reported[:80]} in [sources] agents): refused")
+        return Refused(error, answer.expected or reported[:80])
+    if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
+        snapshot.collected_at = answer.received_at
+    return snapshot
 
 
 SOURCE = Source(SOURCE_NAME, gather, "Node XML pulled from `glueinfo serve` on workers ([sources] agents)")

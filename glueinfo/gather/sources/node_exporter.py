@@ -3,7 +3,7 @@
 For sites without a Prometheus server.  Targets are listed in ``[sources]
 node_exporters`` and/or ``node_exporters_file`` exactly as agents are (names,
 ranges, ``ADDRESS=NAME``); a target written without a port uses
-``node_exporter_port`` (9100).  The pulls are the agents' (glueinfo.gather.sources.agents):
+``node_exporter_port`` (9100).  The pulls are the agents' (glueinfo.gather.pull):
 at most ``pool_size`` in flight, ``timeout`` seconds each, retries included,
 ``retries`` and ``retry_backoff``, a body capped at ``max_body``, the whole
 source stopping at the gather deadline.
@@ -41,21 +41,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Optional
+from typing import Optional, Union
 
-from glueinfo.core.hostrange import HostRangeError
-from glueinfo.gather.identity import Claims, claim_problem, host_key, parse_aliases
-from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
+from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.model import HostSnapshot
+from glueinfo.core.text import one_line
+from glueinfo.gather.identity import Claims, claim_problem
+from glueinfo.gather.pull import Answer, Refused, pull_and_pin
+from glueinfo.gather.registry import Source, SourceContext, SourceReport
 from glueinfo.gather.sources._node_metrics import COLLECTORS, FAMILIES, NodeFacts
-from glueinfo.gather.sources.agents import PullSettings, agent_targets, bind_targets, pull_all
 
 SOURCE_NAME = "node_exporter"
-TARGET_KEYS = ("node_exporters", "node_exporters_file", "node_exporter_port")
+TARGET_KEYS: tuple[str, str, str] = ("node_exporters", "node_exporters_file", "node_exporter_port")
 METRICS_PATH = "/metrics?" + "&".join(f"collect%5B%5D={name}" for name in COLLECTORS)
 
 
-class ExpositionError(ValueError):
-    """A /metrics page that is not the Prometheus text exposition format."""
+class ExpositionError(GlueinfoError, ValueError):
+    """A /metrics page that is not the Prometheus text exposition format (one line)."""
 
 
 def _wanted_lines(text: str) -> Iterable[str]:
@@ -167,7 +169,7 @@ def parse_page(body: bytes) -> NodeFacts:
             for sample in family.samples:
                 facts.add(sample.name, sample.labels, sample.value)
     except (ValueError, TypeError, IndexError) as exc:  # the parser's ways of saying "not the format"
-        raise ExpositionError(f"not the Prometheus exposition format: {str(exc)[:80]}") from None
+        raise ExpositionError(f"not the Prometheus exposition format: {one_line(exc, 80)}") from None
     for name, labels, value in read:
         facts.add(name, labels, value)
     if facts.empty:
@@ -190,51 +192,30 @@ def parse_page_whole(body: bytes) -> NodeFacts:
             for sample in family.samples:
                 facts.add(sample.name, sample.labels, sample.value)
     except (ValueError, TypeError, IndexError) as exc:
-        raise ExpositionError(f"not the Prometheus exposition format: {str(exc)[:80]}") from None
+        raise ExpositionError(f"not the Prometheus exposition format: {one_line(exc, 80)}") from None
     if facts.empty:
         raise ExpositionError("no node_exporter metrics on the page (is this node_exporter?)")
     return facts
 
 
 def gather(ctx: SourceContext) -> SourceReport:
-    section = ctx.config.section("sources")
-    report = SourceReport()
-    try:
-        targets = agent_targets(section, TARGET_KEYS)
-        aliases = parse_aliases(section["aliases"])
-    except (HostRangeError, ValueError) as exc:
-        report.failures.append(SourceFailure(target="[sources] node_exporters", error=str(exc)))
-        return report
-    by_nodename = section["node_exporter_identity"] == "nodename"
-    settings = PullSettings.from_section(section)
-    settings.path = METRICS_PATH
-    drop_after = float(section["drop_after"])
-    identity_of, pins, claims = bind_targets(ctx, targets, drop_after)
+    by_nodename = ctx.config.section("sources")["node_exporter_identity"] == "nodename"
+    return pull_and_pin(ctx, TARGET_KEYS, lambda answer: read_answer(answer, by_nodename), path=METRICS_PATH)
 
-    for outcome in pull_all(targets, settings, ctx.remaining(), ctx.clock):
-        name = str(outcome.target)
-        identity = identity_of[name]
-        pinned = pins.get(name)
-        expected = identity or (pinned[0] if pinned else None)
-        if outcome.error is not None:
-            report.failures.append(SourceFailure(target=name, host=expected, error=outcome.error))
-            continue
-        try:
-            facts = parse_page(outcome.body or b"")
-        except ExpositionError as exc:
-            report.failures.append(SourceFailure(target=name, host=expected, error=str(exc)))
-            continue
-        hostname, error = _hostname(name, identity, expected, pinned is not None, facts.nodename, by_nodename,
-                                    claims, aliases)
-        if error is not None or hostname is None:
-            report.failures.append(SourceFailure(target=name, host=expected or (facts.nodename or "")[:80] or None,
-                                                 error=error or "no host name"))
-            continue
-        if identity is None:  # an address nothing names: its first nodename is pinned to it
-            pins[name] = (host_key(hostname), outcome.received_at)
-            claims.claim(hostname, name)
-        report.snapshots.append(facts.snapshot(hostname, outcome.received_at))
-    return report
+
+def read_answer(answer: Answer, by_nodename: bool) -> Union[HostSnapshot, Refused]:
+    """One target's /metrics page: the snapshot of the host it stands for (see the module
+    docstring, Identity), or why it is refused (not a node_exporter page, or a nodename that is
+    not this target's host)."""
+    try:
+        facts = parse_page(answer.body)
+    except ExpositionError as exc:
+        return Refused(str(exc))
+    hostname, error = _hostname(answer.target, answer.identity, answer.expected, answer.pinned, facts.nodename,
+                                by_nodename, answer.claims, answer.aliases)
+    if error is not None or hostname is None:
+        return Refused(error or "no host name", answer.expected or (facts.nodename or "")[:80] or None)
+    return facts.snapshot(hostname, answer.received_at)
 
 
 def _hostname(target: str, identity: Optional[str], expected: Optional[str], pinned: bool, nodename: Optional[str],

@@ -9,7 +9,7 @@ import pytest
 
 from glueinfo.core.hostrange import HostRangeError, Target, expand_named_list
 from glueinfo.gather.identity import Claims, answers_to, parse_aliases
-from glueinfo.gather.sources.agents import agent_targets, identities, reverse_names
+from glueinfo.gather.pull import identities, listed_targets, reverse_names
 
 
 def test_an_address_range_names_its_hosts_in_step():
@@ -23,7 +23,7 @@ def test_an_address_range_names_its_hosts_in_step():
 def test_agent_targets_carry_the_name_written_beside_an_address():
     section = {"agents": "10.1.0.7=wn07.example.org, 10.1.0.7, wn08.example.org:7171", "agents_file": "",
                "agent_port": 7170}
-    assert agent_targets(section) == [Target("10.1.0.7", 7170, "wn07.example.org"), Target("wn08.example.org", 7171)]
+    assert listed_targets(section) == [Target("10.1.0.7", 7170, "wn07.example.org"), Target("wn08.example.org", 7171)]
 
 
 def test_identity_is_the_name_then_the_name_beside_the_address_then_reverse_dns():
