@@ -31,9 +31,9 @@ from glueinfo.core.ldif import (
     Entry,
     LDIFError,
     LineCache,
+    dn_key,
     format_entry,
     format_ldif,
-    normalise_dn,
     parent_dn,
     parse_ldif,
     tree_order,
@@ -235,14 +235,6 @@ def static_ldif_entries(directory: str, warnings: list[str]) -> list[Entry]:
 _INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
 # slapd (mdb) stores an entry's RDN twice in one 511-byte key: measured, 244 bytes pass and 246 fail.
 MAX_SLAPD_RDN_BYTES = 240
-
-
-def dn_key(dn: str) -> str:
-    """ldif.normalise_dn, with a shortcut for the plain DNs the renderer writes
-    (no escapes, quotes, multi-valued RDNs or spaces)."""
-    if "\\" in dn or '"' in dn or "+" in dn or ";" in dn or " " in dn:
-        return normalise_dn(dn)
-    return dn.casefold()
 
 
 def parent_key(key: str) -> str:
