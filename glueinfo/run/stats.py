@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.model import QueueState
+from glueinfo.core.text import one_line
 from glueinfo.gather.gatherer import GatherResult
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
 from glueinfo.site.assemble import AssembledSite, SiteAssembler
@@ -33,8 +34,8 @@ class JobStats:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
 
 
-def _one_line(text: object, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
+# The one clip of a message to one line (core.text.one_line), by the name run/provider.py imports.
+_one_line = one_line
 
 
 # -- figures no other part keeps: per source, per LRMS query, the last site ---------------------
