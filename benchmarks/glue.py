@@ -127,7 +127,9 @@ def _scale_child(hosts_count: int) -> dict:
 
     sink = Counting()
     start, cpu_start = clock(), cpu()
-    build = pipeline.write_site_ldif(config, hosts, sink, local_fqdn="ce01.example.org", schema=schema,
+    from glueinfo.publish.from_snapshots import write_site_ldif
+
+    build = write_site_ldif(config, hosts, sink, local_fqdn="ce01.example.org", schema=schema,
                                      templates=templates, states=states)
     t_full, c_full = clock() - start, cpu() - cpu_start
     size = sink.size

@@ -355,10 +355,11 @@ def bdii_entries(url: str, base: str, timeout: float) -> dict[str, dict[str, set
 
 def compare_bdii(args: argparse.Namespace, config: Config, url: Optional[str], result: Result) -> None:
     from glueinfo.core.ldif import LDIFError, normalise_dn, parse_ldif
-    from glueinfo.glue.glue2.publish import glue2_base
+    from glueinfo.publish.documents import glue2_base
+    from glueinfo.site.publish_settings import publish_settings
 
     bases = [args.bdii_base] if args.bdii_base else [config.get("glue", "base_dn")]
-    if not args.bdii_base and (glue2_subtree := glue2_base(config)):
+    if not args.bdii_base and (glue2_subtree := glue2_base(publish_settings(config))):
         bases.append(glue2_subtree)  # the o=glue tree published beside o=grid
     try:
         ours = {normalise_dn(e.dn): e for e in parse_ldif(published_ldif(args, config, url))}

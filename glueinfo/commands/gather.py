@@ -15,11 +15,10 @@ import argparse
 import json
 import logging
 import sys
-from typing import Any
 
 from glueinfo.core.config import Config
 
-log = logging.getLogger("glueinfo.gather")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.cli import UsageError
     from glueinfo.commands.site_options import make_assembler, site_config
 
     config = site_config(args, config)
@@ -47,39 +45,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
         out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
                   f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
     else:
-        from glueinfo.glue.templates import TemplateError
+        from glueinfo.commands.site_options import print_documents, publisher_for
 
         assembler.refresh_lrms()
-        site = assembler.assemble()
+        documents = publisher_for(args, config).documents(assembler.assemble())
         if args.format == "node-xml":
-            from glueinfo.site.node_settings import node_settings
-            from glueinfo.sss.node_xml import render_data
-
-            out.flush()
-            sys.stdout.buffer.write(render_data(site.snapshots(), site.assembled_at, node_settings(config),
-                                                pretty=args.pretty))
+            print_documents(documents, "node-xml", pretty=args.pretty)
         else:
-            from glueinfo.glue.build import write_site
-            from glueinfo.glue.glue2.ces import Glue2Error
-            from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
-
-            problems: list[Any] = []
-            glue13 = publishes(config, "1.3")
-            try:
-                if glue13:
-                    build = write_site(site, out, publish_hosts=False if args.no_hosts else None)
-                    for warning in build.warnings:
-                        log.info("%s", warning)
-                    problems.extend(build.errors)
-                text, glue2 = glue2_ldif_tail(site, config, site.assembled_at, after_glue13=glue13)
-            except (TemplateError, Glue2Error) as exc:
-                raise UsageError(str(exc)) from None
-            out.write(text)
-            if glue2 is not None:
-                for warning in glue2.warnings:
-                    log.info("%s", warning)
-                problems.extend(glue2.errors)
-            for problem in problems:
+            print_documents(documents, "ldif")
+            for warning in documents.warnings:
+                log.info("%s", warning)
+            for problem in documents.errors:
                 print(f"glueinfo: left out {problem}", file=sys.stderr)
     assembler.close()
     out.flush()

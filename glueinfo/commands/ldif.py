@@ -1,10 +1,11 @@
-"""`glueinfo ldif`: the GLUE 1.3 resource tree as LDIF on stdout (a BDII provider).
+"""`glueinfo ldif`: the site's GLUE trees as LDIF on stdout (a BDII provider): GLUE 1.3 (o=grid) and GLUE 2 (o=glue).
 
 The site is assembled as every command assembles it (glueinfo.site.assemble:
 the enabled [sources], this host among them when ``local`` is enabled, the
 [node] site_snapshots files, the state directory's last good hosts and
-SubCluster ids when it exists), each CE's LRMS is asked once, and the tree
-is rendered, checked against the installed GLUE schema and printed.
+SubCluster ids when it exists), each CE's LRMS is asked once, and the trees
+``[glue] versions`` names (or ``--glue``) are made by the publish layer
+(glueinfo.publish), checked against the installed GLUE schemas and printed.
 ``--snapshots`` renders exactly the given snapshot files instead.  Entries
 left out are reported on stderr by DN, and the exit code is then 1.
 
@@ -18,7 +19,6 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
@@ -100,45 +100,18 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.check:
         return run_check(args.check, config)
 
-    from glueinfo.cli import UsageError, long_lived_objects
-    from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
+    from glueinfo.cli import long_lived_objects
+    from glueinfo.commands.site_options import assemble_once, clock_from_environment, print_documents, publisher_for, site_config
 
     config = site_config(args, config)
     clock = clock_from_environment()
     # The modules and the snapshots live until the process ends: keep the cyclic
     # GC from walking their millions of objects again and again while the tree is built.
     with long_lived_objects():
-        from glueinfo.glue.build import write_site
-        from glueinfo.glue.templates import TemplateError
-        from glueinfo.site.assemble import assemble_snapshots
-
-        if args.snapshots:
-            site = assemble_snapshots(config, read_snapshots(args.snapshots), clock)
-        else:
-            site = make_assembler(args, config, clock=clock).once()
-    from glueinfo.glue.glue2.ces import Glue2Error
-    from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
-
-    versions = set(args.glue or [v for v in ("1.3", "2.0") if publishes(config, v)])
-    errors: list[Any] = []
-    if "1.3" in versions:
-        try:
-            build = write_site(site, sys.stdout, publish_hosts=False if args.no_hosts else None)
-        except TemplateError as exc:
-            raise UsageError(str(exc)) from None
-        report_warnings(build.warnings, args.verbose)
-        errors.extend(build.errors)
-    if "2.0" in versions:
-        try:
-            text, glue2 = glue2_ldif_tail(site, config.with_values("glue", versions=["2.0"]), site.assembled_at,
-                                          after_glue13="1.3" in versions)
-        except Glue2Error as exc:
-            raise UsageError(str(exc)) from None
-        sys.stdout.write(text)
-        if glue2 is not None:
-            report_warnings(glue2.warnings, args.verbose)
-            errors.extend(glue2.errors)
-    sys.stdout.flush()
-    for problem in errors:
+        site = assemble_once(args, config, clock, args.snapshots)
+    documents = publisher_for(args, config, versions=tuple(args.glue) if args.glue else None).documents(site)
+    print_documents(documents, "ldif")
+    report_warnings(documents.warnings, args.verbose)
+    for problem in documents.errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
-    return 1 if errors else 0
+    return 1 if documents.errors else 0

@@ -28,10 +28,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config
+    from glueinfo.commands.site_options import (
+        clock_from_environment,
+        local_probe,
+        make_assembler,
+        print_documents,
+        publisher_for,
+        site_config,
+    )
     from glueinfo.gather.snapshot_files import SiteFiles
     from glueinfo.site.node_settings import node_settings
-    from glueinfo.sss.node_xml import NodeRenderError, render_data, render_node
+    from glueinfo.sss.node_templates import NodeRenderError
+    from glueinfo.sss.node_xml import render_node
 
     config = site_config(args, config)
     clock = clock_from_environment()
@@ -53,7 +61,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             paths = list(config.section("node")["site_snapshots"]) + list(args.snapshot)
             config = config.with_values("node", site_snapshots=paths)
         assembled = make_assembler(args, config, without_local=args.no_local, clock=clock).once()
-        sys.stdout.buffer.write(render_data(assembled.snapshots(), assembled.assembled_at, settings, pretty=not args.compact))
+        print_documents(publisher_for(args, config).documents(assembled), "node-xml", pretty=not args.compact)
     except NodeRenderError as exc:
         print(f"glueinfo: {exc}", file=sys.stderr)
         return 1

@@ -1,9 +1,12 @@
-"""`glueinfo publish`: synchronise the GLUE 1.3 tree into an LDAP server (ldap3).
+"""`glueinfo publish`: synchronise the site's GLUE trees into an LDAP server (ldap3).
 
     glueinfo publish --ldap ldap://HOST:PORT --bind-dn DN --password-file FILE
 
-(or [ldap] url / bind_dn / password_file in the config).  Builds the same
-checked tree as `glueinfo ldif`, then adds, modifies only changed attributes
+(or [ldap] url / bind_dn / password_file in the config).  The trees are the
+ones `glueinfo ldif` prints ([glue] versions), made by the publish layer
+(glueinfo.publish); each base is written bound as the identity for its
+suffix (glueinfo.publish.outputs.ldap: ``--bind-dn 'o=grid; o=glue'`` with
+one password file per DN, as BDII's server is laid out).  Then it adds, modifies only changed attributes
 and deletes so the server's tree under the base ([glue] base_dn) equals it;
 a run with nothing changed sends no writes.  --extra-base (or [ldap]
 extra_bases) adds further subtrees, e.g. GLUE2GroupID=resource,o=glue, kept
@@ -20,6 +23,7 @@ printed on stderr, after the refusals.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import logging
@@ -32,9 +36,9 @@ from glueinfo.core.config import Config
 from glueinfo.site.assemble import SiteAssembler
 
 if TYPE_CHECKING:
-    from glueinfo.glue.ldapsync import PublishReport
+    from glueinfo.glue.ldapsync import LdapTarget, PublishReport
 
-log = logging.getLogger("glueinfo.publish")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,31 +60,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stats", action="store_true", help="print the outcome as one JSON line on stdout")
 
 
-def read_password(path: str) -> str:
-    from glueinfo.cli import UsageError
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--password-file {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-def adopt_from_server(assembler: SiteAssembler, url: str, bind_dn: str, password: str, config: Config) -> None:
+def adopt_from_server(assembler: SiteAssembler, targets: list[LdapTarget], base_dn: str) -> None:
     """Adopt the SubCluster ids the server publishes (glueinfo.site.ids): the first publish by
     this glueinfo keeps them instead of renaming SubClusters.  A server that cannot be read
     is left to the sync to report."""
-    from glueinfo.glue.ldapsync import LdapTarget, PublishError
+    from glueinfo.glue.ldapsync import PublishError
     from glueinfo.glue.published import read_hosts
 
-    target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=config.get("glue", "base_dn"),
-                        timeout_s=config.get("ldap", "timeout"), state_file=None)
-    try:
-        entries = read_hosts(target)
-    except PublishError as exc:
-        log.debug("SubCluster ids not adopted from %s: %s", url, exc)
+    target = next((t for t in targets if base_dn in t.bases), None)
+    if target is None:
         return
-    assembler.adopt_published(entries, url)
+    try:
+        entries = read_hosts(dataclasses.replace(target, base_dn=base_dn, extra_bases=(), state_file=None))
+    except PublishError as exc:
+        log.debug("SubCluster ids not adopted from %s: %s", target.url, exc)
+        return
+    assembler.adopt_published(entries, target.url)
 
 
 class ProgressLine:
@@ -121,39 +116,46 @@ def summary_line(url: str, bases: tuple[str, ...], report: PublishReport) -> str
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import UsageError
-    from glueinfo.commands.ldif import read_snapshots, report_warnings
-    from glueinfo.glue.build import render_site
-    from glueinfo.glue.glue2.publish import build_glue2, glue2_base, load_times, publishes, save_times
-    from glueinfo.glue.ldapsync import LdapTarget, PublishError, default_state_file, split_bases, sync_tree
+    from glueinfo.commands.ldif import report_warnings
+    from glueinfo.commands.site_options import assemble_once, clock_from_environment, make_assembler, publisher_for, site_config
+    from glueinfo.glue.glue2.ces import Glue2Error
+    from glueinfo.glue.glue2.publish import load_times, save_times
+    from glueinfo.glue.ldapsync import PublishError, default_state_file
     from glueinfo.glue.templates import TemplateError
+    from glueinfo.publish.outputs.ldap import ldap_targets, publish_bases, sync_site
 
-    settings = config.section("ldap")
-    url = args.ldap or settings["url"]
-    if not url:
-        raise UsageError("publish: no LDAP server: give --ldap ldap://HOST:PORT or [ldap] url")
-    bind_dn = args.bind_dn if args.bind_dn is not None else settings["bind_dn"]
-    password_file = args.password_file or settings["password_file"]
-    password = read_password(password_file) if password_file else ""
-    if bind_dn and not password_file:
-        raise UsageError("publish: --bind-dn needs --password-file (or [ldap] password_file)")
+    overrides = {key: value for key, value in (("url", args.ldap), ("bind_dn", args.bind_dn),
+                                                 ("password_file", args.password_file)) if value is not None}
+    if overrides:
+        config = config.with_values("ldap", **overrides)
     if args.base:  # the tree is rendered under the base it is published under
         config = config.with_values("glue", base_dn=args.base)
-    base = config.get("glue", "base_dn")
-
-    started = time.monotonic()
-    from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
-
+    ldap = config.section("ldap")
+    url = ldap["url"]
+    if not url:
+        raise UsageError("publish: no LDAP server: give --ldap ldap://HOST:PORT or [ldap] url")
+    if ldap["bind_dn"] and not ldap["password_file"]:
+        raise UsageError("publish: --bind-dn needs --password-file (or [ldap] password_file)")
     config = site_config(args, config)
     clock = clock_from_environment()
-    if args.snapshots:
-        from glueinfo.site.assemble import assemble_snapshots
+    state_file = None if args.no_state else (args.state_file or default_state_file(url, config.get("glue", "base_dn")))
+    # GLUE 2 CreationTimes are kept beside the LDAP state: an unchanged entry is not renewed (rewritten) every run
+    times_file = f"{state_file}.glue2-times" if state_file else None
+    publisher = publisher_for(args, config, times=load_times(times_file) if times_file else None)
+    settings = publisher.settings
+    try:  # an unreadable password file or a base no bind DN can write: the config is wrong
+        targets = ldap_targets(settings, publish_bases(settings, tuple(args.extra_base)), state_file)
+    except PublishError as exc:
+        raise UsageError(f"publish: {exc}") from None
 
-        site = assemble_snapshots(config, read_snapshots(args.snapshots), clock)
+    started = time.monotonic()
+    if args.snapshots:
+        site = assemble_once(args, config, clock, args.snapshots)
     else:
         assembler = make_assembler(args, config, clock=clock)
         assembler.open_state()
         if assembler.ids.is_empty():  # an upgrade: keep the SubCluster ids the server already has
-            adopt_from_server(assembler, url, bind_dn, password, config)
+            adopt_from_server(assembler, targets, settings.base_dn)
         assembler.gather()
         assembler.refresh_lrms()
         site = assembler.assemble()
@@ -162,36 +164,23 @@ def run(args: argparse.Namespace, config: Config) -> int:
     # The snapshots live until the process ends: keep the cyclic GC from walking
     # their millions of objects again and again while the tree is built.
     gc.freeze()
+    documents = publisher.documents(site)
     try:
-        build = render_site(site, publish_hosts=False if args.no_hosts else None)
-    except TemplateError as exc:
+        entries = documents.entries()
+    except (TemplateError, Glue2Error) as exc:
         raise UsageError(str(exc)) from None
-    entries, left_out = list(build.entries), list(build.errors)
-    state_file = None if args.no_state else (args.state_file or default_state_file(url, base))
-    # GLUE 2 CreationTimes are kept beside the LDAP state: an unchanged entry is not renewed (rewritten) every run
-    times_file = f"{state_file}.glue2-times" if state_file else None
-    times = load_times(times_file) if times_file else None
-    glue2 = build_glue2(site, config, site.assembled_at, times) if publishes(config, "2.0") else None
-    if times_file and times is not None and glue2 is not None:
-        unsaved = save_times(times_file, times)
+    if times_file and publisher.times is not None and documents.glue2 is not None:
+        unsaved = save_times(times_file, publisher.times)
         if unsaved:
             log.warning("%s", unsaved)
-    if glue2 is not None:
-        entries.extend(glue2.entries)
-        left_out.extend(glue2.errors)
-        report_warnings(glue2.warnings, args.verbose)
     built = time.monotonic()
-    report_warnings(build.warnings, args.verbose)
+    report_warnings(documents.warnings, args.verbose)
+    left_out = documents.errors
     for problem in left_out:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
-    extra_bases = tuple(args.extra_base) or split_bases(settings["extra_bases"])
-    if not extra_bases and (glue2_subtree := glue2_base(config)):
-        extra_bases = (glue2_subtree,)  # o=glue kept equal like o=grid
-    target = LdapTarget(url=url, bind_dn=bind_dn, password=password, base_dn=base, timeout_s=settings["timeout"],
-                        state_file=state_file, extra_bases=extra_bases, window=settings["window"])
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() else None
     try:
-        report = sync_tree(entries, target, progress=progress)
+        report = sync_site(entries, targets, progress=progress)
     except PublishError as exc:
         if progress is not None:
             progress.clear()
@@ -201,8 +190,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         progress.clear()  # the refusals and the summary take its place
     for rejection in report.rejected:
         print(f"glueinfo: {rejection}", file=sys.stderr)
-    print(summary_line(url, target.bases, report), file=sys.stderr)
-    log.info("published to %s under %s: %s", url, base, report.summary())
+    bases = tuple(base for target in targets for base in target.bases)
+    print(summary_line(url, bases, report), file=sys.stderr)
+    log.info("published to %s under %s: %s", url, " + ".join(bases), report.summary())
     if args.stats:  # the sync's own figures, and how long reading the hosts and building the tree took
         print(json.dumps({**report.as_dict(), "hosts_s": round(collected - started, 3), "build_s": round(built - collected, 3)}))
     return 0 if report.ok and not left_out else 1

@@ -1,10 +1,11 @@
 """`glueinfo serve`: Node XML, GLUE LDIF and SSSRMAP queries over HTTP, from memory.
 
-Wiring only: each refresh probes this host, runs the configured sources
-([sources]: agents, spool, ganglia) through glueinfo.gather.gatherer, adds the
-[node] site_snapshots files, and builds the GLUE LDIF; glueinfo.run.http does
-the HTTP and keeps the results in memory; glueinfo.run.job_objects adds the
-CEs' batch jobs as SSSRMAP Job objects.
+Wiring only: each refresh probes this host, assembles the site as every
+command does (glueinfo.site.assemble), and has the publish layer
+(glueinfo.publish) make its documents, handed to the HTTP store as the
+daemon's ``http`` output hands them (glueinfo.run.http_output.refreshed);
+glueinfo.run.http does the HTTP; glueinfo.run.job_objects adds the CEs'
+batch jobs as SSSRMAP Job objects.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
-from glueinfo.site.assemble import AssembledSite
 
-log = logging.getLogger("glueinfo.serve")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,9 +37,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
     import dataclasses
 
     from glueinfo.cli import UsageError
-    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, site_config
+    from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, publisher_for, site_config
     from glueinfo.run.history import History
     from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
+    from glueinfo.run.http_output import refreshed
     from glueinfo.run.stats import Observed, timed_queue_state, timed_sources
     from glueinfo.site.node_settings import node_settings as read_node_settings
 
@@ -72,47 +73,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     history = History(state.directory if state is not None and state.writable else None, clock)
     history.load()
 
-    from glueinfo.glue.glue2.times import CreationTimes
-
-    glue2_times = CreationTimes()  # GLUE 2 CreationTimes kept across refreshes: unchanged entries keep theirs
-    glue2_kept: list[Any] = []  # the last GLUE 2 entries built, for /glue2.json
-
-    def build_ldif(site: AssembledSite) -> tuple[Optional[str], Optional[str], Optional[str]]:
-        """(LDIF, why the build failed, why none is built on purpose)."""
-        if args.no_ldif:
-            return None, None, "LDIF is off (--no-ldif)"
-        try:
-            from glueinfo.glue.build import render_site
-        except ImportError as exc:  # a trimmed install without the GLUE renderer
-            return None, None, f"the GLUE renderer is not installed: {exc}"
-        try:
-            from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
-
-            text, left_out = "", []
-            glue13 = publishes(config, "1.3")
-            if glue13:
-                build = render_site(site)
-                for warning in build.warnings:
-                    log.info("%s", warning)
-                text, left_out = build.ldif(), list(build.errors)
-            tail, glue2 = glue2_ldif_tail(site, config, site.assembled_at, glue2_times, after_glue13=glue13)
-            text += tail
-            if glue2 is not None:
-                for warning in glue2.warnings:
-                    log.info("%s", warning)
-                left_out.extend(glue2.errors)
-                glue2_kept[:] = [glue2.entries]
-        except Exception as exc:  # keep serving the last good LDIF; /health says it failed
-            error = f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
-            log.warning("%s", error)
-            return None, error, None
-        for problem in left_out:
-            log.warning("LDIF: left out %s", problem)
-        return text, None, None
+    publisher = None if args.no_ldif else publisher_for(args, config, daemon=True)
 
     def refresh() -> Refreshed:
         """One refresh: this host probed (it is /node.xml whatever the sources), the site
-        assembled as every command assembles it (/nodes.xml, /ldif)."""
+        assembled as every command assembles it, its documents made by the publish layer as
+        every command and output makes them (/nodes.xml, /ldif, /glue2.json)."""
         local = probe_here()
         local_probe_result[:] = [local]
         gathered = assembler.gather()
@@ -121,10 +87,20 @@ def run(args: argparse.Namespace, config: Config) -> int:
         site = assembler.assemble()
         observed.site = site
         assembler.save_state()
-        ldif, ldif_error, ldif_off = build_ldif(site)
-        return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), ldif=ldif,
-                         ldif_error=ldif_error, ldif_off=ldif_off, site=site,
-                         glue2=glue2_kept[0] if glue2_kept else None)
+        if publisher is None:
+            return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), site=site,
+                             ldif_off="LDIF is off (--no-ldif)")
+        documents = publisher.documents(site)
+        try:
+            answer = refreshed(documents, local)
+        except Exception as exc:  # keep serving the last good LDIF; /health says it failed
+            error = f"LDIF build failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            log.warning("%s", error)
+            return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures), site=site,
+                             ldif_error=error)
+        for problem in documents.errors:
+            log.warning("LDIF: left out %s", problem)
+        return answer
 
     store = NodeStore(refresh, node_settings, clock=clock, observed=observed, history=history,
                       role="agent" if args.no_ldif else "site")

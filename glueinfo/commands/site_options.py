@@ -53,7 +53,7 @@ def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], fl
         from glueinfo.host.collect import CollectorError
         from glueinfo.host.collect import probe as run_probe
         from glueinfo.site.node_settings import node_settings
-        from glueinfo.sss.node_xml import attach_resources
+        from glueinfo.sss.node_resources import attach_resources
 
         try:
             snapshot = run_probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
@@ -81,4 +81,52 @@ def make_assembler(args: argparse.Namespace, config: Config, *, without_local: b
             sources = [s for s in sources if s.name != "local"]
         return SiteAssembler(config, clock=clock, sources=sources, probe=local_probe(args, config, clock))
     except (SourceError, ConfigError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], float],
+                  snapshots: list[str] | None = None) -> Any:
+    """The site of a one-shot command: exactly these snapshot files (``--snapshots``) when given,
+    else every source once (glueinfo.site.assemble)."""
+    if snapshots:
+        from glueinfo.commands.ldif import read_snapshots
+        from glueinfo.site.assemble import assemble_snapshots
+
+        return assemble_snapshots(config, read_snapshots(snapshots), clock)
+    return make_assembler(args, config, clock=clock).once()
+
+
+def publisher_for(args: argparse.Namespace, config: Config, *, versions: tuple[str, ...] | None = None,
+                  **options: Any) -> Any:
+    """The publish layer's Publisher (glueinfo.publish.documents) for a one-shot command: [glue]
+    versions unless the command line chose (``versions``), --no-hosts honoured; UsageError for
+    bad settings."""
+    from glueinfo.cli import UsageError
+    from glueinfo.core.config import ConfigError
+    from glueinfo.publish.documents import Publisher
+    from glueinfo.site.publish_settings import publish_settings
+
+    try:
+        settings = publish_settings(config, versions=versions,
+                                    publish_hosts=False if getattr(args, "no_hosts", False) else None)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return Publisher(settings, **options)
+
+
+def print_documents(documents: Any, document: str, *, pretty: bool = True) -> None:
+    """One document on stdout through the ``stdout`` output; UsageError for a bad template or
+    malformed GLUE 2 settings (the config is wrong)."""
+    import sys
+
+    from glueinfo.cli import UsageError
+    from glueinfo.glue.glue2.ces import Glue2Error
+    from glueinfo.glue.templates import TemplateError
+    from glueinfo.publish.outputs import Publication
+    from glueinfo.publish.outputs.stdout import StdoutOutput
+
+    sys.stdout.flush()
+    try:
+        StdoutOutput(document, sys.stdout.buffer, pretty).publish(Publication(documents))
+    except (TemplateError, Glue2Error) as exc:
         raise UsageError(str(exc)) from None

@@ -26,6 +26,7 @@ from typing import Any, Optional, Union
 from lxml import etree
 
 from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.text import one_line
 
 DEFAULT_MAX_BYTES = 16 * 2**20
 
@@ -52,10 +53,6 @@ def make_parser(target: Optional[object] = None) -> etree.XMLParser:
         remove_pis=True,
         collect_ids=False,
     )
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 def parse_xml(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "XML document") -> etree._Element:
@@ -113,9 +110,9 @@ def _read(data: Union[bytes, str], target: Optional[object], what: str) -> Any:
     try:
         return etree.fromstring(data, make_parser(target))
     except etree.XMLSyntaxError as exc:
-        raise XMLInputError(f"{what}: not well-formed XML: {_one_line(exc.msg or exc)}") from None
+        raise XMLInputError(f"{what}: not well-formed XML: {one_line(exc.msg or exc)}") from None
     except (ValueError, TypeError) as exc:  # lxml's own refusals, e.g. an unsupported encoding
-        raise XMLInputError(f"{what}: cannot parse: {_one_line(exc)}") from None
+        raise XMLInputError(f"{what}: cannot parse: {one_line(exc)}") from None
 
 
 # A declaration naming an encoding other than UTF-8: libxml2 would decode the UTF-8 we give it by that one.

@@ -20,12 +20,10 @@ import itertools
 import logging
 import os
 import re
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Optional, Union, cast
 
-from glueinfo.core.config import Config
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import (
     Entry,
@@ -40,7 +38,7 @@ from glueinfo.core.ldif import (
     value_text,
     write_ldif,
 )
-from glueinfo.core.model import HostSnapshot, QueueState
+from glueinfo.core.model import QueueState
 from glueinfo.glue.render13 import HostBlock, HostEntryCache, Layout, iter_glue13, patch_volatile, volatile_layout
 from glueinfo.glue.schema import (
     SYNTAX_BOOLEAN,
@@ -53,7 +51,7 @@ from glueinfo.glue.schema import (
 )
 from glueinfo.glue.templates import Template, load_templates
 from glueinfo.site.aggregate import SiteGroups
-from glueinfo.site.assemble import AssembledSite, assemble_snapshots
+from glueinfo.site.assemble import AssembledSite
 from glueinfo.site.model import SiteModel
 
 log = logging.getLogger("glueinfo.glue")
@@ -522,39 +520,3 @@ def write_site(assembled: AssembledSite, stream: IO[str], *, publish_hosts: Opti
     write_ldif(_checked_entries(prepared, checker), stream, sort=False)
     return SiteBuild(site=prepared.site, groups=prepared.groups, states=prepared.states, entries=[],
                      errors=checker.errors, warnings=checker.warnings, checked=prepared.schema is not None)
-
-
-def build_site(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time, *,
-               publish_hosts: Optional[bool] = None, schema: Union[Schema, None, str] = AUTO,
-               local_fqdn: Optional[str] = None, states: Optional[Mapping[str, QueueState]] = None,
-               templates: Optional[Mapping[str, Template]] = None,
-               queue_state: Optional[Callable[..., Any]] = None) -> SiteBuild:
-    """The checked GLUE 1.3 tree of a site made of exactly these snapshots
-    (glueinfo.site.assemble.assemble_snapshots: no sources, no state).
-
-    ``states``: CE id -> QueueState to use instead of asking the LRMS
-    plugins.  ``local_fqdn``: the name of the host the default cluster and
-    CE are named after (default: this host's).  Raises ConfigError and
-    TemplateError (bad config or templates).
-    """
-    assembled = assemble_snapshots(config, snapshots, clock, local_fqdn=local_fqdn,
-                                   states=dict(states) if states is not None else None, queue_state=queue_state)
-    return render_site(assembled, publish_hosts=publish_hosts, schema=schema, templates=templates)
-
-
-def write_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], stream: IO[str],
-                    clock: Callable[[], float] = time.time, **options: Any) -> SiteBuild:
-    """build_site, written to ``stream`` as it is produced; the returned SiteBuild has no entries."""
-    assembled = assemble_snapshots(config, snapshots, clock, local_fqdn=options.pop("local_fqdn", None),
-                                   states=options.pop("states", None), queue_state=options.pop("queue_state", None))
-    return write_site(assembled, stream, **options)
-
-
-def build_site_ldif(config: Config, snapshots: Sequence[HostSnapshot], clock: Callable[[], float] = time.time,
-                    **options: Any) -> tuple[str, list[Problem]]:
-    """(LDIF text of the checked tree, the entries left out by DN): for ``glueinfo serve`` and ``run``.
-    Warnings (values transliterated, names merged) are logged at INFO."""
-    build = build_site(config, snapshots, clock, **options)
-    for warning in build.warnings:
-        log.info("%s", warning)
-    return build.ldif(), build.errors

@@ -46,15 +46,11 @@ from glueinfo.run.history import History
 from glueinfo.run.http_server import HttpServer, IPNetwork, Limits, Request, Response, is_loopback, parse_allow, text_response
 from glueinfo.run.stats import CeStatus, HealthRow, HostRow, Observed, PublishStatus, Status, SubClusterRow
 from glueinfo.sss import vocabulary as sss_node
-from glueinfo.sss.node_xml import (
-    NodeMarkupCache,
-    NodeRenderError,
-    NodeSettings,
-    data_element,
-    node_element,
-    node_state,
-    to_bytes,
-)
+from glueinfo.sss.node_markup_cache import NodeMarkupCache
+from glueinfo.sss.node_settings import NodeSettings
+from glueinfo.sss.node_state import node_state
+from glueinfo.sss.node_templates import NodeRenderError
+from glueinfo.sss.node_xml import data_element, node_element, to_bytes
 from glueinfo.sss.sssrmap import (
     WIRE_BAD_FRAMING,
     WIRE_BODY_TOO_LARGE,
@@ -307,13 +303,14 @@ class NodeStore:
         return View(rendered_at=now, valid_until=_state_change_time(snapshots, now, settings.stale_after_s),
                     node_xml=node_xml, nodes_xml=to_bytes(data_root), states=states, objects=objects)
 
-    def update_local(self, local: Optional[HostSnapshot]) -> bool:
-        """This host's own Node (/node.xml) again, the site's documents kept as they are: for a
-        publish in which no host changed (the daemon's self-metrics on its own Node did).
-        Returns False when there is nothing rendered yet to keep (refresh instead)."""
+    def update_local(self, local: Optional[HostSnapshot], data: Optional[Refreshed] = None) -> bool:
+        """This host's own Node (/node.xml) again, and ``data``'s LDIF and GLUE 2 when given, the
+        site's Node documents kept as they are: for a publish in which no host changed (the CE
+        figures or the daemon's self-metrics on its own Node did).  Returns False when there is
+        nothing rendered yet to keep (refresh instead)."""
         with self._refresh_lock:
-            data, view = self._data, self._view
-            if data is None or view is None:
+            kept, view = self._data, self._view
+            if kept is None or view is None:
                 return False
             node_xml = None
             if local is not None:
@@ -321,8 +318,10 @@ class NodeStore:
                     node_xml = to_bytes(node_element(local, view.rendered_at, self.settings))
                 except NodeRenderError as exc:
                     log.warning("this host: %s", exc)
-            self._data = dataclasses.replace(data, local=local)
+            self._data = dataclasses.replace(data if data is not None else kept, local=local)
             self._view = dataclasses.replace(view, node_xml=node_xml)
+            if data is not None and data.ldif is not None:
+                self._ldif, self._ldif_error = data.ldif, None
         return True
 
     def current_view(self) -> Optional[View]:

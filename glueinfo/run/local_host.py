@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Optional
 
 from glueinfo.core.model import HostSnapshot
+from glueinfo.core.runstats import JobStats
 from glueinfo.run.plan import Plan
-from glueinfo.run.stats import JobStats
 
 log = logging.getLogger("glueinfo.run")
 
@@ -88,7 +88,7 @@ class LocalHost:
     def probe(self, names: Sequence[str]) -> Optional[HostSnapshot]:
         from glueinfo.core.model import CollectorResult
         from glueinfo.host.collect import probe
-        from glueinfo.sss.node_xml import attach_resources
+        from glueinfo.sss.node_resources import attach_resources
 
         plan = self.plan
         if not names:

@@ -18,6 +18,8 @@ Families (labels in brackets):
 - ``glueinfo_source_last_duration_seconds``, ``_last_success``, ``_runs_total``,
   ``_failures_total``, ``_snapshots``, ``_failed_targets`` [source]
 - ``glueinfo_job_last_duration_seconds``, ``_last_success``, ``_runs_total``, ``_failures_total`` [job] (run)
+- ``glueinfo_output_last_duration_seconds``, ``_last_success``, ``_runs_total``, ``_failures_total`` [output]:
+  each output of the publish layer (file, ldap, http, plugins') (run)
 - ``glueinfo_publish_last_duration_seconds``, ``_last_success``, ``_runs_total``,
   ``_failures_total``, ``_last_timestamp_seconds``, ``glueinfo_publish_entries``
 - ``glueinfo_ldap_last_writes`` [operation: added, modified, deleted], ``glueinfo_ldap_rejected_entries``,
@@ -90,6 +92,7 @@ class StatusCollector(Collector):
             yield snapshots
             yield failed
         yield from self._health("job", status.jobs, "run's job")
+        yield from self._health("output", status.output_plugins, "output")
         yield from self._publish(status)
         yield from self._lrms(status)
         yield from self._outputs(status)
@@ -142,6 +145,8 @@ class StatusCollector(Collector):
         yield writes
         yield GaugeMetricFamily("glueinfo_ldap_rejected_entries", "Entries the LDAP server refused at the last synchronisation",
                                 value=len(publish.rejected))
+        yield CounterMetricFamily("glueinfo_ldap_refused_writes", "Writes the LDAP server refused since start",
+                                  value=publish.ldap_refused_total)
         yield GaugeMetricFamily("glueinfo_ldap_up", "1 unless the LDAP server could not be used (waiting to retry)",
                                 value=float(publish.ldap_state != "waiting"))
         yield CounterMetricFamily("glueinfo_ldap_sync_runs", "LDAP synchronisations since start", value=publish.ldap_runs)

@@ -65,6 +65,7 @@ class Plan:
     glue2_schema: Any  # GLUE20.schema, read once (glueinfo.glue.glue2.publish.schema_for)
     templates: Any
     site_files: tuple[str, ...]
+    publish_settings: Any  # glueinfo.site.publish_settings.PublishSettings: what the publish layer makes
 
 
 def _selected_collector_names(config: Config, enable: Iterable[str], disable: Iterable[str]) -> list[str]:
@@ -90,7 +91,7 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     from glueinfo.glue.templates import TemplateError, load_templates
     from glueinfo.site.assemble import default_local_fqdn
     from glueinfo.site.from_config import site_from_config
-    from glueinfo.site.node_settings import node_settings as read_node_settings
+    from glueinfo.site.publish_settings import publish_settings
 
     settings = RunSettings.from_config(config)
     names = _selected_collector_names(config, enable, disable)
@@ -111,10 +112,12 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     except TemplateError as exc:
         raise ServiceError(str(exc)) from None
     schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
-    glue2_schema = schema_for(config, site.glue.schema_dir)
-    node_settings = read_node_settings(config)
+    publish = publish_settings(config)
+    glue2_schema = schema_for(publish.publishes("2.0") and bool(publish.site_id), site.glue.schema_dir)
+    node_settings = publish.node
     if settings.ldap_sync and not config.get("ldap", "url"):
         raise ConfigError(f"{config.path or '<config>'}: [run] ldap_sync is on but [ldap] url is not set")
     return Plan(config=config, settings=settings, collector_names=tuple(names), fast_names=fast, slow_names=slow,
                 remote_sources=[s for s in sources if s.name != "local"], sources=list(sources), node_settings=node_settings,
-                schema=schema, glue2_schema=glue2_schema, templates=templates, site_files=tuple(config.section("node")["site_snapshots"]))
+                schema=schema, glue2_schema=glue2_schema, templates=templates, site_files=tuple(config.section("node")["site_snapshots"]),
+                publish_settings=publish)

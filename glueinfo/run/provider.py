@@ -45,23 +45,25 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Optional, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Optional
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
-from glueinfo.glue.build import RenderCache
+from glueinfo.core.runstats import JobStats
+from glueinfo.core.text import one_line
+from glueinfo.publish.documents import Publisher
+from glueinfo.publish.outputs import Output, OutputContext, Publication, all_outputs, make_outputs, publish_all
+from glueinfo.publish.outputs.file import FileOutput
+from glueinfo.publish.outputs.ldap import LdapOutcome, LdapOutput, LdapSync
 from glueinfo.run.gc_policy import CollectorPolicy
 from glueinfo.run.history import History
-from glueinfo.run.ldap_retry import LdapOutcome, LdapSync, make_ldap_sync
 from glueinfo.run.local_host import LocalHost, combine_local
-from glueinfo.run.outputs import OutputFiles
 from glueinfo.run.plan import Plan, RunSettings, ServiceError, make_plan
-from glueinfo.run.stats import JobStats, Observed, ObservedAssembler, OutputStatus, _one_line, timed_queue_state, timed_sources, with_run
+from glueinfo.run.stats import Observed, ObservedAssembler, OutputStatus, timed_queue_state, timed_sources, with_run
 from glueinfo.site.assemble import LOCAL, AssembledSite, SiteAssembler
-from glueinfo.sss.node_xml import NodeMarkupCache
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 JOB_NAMES = ("slow", "fast", "gather", "lrms")
 METRICS_PREFIX = "glueinfo-run"  # Extension names of the self-metrics on this host's Node
@@ -84,13 +86,15 @@ class Provider:
 
     def __init__(self, config: Config, *, clock: Callable[[], float] = time.time, host_root: Optional[str] = None,
                  enable: Iterable[str] = (), disable: Iterable[str] = (),
-                 ldap_sync_factory: Callable[[Config, Callable[[], float]], Callable[[Sequence[Any]], LdapOutcome]] = make_ldap_sync,
-                 queue_state: Optional[Callable[..., Any]] = None, collector_policy: Optional[CollectorPolicy] = None) -> None:
+                 ldap_sync_factory: Optional[Callable[[Any, Callable[[], float]], Callable[[Sequence[Any]], LdapOutcome]]] = None,
+                 queue_state: Optional[Callable[..., Any]] = None, collector_policy: Optional[CollectorPolicy] = None,
+                 outputs: Optional[Sequence[str]] = None) -> None:
         self.clock = clock
         self.collector_policy = collector_policy  # the daemon's garbage-collection schedule (glueinfo.run.gc_policy)
         self.host_root = host_root
         self.cli_enable, self.cli_disable = tuple(enable), tuple(disable)
         self.ldap_sync_factory = ldap_sync_factory
+        self.output_names = tuple(outputs) if outputs is not None else None  # None: as [run] says
         self.queue_state = queue_state
         self.plan = make_plan(_with_host_root(config, host_root), self.cli_enable, self.cli_disable)
         self.stopping = threading.Event()
@@ -105,20 +109,15 @@ class Provider:
         self.history = History(self.plan.settings.state_dir or None, clock)
         self.observed = Observed(on_lrms=self.history.record)
         self.assembler = self._new_assembler(self.plan)
+        self._entries: Optional[int] = None  # entries published at the last publish
         self.job_stats: dict[str, JobStats] = {name: JobStats() for name in (*JOB_NAMES, "publish")}
-        self.outputs = OutputFiles()
+        self.output_stats: dict[str, JobStats] = {}  # each output's record (/metrics, the status page)
         self._published_fingerprint: Optional[tuple[Any, ...]] = None
-        self.last_entries: list[Any] = []  # kept only for an LDAP server to retry with
-        self.node_markup = NodeMarkupCache()  # the Node XML file's, when no HTTP store renders it
-        # GLUE 2 CreationTimes for the daemon's life: an unchanged entry is renewed at most every Validity / 2
-        from glueinfo.glue.glue2.times import CreationTimes
-
-        self.glue2_times = CreationTimes()
-        self.ldap = self._new_ldap(self.plan)
-        self.render_cache = RenderCache()  # its mode follows the LDAP server at each publish (_publish)
         self.store = self._new_store(self.plan)
         self.server: Any = None
         self.publishes = 0
+        self.publisher = self._new_publisher(self.plan)
+        self.outputs: list[Output] = self._new_outputs(self.plan)
 
     # -- construction helpers ------------------------------------------------------------------
     def _new_assembler(self, plan: Plan) -> SiteAssembler:
@@ -128,17 +127,53 @@ class Provider:
                                      state_dir=plan.settings.state_dir,
                                      queue_state=timed_queue_state(self.observed.lrms, self.queue_state))
         except Exception as exc:  # a site model that cannot be built: the config is refused
-            raise ServiceError(_one_line(exc)) from None
+            raise ServiceError(one_line(exc)) from None
 
-    def _new_ldap(self, plan: Plan) -> Optional[LdapSync]:
-        if not plan.settings.ldap_sync:
-            return None
-        sync = self.ldap_sync_factory(plan.config, self.clock)
-        return LdapSync(sync, plan.settings.ldap_retry_min_s, plan.settings.ldap_retry_max_s, self.clock,
-                        url=plan.config.get("ldap", "url"))
+    def _new_publisher(self, plan: Plan) -> Publisher:
+        publisher = Publisher(plan.publish_settings, daemon=True, schema=plan.schema, templates=plan.templates,
+                              glue2_schema=plan.glue2_schema)
+        old = getattr(self, "publisher", None)
+        if old is not None:  # a reload keeps the CreationTimes and the rendered pieces
+            publisher.times, publisher.render_cache, publisher.node_markup = old.times, old.render_cache, old.node_markup
+        return publisher
+
+    def _output_names(self, plan: Plan) -> tuple[str, ...]:
+        if self.output_names is not None:
+            return self.output_names
+        names = ["file"]
+        if plan.settings.ldap_sync:
+            names.append("ldap")
+        if plan.settings.serve:
+            names.append("http")
+        return tuple(names)
+
+    def _new_outputs(self, plan: Plan) -> list[Output]:
+        """The outputs this config publishes to, each made from its own section; ServiceError (one
+        line) for one that cannot be made."""
+        from glueinfo.publish.outputs import OutputError
+        from glueinfo.run.http_output import http_plugin
+
+        context = OutputContext(plan.publish_settings, {name: plan.config.section(name) for name in ("run", "serve", "ldap")},
+                                self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
+        available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])
+        try:
+            outputs = make_outputs(self._output_names(plan), context, available)
+        except OutputError as exc:
+            raise ServiceError(str(exc)) from None
+        self.publisher.keep_entries(any(isinstance(o, LdapOutput) for o in outputs))
+        return outputs
+
+    @property
+    def ldap(self) -> Optional[LdapSync]:
+        """The LDAP output's retry state, None without one."""
+        return next((o.sync for o in self.outputs if isinstance(o, LdapOutput)), None)
+
+    @property
+    def files(self) -> Optional[FileOutput]:
+        return next((o for o in self.outputs if isinstance(o, FileOutput)), None)
 
     def _new_store(self, plan: Plan) -> Any:
-        from glueinfo.run.http import NodeStore, Refreshed
+        from glueinfo.run.http import NodeStore
 
         provider = self
 
@@ -157,8 +192,15 @@ class Provider:
             def status(self) -> Any:
                 return provider.monitor_status(super().status())
 
-        self._latest = Refreshed(local=None, snapshots=[])
-        return RunStore(lambda: self._latest, plan.node_settings, clock=self.clock, observed=self.observed, history=self.history)
+        return RunStore(lambda: self._http_latest(), plan.node_settings, clock=self.clock, observed=self.observed,
+                        history=self.history)
+
+    def _http_latest(self) -> Any:
+        from glueinfo.run.http import Refreshed
+        from glueinfo.run.http_output import HttpOutput
+
+        http = next((o for o in getattr(self, "outputs", ()) if isinstance(o, HttpOutput)), None)
+        return http.latest if http is not None else Refreshed(local=None, snapshots=[])
 
     @property
     def settings(self) -> RunSettings:
@@ -166,7 +208,8 @@ class Provider:
 
     @property
     def write_errors(self) -> dict[str, str]:
-        return self.outputs.errors
+        """The outputs that failed at the last publish: name -> one line."""
+        return {name: stats.last_error for name, stats in self.output_stats.items() if stats.last_error is not None}
 
     @property
     def local_enabled(self) -> bool:
@@ -192,7 +235,6 @@ class Provider:
         """Take the state directory (its lock, its hosts with their real age, the SubCluster ids);
         with no ids remembered, adopt those already published (the last LDIF file, else the LDAP
         server), so an upgrade renames nothing.  Returns how many hosts were restored."""
-        OutputFiles.clean([self.settings.ldif_file, self.settings.node_xml_file])
         restored = self.assembler.open_state(writer=True)
         self.history.load()
         if self.assembler.ids.is_empty():
@@ -210,17 +252,19 @@ class Provider:
             except FileNotFoundError:
                 entries = []
             except (OSError, UnicodeDecodeError, LDIFError) as exc:
-                log.warning("%s: cannot read the last publication to keep its SubCluster ids: %s", path, _one_line(exc))
+                log.warning("%s: cannot read the last publication to keep its SubCluster ids: %s", path, one_line(exc))
                 entries = []
             if self.assembler.adopt_published(entries, path):
                 return
         if self.ldap is not None:
             from glueinfo.glue.ldapsync import PublishError
             from glueinfo.glue.published import read_hosts
-            from glueinfo.run.ldap_retry import config_target
+            from glueinfo.publish.outputs.ldap import ldap_targets
 
+            settings = self.plan.publish_settings
             try:
-                self.assembler.adopt_published(read_hosts(config_target(self.plan.config)), self.plan.config.get("ldap", "url"))
+                target = ldap_targets(settings, (settings.base_dn,))[0]
+                self.assembler.adopt_published(read_hosts(target), settings.ldap.url)
             except PublishError as exc:  # the sync reports an unreachable server or unreadable password
                 log.info("SubCluster ids not adopted from the LDAP server: %s", exc)
 
@@ -268,7 +312,7 @@ class Provider:
             getattr(self, f"job_{name}")()
         except Exception as exc:
             stats.failures += 1
-            stats.last_error = f"{type(exc).__name__}: {_one_line(exc)}"
+            stats.last_error = f"{type(exc).__name__}: {one_line(exc)}"
             log.warning("job %s failed: %s", name, stats.last_error, exc_info=log.isEnabledFor(logging.DEBUG))
         else:
             stats.last_success_at = self.clock()
@@ -321,7 +365,8 @@ class Provider:
         return {
             "jobs": {name: stats.to_dict() for name, stats in self.job_stats.items()},
             "collectors": {name: stats.to_dict() for name, stats in sorted(self.local_host.stats_copy().items())},
-            "outputs": dict(self.outputs.errors),
+            "outputs": dict(self.write_errors),
+            "output_records": {name: stats.to_dict() for name, stats in self.output_stats.items()},
             "ldap": self.ldap.to_dict() if self.ldap is not None else None,
             "publishes": self.publishes,
         }
@@ -332,15 +377,16 @@ class Provider:
 
         interval = min(self.intervals().values())  # every job publishes: the files are this fresh at worst
         outputs = []
-        for kind, path in (("ldif", self.settings.ldif_file), ("node_xml", self.settings.node_xml_file)):
-            if path:
-                try:
-                    age: Optional[float] = self.clock() - os.stat(path).st_mtime
-                except OSError:
-                    age = None
-                outputs.append(OutputStatus(kind, path, age, interval, self.outputs.errors.get(path)))
+        files = self.files
+        for kind, path in files.paths if files is not None else ():
+            try:
+                age: Optional[float] = self.clock() - os.stat(path).st_mtime
+            except OSError:
+                age = None
+            outputs.append(OutputStatus(kind, path, age, interval, files.files.errors.get(path) if files else None))
         return with_run(status, jobs=self.job_stats, collectors=self.local_host.stats_copy(), ldap=self.ldap,
-                        outputs=outputs, entries=self.store.ldif_entries())
+                        outputs=outputs, entries=self.store.ldif_entries() if self.settings.serve else self._entries,
+                        output_records=self.output_stats)
 
     def _with_metrics(self, snapshot: HostSnapshot) -> HostSnapshot:
         """A copy of this host's snapshot carrying the self-metrics as Extension facts."""
@@ -369,7 +415,7 @@ class Provider:
                     self.collector_policy.after_publish()
             except Exception as exc:
                 stats.failures += 1
-                stats.last_error = f"{type(exc).__name__}: {_one_line(exc)}"
+                stats.last_error = f"{type(exc).__name__}: {one_line(exc)}"
                 log.warning("publish after %s failed: %s (the previous outputs stay)", reason, stats.last_error,
                             exc_info=log.isEnabledFor(logging.DEBUG))
                 return False
@@ -392,107 +438,36 @@ class Provider:
         return hosts, tuple(sorted(site.states.items(), key=lambda item: item[0]))  # QueueStates compare by value
 
     def _publish(self, reason: str, began: float) -> bool:
-        from glueinfo.glue.build import render_site
-        from glueinfo.glue.glue2.publish import glue2_ldif_tail, publishes
-        from glueinfo.run.http import Refreshed
-
-        plan = self.plan
         site = self.assembler.assemble()
         fingerprint = self._fingerprint(site)
+        local = self._with_metrics(site.local) if site.local is not None else None
         if fingerprint == self._published_fingerprint:
-            for path in (plan.settings.ldif_file, plan.settings.node_xml_file):
-                self.outputs.touch(path)  # unchanged: marked fresh, not rewritten
-            if self.ldap is not None and self.ldap.next_attempt_at and self.last_entries:
-                self.ldap.maybe_sync(self.last_entries)  # an LDAP server coming back need not wait for news
+            # Unchanged: the outputs mark what they hold fresh (files touched, a waiting LDAP server retried).
+            publish_all(self.outputs, Publication(None, hosts_changed=False, local=local), self.output_stats, self.clock)
             log.info("cycle %s: nothing new from %d hosts; outputs marked fresh (%.2f s)", reason, len(site.hosts),
                      time.perf_counter() - began)
             return False
-        if self.render_cache.keep_entries != (self.ldap is not None):
-            # An LDAP server to sync needs every entry; the LDIF file alone, only their texts.
-            self.render_cache = RenderCache(keep_entries=self.ldap is not None)
-        build = render_site(site, schema=plan.schema, templates=plan.templates, cache=self.render_cache)
-        for warning in build.warnings:
-            log.debug("%s", warning)
-        for problem in build.errors:
+        hosts_changed = fingerprint[0] != (self._published_fingerprint or ((),))[0]
+        documents = self.publisher.documents(site)
+        publication = Publication(documents, hosts_changed=hosts_changed and not self.stopping.is_set(), local=local)
+        outputs = self.outputs if not self.stopping.is_set() else [o for o in self.outputs if not isinstance(o, LdapOutput)]
+        results = publish_all(outputs, publication, self.output_stats, self.clock)
+        for problem in documents.errors:
             log.warning("LDIF: left out %s", problem)
-        glue13 = publishes(plan.config, "1.3")
-        entries = list(build.entries) if glue13 else []
-        try:  # o=glue after o=grid, as every command writes them; its CreationTimes kept for the daemon's life
-            tail, glue2 = glue2_ldif_tail(site, plan.config, site.assembled_at, self.glue2_times, after_glue13=glue13,
-                                          schema=plan.glue2_schema)
-        except Exception as exc:  # a GLUE 2 failure must not stop GLUE 1.3 and Node XML: said, and left out
-            log.warning("GLUE 2 not published: %s: %s", type(exc).__name__, exc)
-            tail, glue2 = "", None
-        # The file is written from the entries' texts one by one, never whole (10,000 hosts: 40 MB);
-        # only serve's store, which answers /ldif, is handed the document (made at once, GLUE 2 with it).
-        tail_bytes = tail.encode("utf-8")
-        ldif: Union[bytes, Iterator[bytes]]
-        if self.server is not None:
-            ldif = build.ldif_bytes(tail_bytes) if glue13 else tail_bytes
-        else:
-            ldif = build.ldif_chunks(tail_bytes) if glue13 else iter([tail_bytes])
-        if glue2 is not None:
-            entries.extend(glue2.entries)
-            for problem in glue2.errors:
-                log.warning("GLUE 2: left out %s", problem)
-
-        # The Node XML reads the hosts only: when they are as last time (only the LRMS figures
-        # changed), the file is kept as it is.  With [run] serve it goes through serve's store, so
-        # the file and /nodes.xml are the same document; without, only its bytes are made.
-        hosts_unchanged = fingerprint[0] == (self._published_fingerprint or ((),))[0]
-        nodes_xml: Union[bytes, list[bytes], None] = None
-        if self.server is not None:
-            local = self._with_metrics(site.local) if site.local is not None else None
-            assert isinstance(ldif, bytes)  # made whole for the store (above)
-            self._latest = Refreshed(local=local, snapshots=site.snapshots(), ldif=ldif.decode("utf-8"), site=site,
-                                     glue2=glue2.entries if glue2 is not None else None)
-            if hosts_unchanged and self.store.update_local(local):
-                view = self.store.view()
-            else:
-                view = self.store.view() if self.store.refresh_once() else None  # failed: logged; the old file stays
-            nodes_xml = view.nodes_xml if view is not None and not hosts_unchanged else None
-        elif not hosts_unchanged:
-            nodes_xml = self._node_xml(site)
-
-        written = int(self.outputs.publish(plan.settings.ldif_file, ldif))
-        if nodes_xml is not None:
-            written += self.outputs.publish(plan.settings.node_xml_file, nodes_xml)
-        else:
-            written += self.outputs.touch(plan.settings.node_xml_file)
-        changes = self.render_cache.rendered  # entries new or changed: the others were reused as they were
-        published = (len(build.texts) if glue13 else 0) + (len(glue2.entries) if glue2 is not None else 0)
-        self.last_entries = entries if self.ldap is not None else []
-
-        ldap_note = ""
-        if self.ldap is not None and not self.stopping.is_set():
-            outcome = self.ldap.maybe_sync(entries)
-            if outcome is None:
-                ldap_note = ", LDAP waiting to retry"
-            elif outcome.error is not None:
-                ldap_note = ", LDAP failed"
-            else:
-                ldap_note = (f", LDAP +{outcome.added} ~{outcome.modified} -{outcome.deleted}"
-                             + (f" ({len(outcome.rejected)} rejected)" if outcome.rejected else ""))
+        for warning in documents.warnings:
+            log.debug("%s", warning)
         self.assembler.save_state()
         self._published_fingerprint = fingerprint
         self.publishes += 1
+        self._entries = documents.entry_count()
+        cache = self.publisher.render_cache
+        changes = cache.rendered if cache is not None else self._entries
         stale = sum(h.stale for h in site.hosts)
-        log.info("cycle %s: %d hosts (%d stale), %d entries (%s changed%s), %d files current%s, %.2f s",
-                 reason, len(site.hosts), stale, published, changes,
-                 f", {len(build.errors)} left out" if build.errors else "", written, ldap_note,
-                 time.perf_counter() - began)
+        notes = ", ".join(result.note or f"{name} failed" for name, result in results.items() if result.note or result.error)
+        log.info("cycle %s: %d hosts (%d stale), %d entries (%s changed%s), %s, %.2f s",
+                 reason, len(site.hosts), stale, self._entries, changes,
+                 f", {len(documents.errors)} left out" if documents.errors else "", notes, time.perf_counter() - began)
         return True
-
-    def _node_xml(self, site: AssembledSite) -> Optional[list[bytes]]:
-        """The site's Node XML document (what `glueinfo node-xml --site` prints) as the pieces the
-        file is written from, or None after a warning when it cannot be rendered (the old file stays)."""
-        from glueinfo.sss.node_xml import NodeRenderError, render_data_chunks
-
-        try:
-            return render_data_chunks(site.snapshots(), site.assembled_at, self.plan.node_settings, self.node_markup)
-        except NodeRenderError as exc:
-            log.warning("Node XML not written: %s", exc)
-            return None
 
     # -- SIGHUP ----------------------------------------------------------------------------------
     def reload(self, config: Config) -> None:
@@ -526,7 +501,8 @@ class Provider:
             if LOCAL not in names:  # this host is no longer published
                 self.local_host.slow_facts = self.local_host.fast_facts = None
             self._published_fingerprint = None
-            self.ldap = self._new_ldap(plan)
+            self.publisher = self._new_publisher(plan)
+            self.outputs = self._new_outputs(plan)
             self.store.settings = plan.node_settings
         if plan.settings.serve != old_settings.serve:
             log.warning("[run] serve changed: takes effect at the next restart")

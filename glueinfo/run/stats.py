@@ -11,32 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.model import QueueState
+from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 from glueinfo.gather.gatherer import GatherResult
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
 from glueinfo.site.assemble import AssembledSite, SiteAssembler
-
-
-@dataclass
-class JobStats:
-    """One job's (or collector's) record, published as self-metrics."""
-
-    runs: int = 0
-    failures: int = 0
-    last_duration_s: Optional[float] = None
-    last_started_at: Optional[float] = None
-    last_success_at: Optional[float] = None
-    last_error: Optional[str] = None
-    overruns: int = 0  # a run due while the previous one still ran (skipped)
-    missed: int = 0  # a run too late to start (past misfire grace)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
-
-
-# The one clip of a message to one line (core.text.one_line), by the name run/provider.py imports.
-_one_line = one_line
-
 
 # -- figures no other part keeps: per source, per LRMS query, the last site ---------------------
 
@@ -93,7 +72,7 @@ def timed_sources(sources: Sequence[Source], records: dict[str, SourceRecord],
                 report = inner(ctx)
             except Exception as exc:
                 record.failures += 1
-                record.last_error = f"{type(exc).__name__}: {_one_line(exc)}"
+                record.last_error = f"{type(exc).__name__}: {one_line(exc)}"
                 raise
             finally:
                 record.last_duration_s = time.perf_counter() - began
@@ -101,7 +80,7 @@ def timed_sources(sources: Sequence[Source], records: dict[str, SourceRecord],
             if report.failures:
                 record.failures += 1
                 more = f" (and {len(report.failures) - 1} more)" if len(report.failures) > 1 else ""
-                record.last_error = _one_line(report.failures[0]) + more
+                record.last_error = one_line(report.failures[0]) + more
             else:
                 record.last_success_at = clock()
                 record.last_error = None
@@ -126,13 +105,13 @@ def timed_queue_state(records: dict[tuple[str, str], LrmsRecord],
             state = (ask or queue_state)(lrms, ctx)
         except Exception as exc:
             record.failures += 1
-            record.last_error = f"{type(exc).__name__}: {_one_line(exc)}"
+            record.last_error = f"{type(exc).__name__}: {one_line(exc)}"
             raise
         finally:
             record.last_duration_s = time.perf_counter() - began
         if state.error is not None:
             record.failures += 1
-        record.last_error = _one_line(state.error) if state.error is not None else None
+        record.last_error = one_line(state.error) if state.error is not None else None
         return state
 
     return timed
@@ -243,6 +222,7 @@ class PublishStatus:
     ldap_failures: int = 0
     ldap_duration_s: Optional[float] = None
     rejected: tuple[str, ...] = ()
+    ldap_refused_total: int = 0  # writes refused since start
 
 
 @dataclass(frozen=True)
@@ -279,6 +259,7 @@ class Status:
     jobs: tuple[HealthRow, ...] = ()
     publish: Optional[PublishStatus] = None
     outputs: tuple[OutputStatus, ...] = ()
+    output_plugins: tuple[HealthRow, ...] = ()  # each output of the publish layer: its runs, failures, last error
     refresh_ok: Optional[bool] = None
     problems: tuple[str, ...] = ()
     history: dict[str, list[tuple[float, Optional[int], Optional[int], Optional[int]]]] = field(default_factory=dict)
@@ -313,10 +294,11 @@ def stats_row(name: str, stats: JobStats) -> HealthRow:
 
 
 def with_run(status: Status, *, jobs: dict[str, JobStats], collectors: dict[str, JobStats], ldap: Any,
-             outputs: Sequence[OutputStatus], entries: Optional[int]) -> Status:
+             outputs: Sequence[OutputStatus], entries: Optional[int],
+             output_records: Optional[dict[str, JobStats]] = None) -> Status:
     """``serve``'s status with what ``glueinfo run`` keeps besides: its jobs, its collectors'
     records, the last publication (``jobs["publish"]``) with the LDAP synchronisation
-    (glueinfo.run.ldap_retry.LdapSync or None) and the output files."""
+    (glueinfo.publish.outputs.ldap.LdapSync or None) and the output files."""
     publish = jobs.get("publish", JobStats())
     last = getattr(ldap, "last", None)
     ldap_stats = getattr(ldap, "stats", None)
@@ -330,8 +312,10 @@ def with_run(status: Status, *, jobs: dict[str, JobStats], collectors: dict[str,
         ldap_runs=ldap_stats.runs if ldap_stats is not None else 0,
         ldap_failures=ldap_stats.failures if ldap_stats is not None else 0,
         ldap_duration_s=ldap_stats.last_duration_s if ldap_stats is not None else None,
+        ldap_refused_total=getattr(ldap, "refused_total", 0) if ldap is not None else 0,
         rejected=tuple(last.rejected) if last is not None else ())
     return dataclasses.replace(
         status, publish=report, outputs=tuple(outputs),
+        output_plugins=tuple(stats_row(name, stats) for name, stats in (output_records or {}).items()),
         jobs=tuple(stats_row(name, stats) for name, stats in jobs.items() if name != "publish"),
         collectors=tuple(stats_row(name, stats) for name, stats in sorted(collectors.items())) or status.collectors)

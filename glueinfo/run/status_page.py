@@ -233,6 +233,8 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
     body.append(_health_table("Collectors (this host)", status.collectors, now))
     body.append(_health_table("Sources", status.sources, now, extra=True))
     body.append(_health_table("Jobs", status.jobs, now))
+    if status.output_plugins:
+        body.append(_health_table("Outputs", status.output_plugins, now))
 
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="refresh" content="{int(refresh_s)}">'

@@ -8,7 +8,8 @@ command or service start.
 from __future__ import annotations
 
 from glueinfo.core.config import Config, ConfigError
-from glueinfo.sss.node_xml import NodeSettings, parse_resources
+from glueinfo.sss.node_resources import parse_resources
+from glueinfo.sss.node_settings import NodeSettings
 
 
 def node_settings(config: Config) -> NodeSettings:

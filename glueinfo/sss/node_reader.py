@@ -47,7 +47,7 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
+from typing import Any, NoReturn, Optional, Union
 
 from lxml import etree
 
@@ -833,16 +833,3 @@ def read_node(data: Union[bytes, str, etree._Element], *, what: str = "Node XML"
     if len(snapshots) != 1:
         raise NodeXMLError(f"{what}: expected one Node, found {len(snapshots)}")
     return snapshots[0]
-
-
-# Kept for glueinfo.gather.sources.spool, which imports NodeFileReader from here: looked up when asked
-# for, as glueinfo.sss.node_file_reader builds on this module.
-if TYPE_CHECKING:
-    from glueinfo.sss.node_file_reader import NodeFileReader as NodeFileReader
-else:
-    def __getattr__(name: str) -> Any:
-        if name == "NodeFileReader":
-            from glueinfo.sss.node_file_reader import NodeFileReader
-
-            return NodeFileReader
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,17 +43,10 @@ from lxml import etree
 
 from glueinfo.core.model import HostSnapshot
 from glueinfo.core.xmlsafe import parse_xml
-
-# Each name imported `as` itself is kept importable from here for the callers that still do (glueinfo.run,
-# glueinfo.commands, glueinfo.site, glueinfo.publish); it is defined in the module named.
-from glueinfo.sss.node_markup_cache import NodeMarkupCache as NodeMarkupCache
-from glueinfo.sss.node_resources import attach_resources as attach_resources
-from glueinfo.sss.node_resources import parse_resources as parse_resources
-from glueinfo.sss.node_settings import NodeSettings as NodeSettings
+from glueinfo.sss.node_markup_cache import NodeMarkupCache
+from glueinfo.sss.node_settings import NodeSettings
 from glueinfo.sss.node_state import document_state
-from glueinfo.sss.node_state import node_state as node_state
 from glueinfo.sss.node_templates import COMPACT, node_template
-from glueinfo.sss.node_templates import NodeRenderError as NodeRenderError
 
 XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 

@@ -239,7 +239,10 @@ class Slapd:
     suffixes = ("o=grid", "o=glue", "o=infosys")
 
     def __init__(self, workdir: Optional[os.PathLike] = None, schema_dir: str = SCHEMA_DIR,
-                 schema_files: Sequence[str] = SLAPD_SCHEMA_FILES) -> None:
+                 schema_files: Sequence[str] = SLAPD_SCHEMA_FILES, layout: str = "one-writer") -> None:
+        # layout "bdii": as /etc/bdii/bdii-slapd.conf lays it out, each database written only by its
+        # own rootdn (o=grid, o=glue, o=infosys), as bdii-update binds; no identity writes them all.
+        self.layout = layout
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="glueinfo-slapd-"))
         self.schema_dir = schema_dir
@@ -267,9 +270,9 @@ class Slapd:
             f"argsfile {self.workdir}/slapd.args",
             "sizelimit unlimited",
             "timelimit unlimited",
-            # One identity writes every database (it is o=grid's rootdn).
-            f'access to * by dn.exact="{self.bind_dn}" write by * read',
         ]
+        if self.layout != "bdii":  # one identity writes every database (it is o=grid's rootdn)
+            lines.append(f'access to * by dn.exact="{self.bind_dn}" write by * read')
         for suffix in self.suffixes:
             name = suffix.split("=", 1)[1]
             (self.workdir / "db" / name).mkdir(parents=True, exist_ok=True)
@@ -282,8 +285,12 @@ class Slapd:
                 "dbnosync",
                 "index objectClass eq,pres",
             ]
+            if self.layout == "bdii":
+                lines += [f'rootdn "{suffix}"', f"rootpw {self.password}"]
             if suffix == "o=grid":
-                lines += [f'rootdn "{self.bind_dn}"', f"rootpw {self.password}",
+                if self.layout != "bdii":
+                    lines += [f'rootdn "{self.bind_dn}"', f"rootpw {self.password}"]
+                lines += [
                           "index GlueCEUniqueID,GlueClusterUniqueID,GlueSubClusterUniqueID,GlueHostUniqueID,GlueChunkKey,"
                           "GlueForeignKey eq"]
         return "\n".join(lines) + "\n"
@@ -305,6 +312,14 @@ class Slapd:
                 _stop(self.process)
                 if attempt == 2:
                     raise
+        if self.layout == "bdii":
+            for suffix in self.suffixes:
+                records = [r for r in BASE_LDIF.split("\n\n") if r.split("\n", 1)[0].lower().endswith(suffix)]
+                result = run_ldapadd(self.url, suffix, self.password, "\n\n".join(records) + "\n")
+                if not result.ok:
+                    self.stop()
+                    raise ServerError(f"cannot create the base entries of {suffix}: {result}")
+            return self
         result = self.ldapadd(BASE_LDIF)
         if not result.ok:
             self.stop()

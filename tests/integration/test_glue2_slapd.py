@@ -15,7 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "glue"))
 from test_glue2 import EXAMPLE, example_site  # noqa: E402
 
-from glueinfo.glue.glue2 import check_glue2, glue2_entries, glue2_options, load_glue2_schema  # noqa: E402
+from glueinfo.glue.glue2 import check_glue2, glue2_entries, load_glue2_schema  # noqa: E402
+from glueinfo.publish.documents import glue2_options
+from glueinfo.site.publish_settings import publish_settings
 
 pytestmark = pytest.mark.integration
 BASE = "o=glue"
@@ -23,7 +25,7 @@ BASE = "o=glue"
 
 def load(slapd, dit="resource"):
     config, site, hosts = example_site()
-    options = glue2_options(config)
+    options = glue2_options(publish_settings(config))
     entries = glue2_entries(site, type(options)(dit=dit, validity_s=options.validity_s))
     build = check_glue2(entries, load_glue2_schema("/etc/ldap/schema"))
     assert not build.errors

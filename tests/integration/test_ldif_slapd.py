@@ -21,7 +21,7 @@ from paths import HOSTS
 from glueinfo.core.config import parse_text
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import QueueState
-from glueinfo.glue.build import build_site
+from glueinfo.publish.from_snapshots import build_site
 
 pytestmark = pytest.mark.integration
 

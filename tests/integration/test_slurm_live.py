@@ -203,8 +203,8 @@ def test_jobs_xml_command_matches_squeue(slurm, busy, tmp_path):
 
 def test_glue_ce_entries_in_slapd_match_squeue(slurm, busy, tmp_path, slapd):
     from glueinfo.core.config import load
-    from glueinfo.glue.build import build_site
     from glueinfo.host.collect import probe
+    from glueinfo.publish.from_snapshots import build_site
 
     config = load(str(write_config(slurm, tmp_path, publish_jobs=True)))
     build = build_site(config, [probe(config)])

@@ -18,7 +18,7 @@ cannot pose as another host.  A file whose Node carries no CollectedAt counts as
 collected when it was last written (its mtime).  Files unchanged since the
 last gather (same inode, size and mtime) are not read again; a file rewritten
 with only its volatile figures changed (load, free memory, collection time) is
-read without parsing it again (glueinfo.sss.node_reader.NodeFileReader: the
+read without parsing it again (glueinfo.sss.node_file_reader.NodeFileReader: the
 same snapshot and the same errors as a full read).
 """
 
@@ -48,7 +48,8 @@ def spool_candidates(directory: str) -> list[os.DirEntry[str]]:
 
 def gather(ctx: SourceContext) -> SourceReport:
     from glueinfo.gather.identity import answers_to, parse_aliases
-    from glueinfo.sss.node_reader import NodeFileReader, NodeXMLError
+    from glueinfo.sss.node_file_reader import NodeFileReader
+    from glueinfo.sss.node_reader import NodeXMLError
 
     section = ctx.config.section("sources")
     report = SourceReport()

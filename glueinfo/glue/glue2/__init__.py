@@ -11,10 +11,10 @@
 docs/glue2-mapping.md is the reference for what each attribute comes from.
 """
 
-from glueinfo.glue.glue2.check import Glue2Build, check_glue2, glue2_options, load_glue2_schema
+from glueinfo.glue.glue2.check import Glue2Build, check_glue2, load_glue2_schema
 from glueinfo.glue.glue2.health import EndpointHealth, HealthTarget, check_endpoints
 from glueinfo.glue.glue2.render import Glue2Options, glue2_entries
 from glueinfo.glue.glue2.times import CreationTimes
 
 __all__ = ["CreationTimes", "EndpointHealth", "Glue2Build", "Glue2Options", "HealthTarget", "check_endpoints", "check_glue2",
-           "glue2_entries", "glue2_options", "load_glue2_schema"]
+           "glue2_entries", "load_glue2_schema"]

@@ -14,20 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from glueinfo.core.config import Config
 from glueinfo.core.ldif import Entry, format_ldif
 from glueinfo.glue.build import check_and_order
-from glueinfo.glue.glue2.render import Glue2Options
 from glueinfo.glue.schema import Problem, Schema, SchemaUnavailable, load_schema
 
 log = logging.getLogger("glueinfo.glue")
 
 GLUE2_SCHEMA_FILES = ("core.schema", "cosine.schema", "GLUE20.schema")
-
-
-def glue2_options(config: Config) -> Glue2Options:
-    """The [glue] dit and validity, typed for the renderer."""
-    return Glue2Options(dit=config.get("glue", "dit"), validity_s=int(config.get("glue", "validity")))
 
 
 def load_glue2_schema(schema_dir: str) -> Optional[Schema]:

@@ -13,10 +13,12 @@ from glue_sites import CLASSES, make_host
 
 from glueinfo.core.config import load, parse_text
 from glueinfo.core.model import QueueState, VoJobCounts
-from glueinfo.glue.glue2 import CreationTimes, check_glue2, glue2_entries, glue2_options, load_glue2_schema
+from glueinfo.glue.glue2 import CreationTimes, check_glue2, glue2_entries, load_glue2_schema
 from glueinfo.glue.glue2.health import HealthTarget, check_endpoint
 from glueinfo.glue.glue2.json import glue2_json
+from glueinfo.publish.documents import glue2_options
 from glueinfo.site.assemble import assemble_snapshots
+from glueinfo.site.publish_settings import publish_settings
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "etc" / "examples" / "glue2-site.conf"
 NOW = 1_700_000_100.0
@@ -45,7 +47,7 @@ def example_site(status=None, error=None):
 
 def rendered(**kwargs):
     config, site, hosts = example_site()
-    entries = glue2_entries(site, glue2_options(config), **kwargs)
+    entries = glue2_entries(site, glue2_options(publish_settings(config)), **kwargs)
     return entries, hosts
 
 
@@ -131,7 +133,7 @@ def test_ids_follow_each_ce_types_provider():
 
 def test_site_form_puts_everything_under_the_domain():
     config, site, _ = example_site()
-    options = glue2_options(config)
+    options = glue2_options(publish_settings(config))
     entries = glue2_entries(site, type(options)(dit="site", validity_s=options.validity_s))
     suffix = "glue2domainid=example-site,o=glue"
     assert all(e.dn.lower().endswith(suffix) for e in entries)
@@ -151,7 +153,7 @@ def test_unknown_counts_are_left_out_never_a_placeholder():
     config, site, _ = example_site()
     for ce in CE_IDS.values():
         site.states[ce] = QueueState(lrms_type="slurm", error="sinfo: timed out")
-    entries = glue2_entries(site, glue2_options(config))
+    entries = glue2_entries(site, glue2_options(publish_settings(config)))
     for share in by_class(entries, "GLUE2ComputingShare"):
         for name in ("RunningJobs", "WaitingJobs", "TotalJobs", "FreeSlots", "EstimatedAverageWaitingTime"):
             assert f"GLUE2ComputingShare{name}" not in share
@@ -162,7 +164,7 @@ def test_unknown_counts_are_left_out_never_a_placeholder():
 
 def test_creation_time_is_kept_while_unchanged_and_renewed_at_half_validity_or_on_change():
     config, site, _ = example_site()
-    options = glue2_options(config)
+    options = glue2_options(publish_settings(config))
     times = CreationTimes()
     first = {e.dn: e.first("GLUE2EntityCreationTime") for e in glue2_entries(site, options, now=NOW, times=times)}
     later = {e.dn: e.first("GLUE2EntityCreationTime") for e in glue2_entries(site, options, now=NOW + 60, times=times)}
@@ -230,7 +232,7 @@ def test_a_managers_total_slots_do_not_depend_on_the_order_of_its_queues(order, 
     states = {f"ce1.example.org:2119/jobmanager-pbs-{name}": QueueState(lrms_type="torque", total_cpus=cpus, status="Production")
               for name, cpus in totals.items()}
     site = assemble_snapshots(config, hosts, lambda: NOW, local_fqdn="ce1.example.org", states=states)
-    managers = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingManager" in e.object_classes]
+    managers = [e for e in glue2_entries(site, glue2_options(publish_settings(config))) if "GLUE2ComputingManager" in e.object_classes]
     # a queue that did not say leaves the figure out rather than publish the other's 32
     assert [m.first("GLUE2ComputingManagerTotalSlots") for m in managers] == ["48" if express else None]
 
@@ -243,7 +245,7 @@ def test_a_limit_the_batch_system_gives_in_seconds_is_published_to_the_second():
     state = QueueState(lrms_type="sge", status="Production", max_wall_clock_time_min=2866, max_wall_clock_time_s=172000)
     site = assemble_snapshots(config, [make_host(CLASSES[0][0], 0)], lambda: NOW, local_fqdn="ce1.example.org",
                               states={"ce1.example.org:2119/jobmanager-sge-long": state})
-    share = next(e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingShare" in e.object_classes)
+    share = next(e for e in glue2_entries(site, glue2_options(publish_settings(config))) if "GLUE2ComputingShare" in e.object_classes)
     # the configured default (4000 min) is capped at the limit beside it
     assert (share.first("GLUE2ComputingShareMaxWallTime"), share.first("GLUE2ComputingShareDefaultWallTime")) == (
         "172000", "172000")
@@ -259,6 +261,6 @@ def test_a_service_leaves_out_waiting_jobs_two_of_its_queues_may_both_count(queu
         lrms_type="sge", status="Production", running_jobs=2, waiting_jobs=5, total_jobs=7, waiting_shared=True)
         for q in queues}
     site = assemble_snapshots(config, [make_host(CLASSES[0][0], 0)], lambda: NOW, local_fqdn="ce1.example.org", states=states)
-    (service,) = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingService" in e.object_classes]
+    (service,) = [e for e in glue2_entries(site, glue2_options(publish_settings(config))) if "GLUE2ComputingService" in e.object_classes]
     figures = [service.first(f"GLUE2ComputingService{n}Jobs") for n in ("Running", "Waiting", "Total")]
     assert figures == ([str(2 * len(queues)), "5", "7"] if published else ["4", None, None])

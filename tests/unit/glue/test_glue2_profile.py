@@ -12,8 +12,10 @@ from test_glue2 import CE_IDS, EXAMPLE, NOW, example_site
 
 from glueinfo.core.config import load
 from glueinfo.core.model import QueueState
-from glueinfo.glue.glue2 import glue2_entries, glue2_options
+from glueinfo.glue.glue2 import glue2_entries
+from glueinfo.publish.documents import glue2_options
 from glueinfo.site.assemble import assemble_snapshots
+from glueinfo.site.publish_settings import publish_settings
 
 MANDATORY = {  # the profile's Mandatory attributes (W034) glueinfo can fill on the example site
     "GLUE2ComputingService": ("GLUE2ServiceID", "GLUE2ServiceType", "GLUE2ServiceQualityLevel", "GLUE2ServiceAdminDomainForeignKey"),
@@ -46,7 +48,7 @@ MANDATORY = {  # the profile's Mandatory attributes (W034) glueinfo can fill on 
 @pytest.fixture(scope="module")
 def entries():
     config, site, _ = example_site()
-    return glue2_entries(site, glue2_options(config), now=NOW)
+    return glue2_entries(site, glue2_options(publish_settings(config)), now=NOW)
 
 
 def entities(entries):
@@ -192,7 +194,7 @@ def test_W015_W018_a_batch_system_maximum_below_the_configured_default_caps_the_
                        total_cpus=100, running_jobs=0, waiting_jobs=0, total_jobs=0)
     site = assemble_snapshots(config, hosts, lambda: NOW, local_fqdn="ce1.example.org", states={ce: state for ce in CE_IDS.values()})
     expected = {"long": 5400, "short": 3600, "grid": 5400}
-    shares = [e for e in glue2_entries(site, glue2_options(config), now=NOW) if "GLUE2ComputingShare" in e.object_classes]
+    shares = [e for e in glue2_entries(site, glue2_options(publish_settings(config)), now=NOW) if "GLUE2ComputingShare" in e.object_classes]
     assert len(shares) == 6
     for share in shares:
         queue = share.first("GLUE2ComputingShareMappingQueue")
@@ -215,7 +217,8 @@ def test_I051_I053_no_cpu_count_for_a_cluster_without_a_known_host():
     # No host of cluster main is known (none gathered): its CPUs are unknown, not zero.
     config = load(str(EXAMPLE))
     site = assemble_snapshots(config, [], lambda: NOW, local_fqdn="ce1.example.org")
-    managers = [e for e in glue2_entries(site, glue2_options(config), now=NOW) if "GLUE2ComputingManager" in e.object_classes]
+    options = glue2_options(publish_settings(config))
+    managers = [e for e in glue2_entries(site, options, now=NOW) if "GLUE2ComputingManager" in e.object_classes]
     assert len(managers) == 2
     for manager in managers:
         assert "GLUE2ComputingManagerTotalPhysicalCPUs" not in manager

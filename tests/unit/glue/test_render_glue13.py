@@ -18,7 +18,7 @@ from glueinfo.core.config import parse_text
 from glueinfo.core.job import JobInfo
 from glueinfo.core.ldif import parent_dn, parse_ldif
 from glueinfo.core.model import QueueState
-from glueinfo.glue.build import build_site, build_site_ldif
+from glueinfo.publish.from_snapshots import build_site, build_site_ldif
 
 XEON, EPYC, ARM, OLD, DESK = (hw for hw, _ in CLASSES)
 BASE = "mds-vo-name=resource,o=grid"

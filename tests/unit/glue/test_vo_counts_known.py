@@ -11,10 +11,12 @@ from glue_sites import CLASSES, make_host
 from glueinfo.core.config import parse_text
 from glueinfo.core.model import QueueState, VoJobCounts
 from glueinfo.glue.build import render_site
-from glueinfo.glue.glue2 import glue2_entries, glue2_options
+from glueinfo.glue.glue2 import glue2_entries
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, queue_state
 from glueinfo.lrms.vo_map import VoMap
+from glueinfo.publish.documents import glue2_options
 from glueinfo.site.assemble import assemble_snapshots
+from glueinfo.site.publish_settings import publish_settings
 
 NOW = 1_700_000_100.0
 CONFIG = """[site]
@@ -57,7 +59,7 @@ def published(state):
              for e in render_site(site, schema=None).entries if "GlueVOView" in e.object_classes}
     shares = {e.first("GLUE2EntityName").split()[1]: tuple(e.first(f"GLUE2ComputingShare{n}Jobs")
                                                          for n in ("Running", "Waiting", "Total"))
-              for e in glue2_entries(site, glue2_options(config)) if "GLUE2ComputingShare" in e.object_classes}
+              for e in glue2_entries(site, glue2_options(publish_settings(config))) if "GLUE2ComputingShare" in e.object_classes}
     return {vo: (tuple(None if v is None else int(v) for v in views[vo]),
                  tuple(None if v is None else int(v) for v in shares[vo])) for vo in views}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from glueinfo.core.model import CollectorResult, CpuInfo, FileSystem, HostSnapshot, LoadInfo, MemoryInfo, OsInfo
-from glueinfo.run.ldap_retry import LdapOutcome, LdapSync
+from glueinfo.publish.outputs.ldap import LdapOutcome, LdapSync
 from glueinfo.run.local_host import combine_local
 
 
@@ -36,7 +36,7 @@ class Server:
 def test_a_down_server_is_retried_after_doubling_waits_and_fully_resynced_when_back(caplog):
     clock, server = Clock(), Server()
     ldap = LdapSync(server, retry_min_s=5, retry_max_s=30, clock=clock, url="ldap://x")
-    caplog.set_level(logging.INFO, logger="glueinfo.run")
+    caplog.set_level(logging.INFO, logger="glueinfo.publish")
     attempts = []
     for _ in range(80):  # a publish every second for 80 s
         if ldap.maybe_sync(["e1", "e2"]) is not None:
@@ -63,12 +63,14 @@ def test_refused_entries_are_reported_by_dn_at_every_sync_until_accepted(caplog)
     server.up = True
     server.refused = ["GlueCEUniqueID=ce:2119/jobmanager-slurm-long,mds-vo-name=resource,o=grid"]
     ldap = LdapSync(server, retry_min_s=5, retry_max_s=30, clock=clock, url="ldap://x")
-    with caplog.at_level(logging.WARNING, logger="glueinfo.run"):
+    with caplog.at_level(logging.WARNING, logger="glueinfo.publish"):
         for _ in range(3):
             ldap.maybe_sync(["e"])
             clock.now += 1
         reports = [r.getMessage() for r in caplog.records]
-        assert reports == [f"LDAP ldap://x: {server.refused[0]}: add refused: constraintViolation (19)"] * 3
+        # One WARNING per cycle (issue 24), naming how many and the first refusal by DN and reason.
+        assert reports == [f"LDAP ldap://x: 1 writes refused, first: {server.refused[0]}: add refused: constraintViolation (19)"] * 3
+        assert ldap.refused_total == 3
         assert ldap.to_dict()["state"] == "rejecting" and ldap.to_dict()["rejected"]
         server.refused = []
         caplog.clear()

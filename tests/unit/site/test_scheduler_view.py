@@ -9,8 +9,10 @@ from lxml import etree
 
 from glueinfo.core.config import parse_text
 from glueinfo.core.model import NodeAllocation, QueueState
-from glueinfo.glue.glue2 import glue2_entries, glue2_options
+from glueinfo.glue.glue2 import glue2_entries
+from glueinfo.publish.documents import glue2_options
 from glueinfo.site.assemble import assemble_snapshots
+from glueinfo.site.publish_settings import publish_settings
 from glueinfo.sss.node_settings import NodeSettings
 from glueinfo.sss.node_xml import data_element
 
@@ -109,7 +111,7 @@ def test_a_replayed_site_publishes_the_schedulers_instances_in_glue2_as_a_live_o
     # glueinfo ldif --snapshots: the recorded hosts and the batch system's answer, assembled once
     site = assemble_snapshots(config, site_hosts, clock=lambda: site_hosts[0].collected_at,
                               local_fqdn="ce01.example.org", states={GRID: state})
-    batch = [e for e in glue2_entries(site, glue2_options(config)) if "GLUE2ExecutionEnvironment" in e.object_classes
+    batch = [e for e in glue2_entries(site, glue2_options(publish_settings(config))) if "GLUE2ExecutionEnvironment" in e.object_classes
              and e.first("GLUE2ExecutionEnvironmentTotalInstances") == "3"]
     assert [(e.first("GLUE2ExecutionEnvironmentUsedInstances"), e.first("GLUE2ExecutionEnvironmentUnavailableInstances"))
             for e in batch] == [("1", "1")]

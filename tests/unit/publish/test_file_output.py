@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from glueinfo.run.outputs import OutputFiles
+from glueinfo.publish.outputs.file import OutputFiles
 
 PIECES = [b"dn: o=grid\n", b"objectClass: organization\n", b"\n"]
 

@@ -1,4 +1,4 @@
-"""The files ``glueinfo run`` publishes ([run] ldif_file, node_xml_file): rewritten only when their bytes change.
+"""The ``file`` output: the files ``glueinfo run`` publishes ([run] ldif_file, node_xml_file), rewritten only when their bytes change.
 
 A publish hands each file its new bytes.  When they equal what the file
 holds, the file is not rewritten; its modification time is set to now
@@ -15,11 +15,12 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable
-from typing import Union
+from typing import Optional, Union
 
 from glueinfo.core.atomicwrite import WriteError, remove_temporaries, write_atomic, write_atomic_chunks
+from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 
 class OutputFiles:
@@ -101,3 +102,46 @@ class OutputFiles:
         except WriteError as exc:
             return self._failed(path, exc)
         return self._succeeded(path)
+
+
+class FileOutput:
+    """The ``file`` output: the LDIF ([run] ldif_file) and the site's Node XML ([run] node_xml_file),
+    each given its new bytes at a publish (rewritten only when they change, else marked fresh);
+    an empty path is not written.  A write that fails keeps the previous file and is this
+    output's error until a write works."""
+
+    name = "file"
+
+    def __init__(self, ldif_file: str, node_xml_file: str) -> None:
+        self.ldif_file, self.node_xml_file = ldif_file, node_xml_file
+        self.files = OutputFiles()
+        OutputFiles.clean([ldif_file, node_xml_file])
+
+    @property
+    def paths(self) -> tuple[tuple[str, str], ...]:
+        """(kind, path) of each file written, for monitoring."""
+        return tuple((kind, path) for kind, path in (("ldif", self.ldif_file), ("node_xml", self.node_xml_file)) if path)
+
+    def publish(self, publication: Publication) -> OutputResult:
+        documents = publication.documents
+        written = 0
+        if documents is None:
+            written = self.files.touch(self.ldif_file) + self.files.touch(self.node_xml_file)
+        else:
+            written += self.files.publish(self.ldif_file, documents.ldif_chunks())
+            nodes: Optional[list[bytes]] = documents.node_xml_chunks() if publication.hosts_changed and self.node_xml_file else None
+            if nodes is not None:
+                written += self.files.publish(self.node_xml_file, nodes)
+            else:
+                written += self.files.touch(self.node_xml_file)
+        error = "; ".join(self.files.errors.values()) or None
+        return OutputResult(note=f"{written} files current", error=error, written=documents is not None)
+
+
+def _make(context: OutputContext) -> FileOutput:
+    run = context.sections.get("run", {})
+    return FileOutput(str(run.get("ldif_file", "")), str(run.get("node_xml_file", "")))
+
+
+OUTPUT = OutputPlugin("file", _make, default=True, description="[run] ldif_file and node_xml_file, atomic, only when changed",
+                      config_keys=("run.ldif_file", "run.node_xml_file"))
