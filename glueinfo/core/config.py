@@ -55,7 +55,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "inbound_ip": Option("bool", None, "Worker nodes accept inbound connections"),
         "outbound_ip": Option("bool", None, "Worker nodes may open outbound connections"),
     },
-    # -- SSS Node XML (glueinfo/render_node_xml.py) and `glueinfo serve` -------------
+    # -- SSS Node XML (glueinfo/sss/node_xml.py; glueinfo/site/node_settings.py reads these) and `glueinfo serve` --
     "node": {
         "stale_after": Option("float", 300.0, "Seconds after which a host's snapshot is too old: its State is Unknown", minimum=1.0),
         "offline_hosts": Option("list", [], "Host names or shell patterns an admin has taken out of service: their State is Offline"),
@@ -82,7 +82,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
                         "key_file refuses to start unless this is set"),
         "key_file": Option("path", "", "File holding the shared HMAC-SHA1 key: when set, SSSRMAP requests must be signed"),
     },
-    # -- GLUE 1.3 site model (glueinfo/site.py reads these) -------------------------
+    # -- GLUE 1.3 site model (glueinfo/site/from_config.py reads these) ---------------
     "site": {
         "id": Option("str", "", "GlueSiteUniqueID; empty: no GlueSite entry and no site links are published"),
         "name": Option("str", "", "GlueSiteName (default: the id)"),
@@ -229,8 +229,10 @@ SCHEMA: dict[str, dict[str, Option]] = {
     },
     "ldap": {
         "url": Option("str", "", "LDAP server `glueinfo publish` synchronises, e.g. ldap://127.0.0.1:2170"),
-        "bind_dn": Option("str", "", "DN to bind as"),
-        "password_file": Option("path", "", "File holding the bind password (first line)"),
+        "bind_dn": Option("str", "", "DN to bind as, or one DN per suffix separated by ';' as BDII lays its server out "
+                          "(e.g. o=grid; o=glue; o=infosys): each base is written bound as the DN sharing its suffix"),
+        "password_file": Option("path", "", "File holding the bind password (first line); with several bind DNs, one "
+                                "file for all or one per DN in the same order, separated by ';'"),
         "timeout": Option("float", 10.0, "Seconds to wait for the server", minimum=0.1),
         "extra_bases": Option("str", "", "Further subtrees kept equal to what glueinfo publishes below them, besides [glue] "
                               "base_dn, separated by ';' (DNs hold commas), e.g. GLUE2GroupID=resource,o=glue; everything "
@@ -238,7 +240,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "window": Option("int", 64, "Writes sent before their answers are read (1: one at a time); keep it under slapd's "
                          "conn_max_pending_auth (1000)", minimum=1),
     },
-    # -- many hosts: glueinfo/gather.py and the source_* providers -------------------
+    # -- many hosts: glueinfo/gather/ and its sources (glueinfo/gather/sources/) -----
     "sources": {
         "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia, prometheus, "
                           "node_exporter (or a plugin's)"),

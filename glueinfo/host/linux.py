@@ -10,7 +10,7 @@ root; nothing is read from this machine and no global state is touched (psutil's
 ``PROCFS_PATH`` is never set).
 
 The methods return facts as they are read (bytes, kHz, kernel strings); the
-collectors in ``glueinfo.providers`` turn them into the model's units and
+collectors in ``glueinfo.host.collectors`` turn them into the model's units and
 decide what they mean.  An unreadable or missing file gives ``None`` (unknown),
 never a guess.
 

@@ -2,7 +2,7 @@
 
 ``glueinfo serve`` answers ``<Object>Node</Object>`` from memory; this gives
 it ``<Object>Job</Object>`` the same way, through the same Where/Get engine
-(glueinfo/sssrmap.py)::
+(glueinfo/sss/sssrmap/)::
 
     jobs = JobObjects(config)            # the [ce:NAME] sections' batch systems
     jobs.register(service)               # service.register("Job", jobs.object_set)

@@ -19,9 +19,9 @@ input is refreshed.  Its jobs, each on its own interval ([run] section):
 Each job is followed by a **publish**: the site assembled, the checked GLUE
 tree rendered (glueinfo.glue.build), the Node XML rendered through
 glueinfo.run.http's NodeStore (so ``[run] serve`` answers exactly what was
-written), both files given their new bytes (glueinfo.run.outputs: rewritten
+written), both files given their new bytes (glueinfo.publish.outputs.file: rewritten
 only when they change, else marked fresh), the LDAP server synchronised when
-``[run] ldap_sync`` is on (glueinfo.run.ldap_retry), and the state saved
+``[run] ldap_sync`` is on (glueinfo.publish.outputs.ldap), and the state saved
 (hosts' last good snapshots, SubCluster ids).  One publish at a time.  A
 publish whose hosts, their times and freshness, and CE states are the same
 as the last one's renders nothing and only marks the files fresh.
