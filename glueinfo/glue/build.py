@@ -247,7 +247,7 @@ _KINDS = {SYNTAX_IA5_STRING: _IA5, SYNTAX_INTEGER: _INT, SYNTAX_BOOLEAN: _BOOL}
 class TreeChecker:
     """Normalise and check entries one by one, as they stream past.
 
-    Same verdicts as ldapschema's Schema.normalise + Schema.check (which do
+    Same verdicts as glueinfo.glue.schema's Schema.normalise + Schema.check (which do
     the work for anything unusual), fast enough for 100,000 hosts: an entry
     whose values are already what slapd wants (ints for INTEGER, ASCII for
     IA5, TRUE/FALSE, schema spelling, no duplicate values) is not copied, and

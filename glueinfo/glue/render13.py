@@ -16,7 +16,7 @@ Site, cluster, SubCluster and CE entries come from templates (templates.py),
 hosts, file systems and jobs from code (there may be 100,000 of them).
 Every entry carries GlueSchemaVersion 1.3 and its abstract top class
 (GlueClusterTop, GlueCETop, GlueTop).  Values are the facts as measured:
-the schema normalisation (ldapschema.Schema.normalise) then makes them
+the schema normalisation (glueinfo.glue.schema: Schema.normalise) then makes them
 slapd-safe (ASCII, TRUE/FALSE) and the schema check catches any mistake.
 
 Reading of the schema (glue-schema 2.0.11, Glue-CE.schema):
