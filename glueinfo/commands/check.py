@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.config import Config
+from glueinfo.core.errors import UpstreamError
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 WORDS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -58,8 +59,9 @@ VOLATILE_PREFIXES = ("gluecestate", "gluehostprocessorload", "gluehostmainmemory
                      "glue2endpointhealthstate", "glue2endpointservingstate", "glue2computingshareservingstate")
 
 
-class CheckError(Exception):
-    """Something that makes the probe's answer UNKNOWN; the message is the status line."""
+class CheckError(UpstreamError):
+    """What is checked cannot be asked or read (an error status, not glueinfo's JSON, an unreadable
+    published LDIF, nothing to check): the probe's answer is UNKNOWN; the message is the status line."""
 
 
 class Unreachable(CheckError):

@@ -29,12 +29,12 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Optional, Union
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import PublicationError
 
 TEMP_SUFFIX = ".tmp"
 
 
-class WriteError(GlueinfoError, OSError):
+class WriteError(PublicationError, OSError):
     """A file that could not be replaced; str() is one line naming the path. The old file is intact."""
 
     def __init__(self, path: str, cause: OSError) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
@@ -317,7 +317,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
 FREEFORM = {"extensions"}
 
 
-class ConfigError(GlueinfoError, ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A bad config file; the message is one line naming file, line and key."""
 
 

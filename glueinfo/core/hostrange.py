@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 
 # A site with more hosts than this in one list has written a typo like [1-1000000].
 MAX_HOSTS = 100_000
@@ -34,7 +34,7 @@ _NUMBER_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)  # ASCII digits: the 
 MAX_LABEL = 63  # characters in one DNS label: no range number can be longer
 
 
-class HostRangeError(GlueinfoError, ValueError):
+class HostRangeError(ConfigurationError, ValueError):
     """A host pattern that cannot be expanded; the message names it."""
 
 

@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Optional, Union
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 
 Value = Union[str, int, bool]
 
@@ -49,11 +49,11 @@ LINE_WIDTH = 76
 _SAFE_STRING = re.compile(r"(?:[\x01-\x09\x0b\x0c\x0e-\x1f\x21-\x39\x3b\x3d-\x7f][\x01-\x09\x0b\x0c\x0e-\x7f]*)?")
 
 
-class LDIFError(GlueinfoError, ValueError):
+class LDIFError(InputError, ValueError):
     """Malformed LDIF; the message names the line."""
 
 
-class DNError(GlueinfoError, ValueError):
+class DNError(InputError, ValueError):
     """A malformed distinguished name."""
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 from glueinfo.core.job import JobInfo  # QueueState holds jobs
 
 SCHEMA_VERSION = 1
@@ -337,7 +337,7 @@ class QueueState:
         return self.vo_counts.get(vo) if self.total_jobs is not None else None
 
 
-class ModelError(GlueinfoError, ValueError):
+class ModelError(InputError, ValueError):
     """Data that does not fit the model (a JSON snapshot from elsewhere, say)."""
 
 

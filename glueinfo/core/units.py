@@ -12,7 +12,7 @@ import math
 import re
 from typing import Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 
 _BYTE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB", "NB", "DB")
 BYTE_FACTORS: dict[str, float] = {unit: float(2 ** (10 * i)) for i, unit in enumerate(_BYTE_UNITS)}
@@ -25,7 +25,7 @@ RATE_FACTORS: dict[str, float] = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z/]*)\s*$")
 
 
-class UnitError(GlueinfoError, ValueError):
+class UnitError(InputError, ValueError):
     """A unit we do not know, or two units that measure different things."""
 
 

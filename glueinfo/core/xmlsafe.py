@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 
 from lxml import etree
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 from glueinfo.core.text import one_line
 
 DEFAULT_MAX_BYTES = 16 * 2**20
@@ -35,7 +35,7 @@ DEFAULT_MAX_BYTES = 16 * 2**20
 _DTD_BYTES = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
-class XMLInputError(GlueinfoError, ValueError):
+class XMLInputError(InputError, ValueError):
     """XML we refuse to read; the message is one line naming what was wrong."""
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from glueinfo import __version__
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import UpstreamError
 from glueinfo.core.hostrange import HostRangeError, Target, expand_named_list, parse_target, read_named_host_file
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.identity import Claims, host_key, parse_aliases
@@ -40,11 +40,11 @@ _LINE_LIMIT = 16384
 
 
 
-class PullError(GlueinfoError):
+class PullError(UpstreamError):
     """A pull that failed for good (no retry): bad status, too big, bad framing."""
 
 
-class RetryableError(GlueinfoError):
+class RetryableError(UpstreamError):
     """A pull that may succeed if tried again (5xx, connection reset mid-answer)."""
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.model import HostSnapshot
 
 ENTRY_POINT_GROUP = "glueinfo.sources"
@@ -85,7 +85,7 @@ class Source:
     origin: str = "builtin"  # "builtin" or the distribution that provides it
 
 
-class SourceError(GlueinfoError):
+class SourceError(ConfigurationError):
     """A source that cannot be loaded or named, or is misconfigured as a whole."""
 
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import PublicationError
 from glueinfo.core.ldif import Entry, normalise_dn, parent_dn, parse_dn, value_text
 
 if TYPE_CHECKING:  # ldap3 is imported when a publish talks to a server, not when this module loads
@@ -72,7 +72,7 @@ DEFAULT_WINDOW = 64
 _FIRST_MESSAGE_ID = 0x40000000
 
 
-class PublishError(GlueinfoError):
+class PublishError(PublicationError):
     """The server cannot be used at all (unreachable, bind refused, base missing); one line."""
 
 

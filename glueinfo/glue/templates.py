@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, dn_escape
 
 TEMPLATE_NAMES = ("site", "cluster", "subcluster", "ce", "voview")
@@ -53,7 +53,7 @@ _DECL = re.compile(r"#\s*@(mandatory|optional|multi)\b(.*)")
 _ATTR = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*:\s?(.*)")
 
 
-class TemplateError(GlueinfoError, ValueError):
+class TemplateError(ConfigurationError, ValueError):
     """A bad template or bad variables; the message names the template and variable."""
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from lxml import etree
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import PublicationError
 from glueinfo.core.model import HostSnapshot
 from glueinfo.site.aggregate import ram_bucket
 from glueinfo.sss.node_settings import NodeSettings
@@ -58,7 +58,7 @@ NAMES_SHOWN = 10  # host names listed per reason in the comment; the rest are co
 OFFLINE, UNKNOWN, NO_CAPACITY, CLASHING = "Offline", "Unknown", "capacity unknown", "resource named CPU or Memory"
 
 
-class HaizeaError(GlueinfoError, ValueError):
+class HaizeaError(PublicationError, ValueError):
     """A Haizea document that cannot be written (no host left to describe)."""
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.model import CollectorResult, HostSnapshot
 from glueinfo.core.validate import validate_snapshot
 
@@ -65,7 +65,7 @@ class Collector:
     source: str = "builtin"
 
 
-class CollectorError(GlueinfoError):
+class CollectorError(ConfigurationError):
     """A collector that cannot be loaded or named."""
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core import plugins as plugin_registry
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError, UpstreamError
 from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
 from glueinfo.core.text import one_line
 from glueinfo.lrms.vo_map import VoMap
@@ -89,11 +89,11 @@ class LrmsPlugin:
     owner_kinds: tuple[str, ...] = ()
 
 
-class LrmsError(GlueinfoError):
+class LrmsError(ConfigurationError):
     """A plugin that cannot be loaded or named."""
 
 
-class LrmsQueryError(GlueinfoError):
+class LrmsQueryError(UpstreamError):
     """Raised by a plugin for an expected failure; its message is published as is (one line)."""
 
 

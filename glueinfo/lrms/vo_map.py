@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import VoJobCounts
 from glueinfo.lrms.figures import FINISHED_STATES
@@ -36,7 +36,7 @@ _RUNNING = {"RUNNING"}
 _WAITING = {"SUBMITTED", "WAITING", "READY", "SCHEDULED"}
 
 
-class VoMapError(GlueinfoError, ValueError):
+class VoMapError(ConfigurationError, ValueError):
     """A ``[vos] map`` rule that cannot be read; the message names it."""
 
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from glueinfo.core.config import Config, ConfigError
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 
 log = logging.getLogger("glueinfo.run")
 
 
-class ServiceError(GlueinfoError):
+class ServiceError(ConfigurationError):
     """A config the provider cannot run with (unknown collector or source, bad site model); one line."""
 
 

@@ -43,13 +43,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 from glueinfo.gather.identity import host_key
 
 FORMAT = 1
 
 
-class IdStateError(GlueinfoError, ValueError):
+class IdStateError(InputError, ValueError):
     """A subclusters.json that cannot be used (one line)."""
 
 

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 
 # The spec's Pattern aggregation is "a regular expression (perl5)": a Node read from a document must
 # become named nodes, so a Pattern is expanded into every string it matches in full, which is possible
@@ -18,7 +18,7 @@ from glueinfo.core.errors import GlueinfoError
 # other escapes (\w, \s, back references) and (? ) constructs.  Its size is counted before any name
 # is made.
 
-class PatternError(GlueinfoError, ValueError):
+class PatternError(InputError, ValueError):
     """A Pattern that does not name a finite, small set of names; the message says why."""
 
 

@@ -51,7 +51,7 @@ from typing import Any, NoReturn, Optional, Union
 
 from lxml import etree
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 from glueinfo.core.hostrange import MAX_HOSTS, HostRangeError
 from glueinfo.core.hostrange import expand as expand_range
 from glueinfo.core.model import (
@@ -120,7 +120,7 @@ _VOLATILE_EXTENSIONS = frozenset(f for f in sss_node.EXTENSIONS
 _VOLATILE_FIGURES = frozenset({"Processors", "Memory", "Swap", "Disk"})
 
 
-class NodeXMLError(GlueinfoError, ValueError):
+class NodeXMLError(InputError, ValueError):
     """Node XML that cannot be read back; the message is one line naming node and element."""
 
 

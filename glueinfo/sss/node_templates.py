@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, NamedTuple, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import PublicationError
 from glueinfo.core.model import FileSystem, HostSnapshot, NetworkAdapter, PublishedAmount, PublishedNode, PublishedPart, new_job_cpus
 from glueinfo.core.units import format_number
 from glueinfo.sss import vocabulary as sss_node
@@ -22,7 +22,7 @@ from glueinfo.sss.vocabulary import short_name
 from glueinfo.sss.xml_text import escaped_attribute, escaped_text, format_seconds, format_value
 
 
-class NodeRenderError(GlueinfoError, ValueError):
+class NodeRenderError(PublicationError, ValueError):
     """A snapshot that cannot become a Node (no host name)."""
 
 

@@ -47,7 +47,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 from glueinfo.core.hostrange import HostRangeError, Target, parse_target
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, MemoryInfo, OsInfo
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
@@ -74,7 +74,7 @@ _TEXT_METRICS = frozenset({"machine_type", "os_name", "os_release"})
 _NUMBER_METRICS = frozenset(_WANTED - _SIZE_METRICS - _TEXT_METRICS)
 
 
-class GangliaError(GlueinfoError, ValueError):
+class GangliaError(InputError, ValueError):
     """A Ganglia document or HOST record we cannot read; one line."""
 
 

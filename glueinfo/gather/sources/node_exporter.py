@@ -43,7 +43,7 @@ import re
 from collections.abc import Iterable
 from typing import Optional, Union
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 from glueinfo.core.model import HostSnapshot
 from glueinfo.core.text import one_line
 from glueinfo.gather.identity import Claims, claim_problem
@@ -56,7 +56,7 @@ TARGET_KEYS: tuple[str, str, str] = ("node_exporters", "node_exporters_file", "n
 METRICS_PATH = "/metrics?" + "&".join(f"collect%5B%5D={name}" for name in COLLECTORS)
 
 
-class ExpositionError(GlueinfoError, ValueError):
+class ExpositionError(InputError, ValueError):
     """A /metrics page that is not the Prometheus text exposition format (one line)."""
 
 

@@ -62,7 +62,7 @@ from json.scanner import make_scanner
 from typing import Any, Optional
 
 from glueinfo import __version__
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import UpstreamError
 from glueinfo.gather.identity import host_key
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
 from glueinfo.gather.sources._node_metrics import FILESYSTEM, LOAD, MEMORY, NETWORK, NodeFacts
@@ -73,7 +73,7 @@ _READ_CHUNK = 1 << 16
 TargetKey = tuple[str, str]  # (job, instance)
 
 
-class PrometheusError(GlueinfoError):
+class PrometheusError(UpstreamError):
     """A query that failed: the server unreachable, slow, an error status, not the API's JSON."""
 
 

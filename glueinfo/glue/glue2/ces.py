@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.glue.glue2.health import HealthTarget
 from glueinfo.glue.glue2.ids import CeKind, ce_kind
 from glueinfo.site.model import CESpec, SiteModel
 
 
-class Glue2Error(GlueinfoError, ValueError):
+class Glue2Error(ConfigurationError, ValueError):
     """A GLUE 2 setting that cannot be published; the message names the section and key."""
 
 

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.glue.schema.parse import Schema
 
 log = logging.getLogger("glueinfo.glue.schema")
@@ -87,7 +87,7 @@ objectclass ( 1.3.6.1.4.1.1466.101.120.111 NAME 'extensibleObject' SUP top AUXIL
 """
 
 
-class SchemaUnavailable(GlueinfoError, OSError):
+class SchemaUnavailable(ConfigurationError, OSError):
     """The schema directory or the GLUE schema files are not there."""
 
 

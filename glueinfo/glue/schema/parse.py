@@ -23,14 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, Value
 from glueinfo.glue.schema import check as checking
 from glueinfo.glue.schema import normalise as normalising
 from glueinfo.glue.schema.check import Closure, Plan, Problem, Shape
 
 
-class SchemaError(GlueinfoError, ValueError):
+class SchemaError(ConfigurationError, ValueError):
     """A schema file that cannot be parsed; the message names file and definition."""
 
 

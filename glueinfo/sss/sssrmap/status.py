@@ -10,7 +10,7 @@ ran out, or an action the object does not offer).
 
 from __future__ import annotations
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import InputError
 
 SUCCESS = "000"
 # Parts of a request glueinfo did not act on (ignored Options, Count, Data, File, other namespaces' elements):
@@ -42,7 +42,7 @@ QUERY_BUDGET = "740"
 UNKNOWN_ERROR = "999"
 
 
-class SSSRMAPError(GlueinfoError):
+class SSSRMAPError(InputError):
     """A request we answer with a Failure: ``code`` is the SSSRMAP status code."""
 
     def __init__(self, code: str, message: str):
