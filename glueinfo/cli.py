@@ -5,6 +5,8 @@ Subcommand modules live in glueinfo.commands; each has ``add_arguments`` and
 inside ``run`` so that ``glueinfo probe`` starts fast.  Errors are one line on
 stderr; exit codes: 0 ok, 1 the job failed, 2 bad usage or config (a command's
 ``USAGE_EXIT`` instead when it has one: ``check`` answers Nagios's 3, UNKNOWN).
+Commands raise glueinfo's errors (``glueinfo.core.errors``, where the tree is
+drawn) and :func:`main` reports them once: one line, the class's exit code.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn, Optional
 
 from glueinfo import __version__
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import EXIT_FAILED as EXIT_FAILED  # exit codes: glueinfo.cli's names for them
+from glueinfo.core.errors import EXIT_USAGE as EXIT_USAGE
+from glueinfo.core.errors import ConfigurationError, GlueinfoError
+from glueinfo.core.errors import UsageError as UsageError  # where code written before found it
 
 # name -> (module in glueinfo.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -37,11 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "glue2-json": ("glue2_json", "print the GLUE 2 objects (the o=glue tree) in the OGF GLUE 2 JSON rendering"),
 }
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(GlueinfoError):
-    """Bad arguments or config: exit 2 with the message."""
+EXIT_OK = 0
 
 
 @contextlib.contextmanager
@@ -152,8 +153,17 @@ def setup_logging(verbosity: int) -> None:
     logging.basicConfig(level=level, format="glueinfo: %(levelname)s: %(message)s", stream=sys.stderr)
 
 
+def exit_code(error: GlueinfoError, command: object) -> int:
+    """What ``glueinfo`` exits with for ``error``: its class's ``exit_code``, and for a
+    configuration or usage error the command's ``USAGE_EXIT`` when it has one."""
+    if isinstance(error, ConfigurationError):
+        return int(getattr(command, "USAGE_EXIT", error.exit_code))
+    return error.exit_code
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from glueinfo.core.config import ConfigError, load
+    from glueinfo.core.config import load
+    from glueinfo.core.text import one_line
 
     with long_lived_objects():  # the parser and the command's module
         args = build_parser(argv).parse_args(argv)
@@ -162,9 +172,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         config = load(args.config)
         return int(args._module.run(args, config) or 0)
-    except (ConfigError, UsageError) as exc:
-        print(f"glueinfo: {exc}", file=sys.stderr)
-        return int(getattr(args._module, "USAGE_EXIT", EXIT_USAGE))
+    except GlueinfoError as exc:  # the one place a command's error is reported
+        print(f"glueinfo: {one_line(exc, limit=2000)}", file=sys.stderr)
+        return exit_code(exc, args._module)
     except BrokenPipeError:  # `glueinfo ldif | head` is fine
         return EXIT_OK
     except KeyboardInterrupt:
@@ -172,8 +182,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the glueinfo.cli module, not this __main__ copy: commands raise
-    # glueinfo.cli.UsageError, which this copy's main() would not catch.
+    # Run the glueinfo.cli module, not this __main__ copy, so that there is one
+    # set of command modules and parsers (as the console script has).
     from glueinfo.cli import main as _main
 
     sys.exit(_main())

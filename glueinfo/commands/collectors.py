@@ -15,17 +15,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.cli import UsageError
-    from glueinfo.host.collect import CollectorError, all_collectors, select
+    from glueinfo.host.collect import all_collectors, select
 
     collectors = all_collectors(on_error=log.warning)
     section = config.section("collectors")
     enable = (set(section["enable"]) - set(args.no_collector)) | set(args.collector)
     disable = (set(section["disable"]) - set(args.collector)) | set(args.no_collector)
-    try:
-        enabled = {c.name for c in select(collectors, enable, disable)}
-    except CollectorError as exc:
-        raise UsageError(str(exc)) from None
+    enabled = {c.name for c in select(collectors, enable, disable)}  # CollectorError: exit 2
     width = max(len(c.name) for c in collectors)
     print(f"{'NAME':<{width}}  {'ENABLED':<8} {'DEFAULT':<8} SOURCE")
     for c in collectors:

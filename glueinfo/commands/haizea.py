@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import long_lived_objects
     from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
-    from glueinfo.haizea.site import HaizeaError, site_element, site_nodes, to_bytes
+    from glueinfo.haizea.site import site_element, site_nodes, to_bytes
     from glueinfo.site.node_settings import node_settings
 
     config = site_config(args, config)
@@ -46,22 +46,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
     now = clock()
     nodes = site_nodes(site, now, settings)
     failed: list[str] = []
-    try:
-        if not args.lwf:
-            document = to_bytes(site_element(nodes))
-        else:
-            from glueinfo.haizea.workload import workload_document
-            from glueinfo.lrms.registry import site_jobs
+    # no host left to describe: HaizeaError (a PublicationError), one line and exit 1
+    if not args.lwf:
+        document = to_bytes(site_element(nodes))
+    else:
+        from glueinfo.haizea.workload import workload_document
+        from glueinfo.lrms.registry import site_jobs
 
-            jobs, failed = site_jobs(site.model.ces, clock=clock)  # each failure is logged once by the registry
-            info = site.model.site
-            name = args.name or info.name or info.unique_id or "glueinfo"
-            ces = [ce.unique_id for ce in site.model.ces if ce.lrms != "fork"]
-            preemptible = None if args.preemptible is None else args.preemptible == "yes"
-            document = workload_document(name, ces, nodes, jobs, now, preemptible)
-    except HaizeaError as exc:
-        print(f"glueinfo: {exc}", file=sys.stderr)
-        return 1
+        jobs, failed = site_jobs(site.model.ces, clock=clock)  # each failure is logged once by the registry
+        info = site.model.site
+        name = args.name or info.name or info.unique_id or "glueinfo"
+        ces = [ce.unique_id for ce in site.model.ces if ce.lrms != "fork"]
+        preemptible = None if args.preemptible is None else args.preemptible == "yes"
+        document = workload_document(name, ces, nodes, jobs, now, preemptible)
     sys.stdout.buffer.write(document)
     sys.stdout.flush()
     return 1 if failed else 0

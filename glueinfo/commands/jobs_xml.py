@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.cli import UsageError
+    from glueinfo.core.errors import UsageError
     from glueinfo.lrms.registry import site_jobs
     from glueinfo.run.job_objects import with_private_fields
     from glueinfo.site.assemble import default_local_fqdn

@@ -45,7 +45,7 @@ def read_snapshots(paths: list[str]) -> list[HostSnapshot]:
     """Every snapshot in these files and directories, read as [node] site_snapshots are
     (glueinfo.gather.snapshot_files: JSON or Node XML); the first one that cannot be read is a
     one-line UsageError."""
-    from glueinfo.cli import UsageError
+    from glueinfo.core.errors import UsageError
     from glueinfo.gather.snapshot_files import read_snapshot_file, snapshot_paths
 
     snapshots: list[HostSnapshot] = []
@@ -71,7 +71,7 @@ def report_warnings(warnings: list[str], verbose: int) -> None:
 
 
 def run_check(path: str, config: Config) -> int:
-    from glueinfo.cli import UsageError
+    from glueinfo.core.errors import UsageError
     from glueinfo.glue.schema import SchemaError, SchemaUnavailable, check_ldif_text, load_schema
 
     try:

@@ -38,31 +38,27 @@ def run(args: argparse.Namespace, config: Config) -> int:
     )
     from glueinfo.gather.snapshot_files import SiteFiles
     from glueinfo.site.node_settings import node_settings
-    from glueinfo.sss.node_templates import NodeRenderError
     from glueinfo.sss.node_xml import render_node
 
     config = site_config(args, config)
     clock = clock_from_environment()
     settings = node_settings(config)
     site = args.site or bool(args.snapshot) or args.no_local
-    try:
-        if not site:
-            local = local_probe(args, config, clock)()
-            for result in local.collectors:
-                if not result.success:
-                    log.warning("collector %s failed: %s", result.name, result.error)
-            sys.stdout.buffer.write(render_node(local, clock(), settings, pretty=not args.compact))
-            return 0
-        if args.snapshot:
-            errors: list[str] = []
-            if not SiteFiles(args.snapshot).load(on_error=errors.append) and errors:  # nothing usable among the files asked for
-                print(f"glueinfo: {errors[0]}", file=sys.stderr)
-                return 2
-            paths = list(config.section("node")["site_snapshots"]) + list(args.snapshot)
-            config = config.with_values("node", site_snapshots=paths)
-        assembled = make_assembler(args, config, without_local=args.no_local, clock=clock).once()
-        print_documents(publisher_for(args, config).documents(assembled), "node-xml", pretty=not args.compact)
-    except NodeRenderError as exc:
-        print(f"glueinfo: {exc}", file=sys.stderr)
-        return 1
+    # a snapshot with no host name: NodeRenderError (a PublicationError), one line and exit 1
+    if not site:
+        local = local_probe(args, config, clock)()
+        for result in local.collectors:
+            if not result.success:
+                log.warning("collector %s failed: %s", result.name, result.error)
+        sys.stdout.buffer.write(render_node(local, clock(), settings, pretty=not args.compact))
+        return 0
+    if args.snapshot:
+        errors: list[str] = []
+        if not SiteFiles(args.snapshot).load(on_error=errors.append) and errors:  # nothing usable among the files asked for
+            print(f"glueinfo: {errors[0]}", file=sys.stderr)
+            return 2
+        paths = list(config.section("node")["site_snapshots"]) + list(args.snapshot)
+        config = config.with_values("node", site_snapshots=paths)
+    assembled = make_assembler(args, config, without_local=args.no_local, clock=clock).once()
+    print_documents(publisher_for(args, config).documents(assembled), "node-xml", pretty=not args.compact)
     return 0

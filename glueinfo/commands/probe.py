@@ -32,15 +32,12 @@ def warn(args: argparse.Namespace, message: str) -> None:
 
 
 def collect_from_args(args: argparse.Namespace, config: Config) -> HostSnapshot:
-    """Probe as the command line and config say; shared by every command that probes."""
-    from glueinfo.cli import UsageError
-    from glueinfo.host.collect import CollectorError, probe
+    """Probe as the command line and config say; shared by every command that probes.
+    CollectorError (a ConfigurationError: exit 2) for unknown collectors or host root."""
+    from glueinfo.host.collect import probe
 
-    try:
-        return probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
-                     on_error=lambda message: warn(args, message))
-    except CollectorError as exc:
-        raise UsageError(str(exc)) from None
+    return probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
+                 on_error=lambda message: warn(args, message))
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

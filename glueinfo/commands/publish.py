@@ -115,13 +115,11 @@ def summary_line(url: str, bases: tuple[str, ...], report: PublishReport) -> str
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.cli import UsageError
     from glueinfo.commands.ldif import report_warnings
     from glueinfo.commands.site_options import assemble_once, clock_from_environment, make_assembler, publisher_for, site_config
-    from glueinfo.glue.glue2.ces import Glue2Error
+    from glueinfo.core.errors import UsageError
     from glueinfo.glue.glue2.publish import load_times, save_times
     from glueinfo.glue.ldapsync import PublishError, default_state_file
-    from glueinfo.glue.templates import TemplateError
     from glueinfo.publish.outputs.ldap import ldap_targets, publish_bases, sync_site
 
     overrides = {key: value for key, value in (("url", args.ldap), ("bind_dn", args.bind_dn),
@@ -143,7 +141,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     times_file = f"{state_file}.glue2-times" if state_file else None
     publisher = publisher_for(args, config, times=load_times(times_file) if times_file else None)
     settings = publisher.settings
-    try:  # an unreadable password file or a base no bind DN can write: the config is wrong
+    try:  # an unreadable password file or a base no bind DN can write: the config is wrong (exit 2, not 1)
         targets = ldap_targets(settings, publish_bases(settings, tuple(args.extra_base)), state_file)
     except PublishError as exc:
         raise UsageError(f"publish: {exc}") from None
@@ -165,10 +163,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     # their millions of objects again and again while the tree is built.
     gc.freeze()
     documents = publisher.documents(site)
-    try:
-        entries = documents.entries()
-    except (TemplateError, Glue2Error) as exc:
-        raise UsageError(str(exc)) from None
+    entries = documents.entries()  # TemplateError, Glue2Error: the config is wrong, exit 2
     if times_file and publisher.times is not None and documents.glue2 is not None:
         unsaved = save_times(times_file, publisher.times)
         if unsaved:

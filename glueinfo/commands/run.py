@@ -37,7 +37,7 @@ def setup_logging(args: argparse.Namespace) -> None:
     """INFO by default (one line per cycle); -v for debug, -q for warnings only; stderr plus --log-file / --syslog."""
     import logging.handlers
 
-    from glueinfo.cli import UsageError
+    from glueinfo.core.errors import UsageError
 
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -67,23 +67,20 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from glueinfo.cli import UsageError
     from glueinfo.commands.site_options import clock_from_environment
     from glueinfo.core.config import load
     from glueinfo.run.gc_policy import CollectorPolicy
     from glueinfo.run.malloc_policy import use_one_arena
-    from glueinfo.run.provider import Provider, ServiceError
+    from glueinfo.run.provider import Provider
 
     setup_logging(args)
     if not args.once:
         use_one_arena(os.environ)  # before any thread: see glueinfo.run.malloc_policy
     config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
     clock = clock_from_environment()
-    try:
-        provider = Provider(config, clock=clock, host_root=args.host_root, enable=args.collector,
-                            disable=args.no_collector, collector_policy=None if args.once else CollectorPolicy(clock))
-    except ServiceError as exc:
-        raise UsageError(str(exc)) from None
+    # a config it cannot run with: ServiceError or ConfigError (ConfigurationErrors), exit 2
+    provider = Provider(config, clock=clock, host_root=args.host_root, enable=args.collector,
+                        disable=args.no_collector, collector_policy=None if args.once else CollectorPolicy(clock))
 
     if args.once:
         return run_once(provider)
@@ -91,10 +88,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.run.scheduler import Service
 
     service = Service(provider, reload_config=lambda: load(config_path))
-    try:
-        code = service.run()
-    except ServiceError as exc:
-        raise UsageError(str(exc)) from None
+    code = service.run()  # ServiceError (cannot listen, say): exit 2
     if service.abandoned:
         # A hung job's thread would keep the interpreter from exiting: leave now, the outputs are whole.
         logging.shutdown()

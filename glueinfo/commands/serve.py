@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     import dataclasses
 
-    from glueinfo.cli import UsageError
     from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, publisher_for, site_config
+    from glueinfo.core.errors import UsageError
     from glueinfo.run.history import History
     from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
     from glueinfo.run.http_output import refreshed

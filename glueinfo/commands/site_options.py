@@ -31,7 +31,7 @@ def clock_from_environment() -> Callable[[], float]:
     try:
         fixed = float(raw)
     except ValueError:
-        from glueinfo.cli import UsageError
+        from glueinfo.core.errors import UsageError
 
         raise UsageError(f"${CLOCK_VARIABLE}={raw[:40]!r} is not a time in epoch seconds") from None
     return lambda: fixed
@@ -47,19 +47,14 @@ def site_config(args: argparse.Namespace, config: Config) -> Config:
 def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], float]) -> Callable[[], Any]:
     """How the ``local`` source probes this host: the command line's collectors, [node]
     resources attached, collector failures warned about by name."""
-    def probe() -> Any:
-        from glueinfo.cli import UsageError
+    def probe() -> Any:  # CollectorError: the local source reports it as its failure
         from glueinfo.commands.probe import warn
-        from glueinfo.host.collect import CollectorError
         from glueinfo.host.collect import probe as run_probe
         from glueinfo.site.node_settings import node_settings
         from glueinfo.sss.node_resources import attach_resources
 
-        try:
-            snapshot = run_probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
-                                 on_error=lambda message: warn(args, message), clock=clock)
-        except CollectorError as exc:
-            raise UsageError(str(exc)) from None
+        snapshot = run_probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
+                             on_error=lambda message: warn(args, message), clock=clock)
         return attach_resources(snapshot, node_settings(config).resources)
 
     return probe
@@ -67,21 +62,16 @@ def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], fl
 
 def make_assembler(args: argparse.Namespace, config: Config, *, without_local: bool = False,
                    clock: Callable[[], float] | None = None) -> Any:
-    """The site assembler for a one-shot command (glueinfo.site.assemble); UsageError for
-    unknown sources or a bad site model."""
-    from glueinfo.cli import UsageError
-    from glueinfo.core.config import ConfigError
-    from glueinfo.gather.registry import SourceError, enabled_sources
+    """The site assembler for a one-shot command (glueinfo.site.assemble); SourceError or
+    ConfigError (ConfigurationErrors: exit 2) for unknown sources or a bad site model."""
+    from glueinfo.gather.registry import enabled_sources
     from glueinfo.site.assemble import SiteAssembler
 
     clock = clock or clock_from_environment()
-    try:
-        sources = enabled_sources(config, on_error=lambda message: None)
-        if without_local:
-            sources = [s for s in sources if s.name != "local"]
-        return SiteAssembler(config, clock=clock, sources=sources, probe=local_probe(args, config, clock))
-    except (SourceError, ConfigError) as exc:
-        raise UsageError(str(exc)) from None
+    sources = enabled_sources(config, on_error=lambda message: None)
+    if without_local:
+        sources = [s for s in sources if s.name != "local"]
+    return SiteAssembler(config, clock=clock, sources=sources, probe=local_probe(args, config, clock))
 
 
 def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], float],
@@ -99,34 +89,23 @@ def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], 
 def publisher_for(args: argparse.Namespace, config: Config, *, versions: tuple[str, ...] | None = None,
                   **options: Any) -> Any:
     """The publish layer's Publisher (glueinfo.publish.documents) for a one-shot command: [glue]
-    versions unless the command line chose (``versions``), --no-hosts honoured; UsageError for
-    bad settings."""
-    from glueinfo.cli import UsageError
-    from glueinfo.core.config import ConfigError
+    versions unless the command line chose (``versions``), --no-hosts honoured; ConfigError
+    (exit 2) for bad settings."""
     from glueinfo.publish.documents import Publisher
     from glueinfo.site.publish_settings import publish_settings
 
-    try:
-        settings = publish_settings(config, versions=versions,
-                                    publish_hosts=False if getattr(args, "no_hosts", False) else None)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+    settings = publish_settings(config, versions=versions,
+                                publish_hosts=False if getattr(args, "no_hosts", False) else None)
     return Publisher(settings, **options)
 
 
 def print_documents(documents: Any, document: str, *, pretty: bool = True) -> None:
-    """One document on stdout through the ``stdout`` output; UsageError for a bad template or
-    malformed GLUE 2 settings (the config is wrong)."""
+    """One document on stdout through the ``stdout`` output; TemplateError or Glue2Error
+    (ConfigurationErrors: exit 2) for a bad template or malformed GLUE 2 settings."""
     import sys
 
-    from glueinfo.cli import UsageError
-    from glueinfo.glue.glue2.ces import Glue2Error
-    from glueinfo.glue.templates import TemplateError
     from glueinfo.publish.outputs import Publication
     from glueinfo.publish.outputs.stdout import StdoutOutput
 
     sys.stdout.flush()
-    try:
-        StdoutOutput(document, sys.stdout.buffer, pretty).publish(Publication(documents))
-    except (TemplateError, Glue2Error) as exc:
-        raise UsageError(str(exc)) from None
+    StdoutOutput(document, sys.stdout.buffer, pretty).publish(Publication(documents))
