@@ -219,7 +219,7 @@ def change_schedule(changes: int, ticks: int) -> dict[int, int]:
     return schedule
 
 
-def write_config(workdir: str, spool: str, interval: float, local: bool) -> str:
+def write_config(workdir: str, spool: str, interval: float, local: bool, serve: bool = False) -> str:
     lines = [
         "[site]",
         "id = EXAMPLE-SPOOL",
@@ -244,6 +244,9 @@ def write_config(workdir: str, spool: str, interval: float, local: bool) -> str:
         f"spool_dir = {spool}",
         f"drop_after = {max(3600.0, 10 * interval):g}",
     ]
+    if serve:  # the HTTP output too (issue 24: at most 1.2x the RSS without it)
+        lines += ["[serve]", "listen = 127.0.0.1:0"]
+        lines.insert(lines.index("[run]") + 1, "serve = yes")
     os.makedirs(os.path.join(workdir, "out"), exist_ok=True)
     path = os.path.join(workdir, "glueinfo.conf")
     with open(path, "w") as handle:
@@ -251,12 +254,12 @@ def write_config(workdir: str, spool: str, interval: float, local: bool) -> str:
     return path
 
 
-def make_site(workdir: str, hosts: int, interval: float, local: bool) -> tuple[SpoolSite, str]:
+def make_site(workdir: str, hosts: int, interval: float, local: bool, serve: bool = False) -> tuple[SpoolSite, str]:
     spool = os.path.join(workdir, "spool")
     os.makedirs(spool)
     site = SpoolSite(spool, hosts)
     site.write_all()
-    return site, write_config(workdir, spool, interval, local)
+    return site, write_config(workdir, spool, interval, local, serve)
 
 
 # -- the daemon's log ---------------------------------------------------------------------------
@@ -379,12 +382,12 @@ def stop(proc: Optional[subprocess.Popen]) -> None:
         pass
 
 
-def measure(hosts: int, minutes: float, interval: float, local: bool, verbose: bool) -> Result:
+def measure(hosts: int, minutes: float, interval: float, local: bool, verbose: bool, serve: bool = False) -> Result:
     workdir = tempfile.mkdtemp(prefix=f"glueinfo-incremental-{hosts}-")
     proc: Optional[subprocess.Popen] = None
     try:
         began = time.monotonic()
-        site, config = make_site(workdir, hosts, interval, local)
+        site, config = make_site(workdir, hosts, interval, local, serve)
         setup_s = time.monotonic() - began
         log_path = os.path.join(workdir, "run.log")
         with open(log_path, "wb") as log:
@@ -723,6 +726,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=5.0, help="measured window per size, in minutes (default 5)")
     parser.add_argument("--interval", type=float, default=60.0, help="gather interval and workers' rewrite period, s (default 60)")
     parser.add_argument("--local", action="store_true", help="also run this head node's collectors ([sources] enabled = local, spool)")
+    parser.add_argument("--serve", action="store_true", help="also answer HTTP ([run] serve = yes): the http output's memory")
     parser.add_argument("--cold", type=int, metavar="N", help="only the cold build of N hosts (aggregate + render + schema check)")
     parser.add_argument("--profile", action="store_true", help="only profile one steady interval's jobs, in-process (first --hosts size)")
     parser.add_argument("--quick", type=int, nargs="?", const=5, metavar="INTERVALS",
@@ -754,13 +758,14 @@ def main() -> int:
             return 0
         print(f"glueinfo run on a spool site: {args.minutes:g} min window at a {args.interval:g} s interval, every host rewritten "
               f"each interval, {CHANGES_PER_HOUR:.0%} of hosts changing hardware/OS per hour; "
-              f"{'local collectors on' if args.local else 'local collectors off'}; {os.cpu_count()} CPUs; "
+              f"{'local collectors on' if args.local else 'local collectors off'}; {'HTTP on' if args.serve else 'no HTTP'}; "
+              f"{os.cpu_count()} CPUs; "
               f"load average now {' '.join(f'{x:.2f}' for x in load_average())}; a 10-million-step Python loop takes "
               f"{loop_seconds():.2f} CPU-s (the writer's CPU per rewrite, below, is the yardstick during each run)", flush=True)
         print(HEADER, flush=True)
         failed = False
         for hosts in sizes:
-            result = measure(hosts, args.minutes, args.interval, args.local, args.verbose)
+            result = measure(hosts, args.minutes, args.interval, args.local, args.verbose, args.serve)
             report(result)
             target_cpu, target_mb = TARGETS.get(hosts, (None, None))
             if target_cpu is not None and (result.cpu_per_hour > target_cpu or (target_mb is not None and result.peak_mb > target_mb)):

@@ -30,14 +30,18 @@ from glueinfo.core.errors import UsageError as UsageError  # where code written 
 COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("probe", "print this host's snapshot as JSON"),
     "collectors": ("collectors", "list collectors, where they come from and whether they are enabled"),
-    "ldif": ("ldif", "print the GLUE 1.3 resource tree as LDIF (a BDII provider); --check FILE checks any LDIF"),
-    "publish": ("publish", "synchronise the GLUE 1.3 tree into an LDAP server (adds, changed attributes, deletes)"),
+    "ldif": ("ldif", "print the site's GLUE trees ([glue] versions: 1.3 o=grid, 2.0 o=glue) as LDIF (a BDII provider); "
+                       "--check FILE checks any LDIF"),
+    "publish": ("publish", "synchronise the GLUE trees into an LDAP server, each suffix bound as its own DN (adds, changed "
+                            "attributes, deletes)"),
     "node-xml": ("node_xml", "print this host as an SSS Node (XML), or with --site a <Data> of every host's Node"),
-    "serve": ("serve", "serve /node.xml, /nodes.xml, /ldif, /health and SSSRMAP queries (POST /SSSRMAP3) over HTTP"),
-    "gather": ("gather", "gather the site's hosts from every enabled source (local, agents, spool, ganglia) once and print them"),
+    "serve": ("serve", "serve the status page, /node.xml, /nodes.xml, /ldif, /glue2.json, /haizea/site.xml, /health, /metrics "
+                        "and SSSRMAP queries (POST /SSSRMAP3) over HTTP"),
+    "gather": ("gather", "gather the site's hosts from every enabled source (local, agents, spool, ganglia, prometheus, "
+                          "node_exporter) once and print them"),
     "jobs-xml": ("jobs_xml", "print the CEs' batch jobs as SSS Job objects (XML <Data> of <Job>)"),
     "haizea": ("haizea", "print the site as a Haizea <site>, or with --lwf its batch jobs as a lease workload (LWF)"),
-    "run": ("run", "the periodic provider: refresh, write the LDIF and Node XML files, sync LDAP, until SIGTERM"),
+    "run": ("run", "the periodic provider: refresh, then publish to every output (files, LDAP, HTTP), until SIGTERM"),
     "check": ("check", "a Nagios-compatible probe of a running glueinfo (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)"),
     "glue2-json": ("glue2_json", "print the GLUE 2 objects (the o=glue tree) in the OGF GLUE 2 JSON rendering"),
 }

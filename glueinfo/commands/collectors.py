@@ -7,7 +7,7 @@ import logging
 
 from glueinfo.core.config import Config
 
-log = logging.getLogger("glueinfo.collectors")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,9 +3,10 @@
 The site is assembled as every command assembles it (glueinfo.site.assemble).
 ``--format json`` (default) prints every host with its freshness, sources
 and merged snapshot, and every failure; ``summary`` one line a host;
-``ldif`` the GLUE 1.3 tree, byte for byte what ``glueinfo ldif`` prints
+``ldif`` the GLUE trees ``[glue] versions`` names, byte for byte what ``glueinfo ldif`` prints
 (stale hosts kept out of free-CPU figures); ``node-xml`` a ``<Data>`` with
-every host's Node (stale ones State Unknown), what ``node-xml --site`` prints.  Failures are logged on stderr with the host's name;
+every host's Node (stale ones State Unknown), what ``node-xml --site`` prints;
+both made by the publish layer (glueinfo.publish).  Failures are logged on stderr with the host's name;
 the exit code is 1 only when no host at all could be gathered.
 """
 

@@ -17,7 +17,7 @@ import time
 
 from glueinfo.core.config import Config
 
-log = logging.getLogger("glueinfo.jobs_xml")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ import sys
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
 
-log = logging.getLogger("glueinfo.ldif")
+log = logging.getLogger(__name__)
 
 SHOWN_WARNINGS = 10
 

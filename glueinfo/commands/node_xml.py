@@ -14,7 +14,7 @@ import sys
 
 from glueinfo.core.config import Config
 
-log = logging.getLogger("glueinfo.node_xml")
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

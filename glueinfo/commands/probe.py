@@ -28,7 +28,7 @@ def warn(args: argparse.Namespace, message: str) -> None:
     from glueinfo.cli import setup_logging
 
     setup_logging(args.verbose)
-    logging.getLogger("glueinfo.probe").warning("%s", message)
+    logging.getLogger(__name__).warning("%s", message)
 
 
 def collect_from_args(args: argparse.Namespace, config: Config) -> HostSnapshot:

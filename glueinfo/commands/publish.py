@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ldap", metavar="URL", help="LDAP server, e.g. ldap://127.0.0.1:2170 (config: [ldap] url)")
-    parser.add_argument("--bind-dn", metavar="DN", help="DN to bind as (config: [ldap] bind_dn)")
-    parser.add_argument("--password-file", metavar="FILE", help="file whose first line is the bind password "
+    parser.add_argument("--bind-dn", metavar="DN", help="DN to bind as, or one DN per suffix separated by ';' as BDII "
+                                                        "lays its server out, e.g. 'o=grid; o=glue' (config: [ldap] bind_dn)")
+    parser.add_argument("--password-file", metavar="FILE", help="file whose first line is the bind password: one for "
+                                                                "all DNs or one per DN separated by ';' "
                                                                 "(config: [ldap] password_file)")
     parser.add_argument("--base", metavar="DN", help="publish under this DN (config: [glue] base_dn)")
     parser.add_argument("--extra-base", action="append", default=[], metavar="DN",

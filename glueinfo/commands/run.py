@@ -1,4 +1,4 @@
-"""`glueinfo run`: the periodic provider, a long-running service (systemd: etc/systemd/glueinfo.run.provider).
+"""`glueinfo run`: the periodic provider, a long-running service (systemd: etc/systemd/glueinfo.service).
 
 Wiring only: logging, the config file to re-read on SIGHUP, then
 glueinfo.run.provider.Provider (what each job does) under glueinfo.run.scheduler.Service
@@ -16,7 +16,7 @@ from typing import Any
 
 from glueinfo.core.config import Config
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 LOG_FORMAT = "%(asctime)s glueinfo[%(process)d]: %(levelname)s: %(message)s"
 SYSLOG_FORMAT = "glueinfo[%(process)d]: %(levelname)s: %(message)s"

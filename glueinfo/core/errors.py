@@ -43,6 +43,7 @@ every exception class in the package, its parent and its built-in bases)::
             TemplateError           glueinfo.glue.templates         also ValueError
             Glue2Error              glueinfo.glue.glue2.ces         also ValueError
             ServiceError            glueinfo.run.plan
+            OutputError             glueinfo.publish.outputs
         InputError                  glueinfo.core.errors
             ModelError              glueinfo.core.model             also ValueError
             UnitError               glueinfo.core.units             also ValueError
@@ -74,10 +75,6 @@ every exception class in the package, its parent and its built-in bases)::
                 SlurmOutputError    glueinfo.lrms.plugins.slurm
             CheckError              glueinfo.commands.check
                 Unreachable         glueinfo.commands.check
-        OutputError                 glueinfo.publish.outputs
-
-``OutputError`` (an output that cannot be made from its section, or cannot
-be loaded) is still a direct child: it belongs under ConfigurationError.
 
 Module-private signals are no errors of glueinfo's: each is raised and
 caught inside its own module, never reaches a caller, and carries no

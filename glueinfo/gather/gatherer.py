@@ -47,7 +47,7 @@ from glueinfo.gather.identity import fold_short_names, host_key
 from glueinfo.gather.merge import merge
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport, enabled_sources
 
-log = logging.getLogger("glueinfo.gather")
+log = logging.getLogger(__name__)
 
 # Extra time a source gets beyond the gather deadline before it is abandoned.
 GRACE_S = 1.0

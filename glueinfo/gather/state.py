@@ -39,7 +39,7 @@ from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot, ModelError
 from glueinfo.core.text import one_line
 
-log = logging.getLogger("glueinfo.state")
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 MAX_STATE_FILE = 64 * 2**20

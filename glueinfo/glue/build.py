@@ -54,7 +54,7 @@ from glueinfo.site.aggregate import SiteGroups
 from glueinfo.site.assemble import AssembledSite
 from glueinfo.site.model import SiteModel
 
-log = logging.getLogger("glueinfo.glue")
+log = logging.getLogger(__name__)
 
 AUTO = "auto"  # load the schema named by [glue] schema_dir
 

@@ -60,7 +60,7 @@ from glueinfo.core.ldif import Entry, normalise_dn, parent_dn, parse_dn, value_t
 if TYPE_CHECKING:  # ldap3 is imported when a publish talks to a server, not when this module loads
     from ldap3 import Connection
 
-log = logging.getLogger("glueinfo.publish")
+log = logging.getLogger(__name__)
 
 STATE_VERSION = 3  # 3: several bases, the newest entryCSN per base
 # Above this many entries to compare in full, one subtree search beats one base search each.

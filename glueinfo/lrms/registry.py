@@ -31,7 +31,7 @@ from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
 from glueinfo.core.text import one_line
 from glueinfo.lrms.vo_map import VoMap
 
-log = logging.getLogger("glueinfo.lrms")
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "glueinfo.lrms"
 

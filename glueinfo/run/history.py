@@ -24,7 +24,7 @@ from glueinfo.core.atomicwrite import WriteError, write_atomic
 from glueinfo.core.model import QueueState
 from glueinfo.core.text import one_line
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 FILE_NAME = "status-history.json"
 FORMAT = 1

@@ -60,7 +60,7 @@ from glueinfo.sss.sssrmap import (
     failure_bytes,
 )
 
-log = logging.getLogger("glueinfo.serve")
+log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7170

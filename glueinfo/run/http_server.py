@@ -52,7 +52,7 @@ import h11
 
 from glueinfo.core.text import one_line
 
-log = logging.getLogger("glueinfo.serve")
+log = logging.getLogger(__name__)
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 

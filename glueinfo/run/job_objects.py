@@ -32,7 +32,7 @@ from glueinfo.core.config import Config
 from glueinfo.core.job import PRIVATE_FIELDS_OPTION
 from glueinfo.sss.object_sets import job_object_set
 
-log = logging.getLogger("glueinfo.serve_jobs")
+log = logging.getLogger(__name__)
 
 
 def with_private_fields(ces: Sequence[Any], private: Collection[str]) -> list[Any]:

@@ -22,7 +22,7 @@ from glueinfo.core.model import HostSnapshot
 from glueinfo.core.runstats import JobStats
 from glueinfo.run.plan import Plan
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 
 def combine_local(slow: Optional[HostSnapshot], fast: HostSnapshot, order: Sequence[str] = ()) -> HostSnapshot:

@@ -21,7 +21,7 @@ import ctypes.util
 import logging
 from collections.abc import Mapping
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # glibc's malloc.h
 

@@ -42,7 +42,7 @@ from prometheus_client.registry import Collector
 
 from glueinfo.run.stats import HealthRow, Status
 
-log = logging.getLogger("glueinfo.serve")
+log = logging.getLogger(__name__)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

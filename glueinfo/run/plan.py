@@ -10,7 +10,7 @@ from typing import Any
 from glueinfo.core.config import Config, ConfigError
 from glueinfo.core.errors import ConfigurationError
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 
 class ServiceError(ConfigurationError):
@@ -70,25 +70,23 @@ class Plan:
 
 def _selected_collector_names(config: Config, enable: Iterable[str], disable: Iterable[str]) -> list[str]:
     """The collectors glueinfo probe would run with this config and these command-line lists."""
-    from glueinfo.host.collect import CollectorError, all_collectors, select
+    from glueinfo.host.collect import all_collectors, select
 
     section = config.section("collectors")
     enable, disable = set(enable), set(disable)
-    try:
-        chosen = select(all_collectors(lambda message: log.warning("%s", message)),
-                        enable=(set(section["enable"]) - disable) | enable,
-                        disable=(set(section["disable"]) - enable) | disable)
-    except CollectorError as exc:
-        raise ServiceError(str(exc)) from None
+    chosen = select(all_collectors(lambda message: log.warning("%s", message)),  # CollectorError: a ConfigurationError
+                    enable=(set(section["enable"]) - disable) | enable,
+                    disable=(set(section["disable"]) - enable) | disable)
     return [c.name for c in chosen]
 
 
 def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> Plan:
-    """Check a config as far as running it needs; ServiceError or ConfigError (one line) when it cannot run."""
-    from glueinfo.gather.registry import SourceError, enabled_sources
+    """Check a config as far as running it needs; a ConfigurationError (one line: ServiceError,
+    ConfigError, CollectorError, SourceError, TemplateError) when it cannot run."""
+    from glueinfo.gather.registry import enabled_sources
     from glueinfo.glue.glue2.publish import schema_for
     from glueinfo.glue.schema import load_glue_schema
-    from glueinfo.glue.templates import TemplateError, load_templates
+    from glueinfo.glue.templates import load_templates
     from glueinfo.site.assemble import default_local_fqdn
     from glueinfo.site.from_config import site_from_config
     from glueinfo.site.publish_settings import publish_settings
@@ -102,15 +100,10 @@ def make_plan(config: Config, enable: Iterable[str] = (), disable: Iterable[str]
     slow = tuple(n for n in names if n not in settings.fast_collectors)
     if not fast:  # nothing fast: every collector runs at the fast interval, so this host never goes stale
         fast, slow = tuple(names), ()
-    try:
-        sources = enabled_sources(config, on_error=lambda message: log.warning("%s", message))
-    except SourceError as exc:
-        raise ServiceError(str(exc)) from None
-    try:
-        site = site_from_config(config, default_local_fqdn(config))
-        templates = load_templates(site.glue.templates_dir)
-    except TemplateError as exc:
-        raise ServiceError(str(exc)) from None
+    # SourceError, TemplateError: ConfigurationErrors, as the caller expects of a config it cannot run with.
+    sources = enabled_sources(config, on_error=lambda message: log.warning("%s", message))
+    site = site_from_config(config, default_local_fqdn(config))
+    templates = load_templates(site.glue.templates_dir)
     schema = load_glue_schema(site.glue.schema_dir, bool(site.glue.static_ldif_dir))
     publish = publish_settings(config)
     glue2_schema = schema_for(publish.publishes("2.0") and bool(publish.site_id), site.glue.schema_dir)

@@ -16,15 +16,17 @@ input is refreshed.  Its jobs, each on its own interval ([run] section):
   system, asked with the fresh hosts of its cluster.  Every publish uses
   the latest answer, so CE state is never older than this interval.
 
-Each job is followed by a **publish**: the site assembled, the checked GLUE
-tree rendered (glueinfo.glue.build), the Node XML rendered through
-glueinfo.run.http's NodeStore (so ``[run] serve`` answers exactly what was
-written), both files given their new bytes (glueinfo.publish.outputs.file: rewritten
-only when they change, else marked fresh), the LDAP server synchronised when
-``[run] ldap_sync`` is on (glueinfo.publish.outputs.ldap), and the state saved
-(hosts' last good snapshots, SubCluster ids).  One publish at a time.  A
-publish whose hosts, their times and freshness, and CE states are the same
-as the last one's renders nothing and only marks the files fresh.
+Each job is followed by a **publish**: the site assembled, its documents
+made by the publish layer (glueinfo.publish.documents: the checked GLUE
+trees, the Node XML), and the same publication handed to every output in
+turn (glueinfo.publish.outputs): ``file`` ([run] ldif_file and node_xml_file,
+rewritten only when they change, else marked fresh), ``ldap`` when ``[run]
+ldap_sync`` is on, ``http`` when ``[run] serve`` is (so the server answers
+exactly what was written), each timed and failing alone; then the state is
+saved (hosts' last good snapshots, SubCluster ids).  One publish at a time.
+A publish whose hosts, their times and freshness, and CE states are the same
+as the last one's renders nothing: the outputs only mark what they hold
+fresh.
 
 Failures never stop the provider: a collector that raises or hangs is a
 WARNING naming it (its facts are left out); a full or read-only disk is a
@@ -33,8 +35,8 @@ is down is retried with doubling waits while the files keep being updated,
 and is fully re-synchronised when it answers again; entries it rejects are
 reported by DN at every publish until they are accepted.
 
-Self-metrics (per job: runs, failures, last duration, last success; per
-collector: failures and last success; LDAP status) are in ``/health`` and
+Self-metrics (per job and per output: runs, failures, last duration, last
+success; per collector: failures and last success; LDAP status) are in ``/health`` and
 are Extension elements of this host's own Node (``/node.xml``); the site's
 Node XML file stays the same document ``glueinfo node-xml --site`` prints.
 """
@@ -148,18 +150,14 @@ class Provider:
         return tuple(names)
 
     def _new_outputs(self, plan: Plan) -> list[Output]:
-        """The outputs this config publishes to, each made from its own section; ServiceError (one
+        """The outputs this config publishes to, each made from its own section; OutputError (one
         line) for one that cannot be made."""
-        from glueinfo.publish.outputs import OutputError
         from glueinfo.run.http_output import http_plugin
 
         context = OutputContext(plan.publish_settings, {name: plan.config.section(name) for name in ("run", "serve", "ldap")},
                                 self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
         available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])
-        try:
-            outputs = make_outputs(self._output_names(plan), context, available)
-        except OutputError as exc:
-            raise ServiceError(str(exc)) from None
+        outputs = make_outputs(self._output_names(plan), context, available)  # OutputError: a ConfigurationError
         self.publisher.keep_entries(any(isinstance(o, LdapOutput) for o in outputs))
         return outputs
 

@@ -37,10 +37,11 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from glueinfo.core.config import Config, ConfigError
-from glueinfo.run.provider import JOB_NAMES, Provider, ServiceError
+from glueinfo.core.config import Config
+from glueinfo.core.errors import ConfigurationError
+from glueinfo.run.provider import JOB_NAMES, Provider
 
-log = logging.getLogger("glueinfo.run")
+log = logging.getLogger(__name__)
 
 UTC = datetime.UTC
 
@@ -164,7 +165,7 @@ class Service:
         try:
             config = self.reload_config()
             self.provider.reload(config)
-        except (ConfigError, ServiceError) as exc:
+        except ConfigurationError as exc:  # ConfigError, ServiceError, SourceError, OutputError, ...
             log.error("SIGHUP: new config rejected, the running one stays: %s", exc)
             return False
         except Exception as exc:  # whatever it was, the running config must survive it

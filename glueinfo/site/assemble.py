@@ -58,7 +58,7 @@ from glueinfo.site.ids import SubClusterIds, memberships_from_entries
 from glueinfo.site.model import SiteModel, assign_clusters
 from glueinfo.site.state import SiteState
 
-log = logging.getLogger("glueinfo.site")
+log = logging.getLogger(__name__)
 
 LOCAL = "local"
 FILE_SOURCE = "file"  # how hosts from [node] site_snapshots are labelled

@@ -33,7 +33,7 @@ from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.state import HostStates, StateStore
 from glueinfo.site.ids import SubClusterIds
 
-log = logging.getLogger("glueinfo.state")
+log = logging.getLogger(__name__)
 
 IDS_FILE = "subclusters.json"
 LOCK_FILE = "lock"

@@ -18,7 +18,7 @@ from glueinfo.core.ldif import Entry, format_ldif
 from glueinfo.glue.build import check_and_order
 from glueinfo.glue.schema import Problem, Schema, SchemaUnavailable, load_schema
 
-log = logging.getLogger("glueinfo.glue")
+log = logging.getLogger(__name__)
 
 GLUE2_SCHEMA_FILES = ("core.schema", "cosine.schema", "GLUE20.schema")
 

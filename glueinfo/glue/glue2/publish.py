@@ -19,7 +19,7 @@ from glueinfo.glue.glue2.times import CreationTimes
 if TYPE_CHECKING:
     from glueinfo.site.assemble import AssembledSite
 
-log = logging.getLogger("glueinfo.glue")
+log = logging.getLogger(__name__)
 
 LOAD_SCHEMA: Any = object()  # build_glue2's default: read GLUE20.schema now (a one-shot command)
 

@@ -29,7 +29,7 @@ from typing import Optional
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.glue.schema.parse import Schema
 
-log = logging.getLogger("glueinfo.glue.schema")
+log = logging.getLogger(__name__)
 
 DEFAULT_SCHEMA_DIR = "/etc/ldap/schema"
 # What BDII's slapd includes (bdii-slapd.conf), minus nis.schema and BDII's own

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from glueinfo.core.errors import GlueinfoError
+from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.plugins import OnError, builtin, entry_point_plugins, merge
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
@@ -38,7 +38,7 @@ ENTRY_POINT_GROUP = "glueinfo.outputs"
 BUILTIN_MODULES = ("stdout", "file", "ldap")
 
 
-class OutputError(GlueinfoError):
+class OutputError(ConfigurationError):
     """An output that cannot be made (a bad setting) or cannot be loaded; one line."""
 
 

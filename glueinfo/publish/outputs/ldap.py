@@ -47,6 +47,15 @@ class LdapOutcome:
     error: Optional[str] = None
 
 
+def refusal_summary(rejected: Sequence[str]) -> str:
+    """One line for a cycle's refusals: how many writes the server refused, how many entries below
+    them were therefore not sent, and the first refusal by DN and reason."""
+    not_sent = [line for line in rejected if ": add refused: notSent (0)" in line]
+    refused = [line for line in rejected if line not in not_sent] or not_sent
+    below = f" ({len(not_sent)} entries below them not sent)" if not_sent and refused is not not_sent else ""
+    return f"{len(refused)} writes refused{below}, first: {refused[0]}"
+
+
 class LdapSync:
     """Calls ``sync(entries)`` after each publish, backing off while the server fails.
 
@@ -102,7 +111,7 @@ class LdapSync:
         self.next_attempt_at = 0.0
         self.refused_total += len(outcome.rejected)
         if outcome.rejected:  # one WARNING per cycle, every refusal at DEBUG
-            log.warning("LDAP %s: %d writes refused, first: %s", self.url, len(outcome.rejected), outcome.rejected[0])
+            log.warning("LDAP %s: %s", self.url, refusal_summary(outcome.rejected))
         for line in outcome.rejected:
             log.debug("LDAP %s: %s", self.url, line)
         if outcome.rejected:
@@ -263,7 +272,7 @@ class LdapOutput:
         note = f"LDAP +{outcome.added} ~{outcome.modified} -{outcome.deleted}"
         if outcome.rejected:
             return OutputResult(note=f"{note} ({len(outcome.rejected)} refused)", written=True,
-                                error=f"{len(outcome.rejected)} writes refused, first: {outcome.rejected[0]}")
+                                error=refusal_summary(outcome.rejected))
         return OutputResult(note=note, written=bool(outcome.added or outcome.modified or outcome.deleted))
 
 

@@ -55,3 +55,15 @@ def test_each_registry_is_its_own():
 
     make_registry(base)
     assert not any(m.name.startswith("glueinfo") for m in REGISTRY.collect())
+
+
+def test_each_output_reports_its_runs_failures_duration_and_success_and_refused_writes_are_counted():
+    got = samples(base(publish=PublishStatus(runs=3, ok=False, ldap_url="ldap://x", ldap_state="rejecting",
+                                             ldap_refused_total=7),
+                       output_plugins=(HealthRow("file", True, 0.5, 3, 0), HealthRow("ldap", False, 1.25, 3, 2, "2 writes refused"))))
+    assert got[("glueinfo_output_runs_total", (("output", "ldap"),))] == 3
+    assert got[("glueinfo_output_failures_total", (("output", "ldap"),))] == 2
+    assert got[("glueinfo_output_last_success", (("output", "ldap"),))] == 0
+    assert got[("glueinfo_output_last_success", (("output", "file"),))] == 1
+    assert got[("glueinfo_output_last_duration_seconds", (("output", "file"),))] == 0.5
+    assert got[("glueinfo_ldap_refused_writes_total", ())] == 7
