@@ -174,7 +174,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.verbose or not getattr(args._module, "LOGGING_ON_FIRST_WARNING", False):
         setup_logging(args.verbose)
     try:
-        config = load(args.config)
+        from glueinfo.commands.plugin_keys import plugin_keys
+
+        config = load(args.config, plugin_keys)
         return int(args._module.run(args, config) or 0)
     except GlueinfoError as exc:  # the one place a command's error is reported
         print(f"glueinfo: {one_line(exc, limit=2000)}", file=sys.stderr)

@@ -67,6 +67,7 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from glueinfo.commands.plugin_keys import plugin_keys
     from glueinfo.commands.site_options import clock_from_environment
     from glueinfo.core.config import load
     from glueinfo.run.gc_policy import CollectorPolicy
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     from glueinfo.run.scheduler import Service
 
-    service = Service(provider, reload_config=lambda: load(config_path))
+    service = Service(provider, reload_config=lambda: load(config_path, plugin_keys))
     code = service.run()  # ServiceError (cannot listen, say): exit 2
     if service.abandoned:
         # A hung job's thread would keep the interpreter from exiting: leave now, the outputs are whole.

@@ -14,25 +14,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
+from glueinfo.core.options import Option, parse_value
 
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
-
-
-@dataclass(frozen=True)
-class Option:
-    """One declared key: its type, default and a line of documentation."""
-
-    type: str  # str, int, float, bool, list, path
-    default: Any
-    doc: str
-    minimum: Optional[float] = None
-    choices: tuple[str, ...] = ()
 
 
 # section -> key -> Option.  Keep etc/glueinfo.conf.example in step with it.
@@ -307,10 +297,14 @@ SCHEMA: dict[str, dict[str, Option]] = {
                                  minimum=0.1),
         "ldap_retry_max": Option("float", 300.0, "Longest wait between LDAP retries", minimum=0.1),
         "serve": Option("bool", False, "Answer HTTP on [serve] listen from this process, with the state just published"),
+        "outputs": Option("list", [], "Further outputs every publish goes to, by an installed output plugin's name (its keys in "
+                          "[output:NAME]); file always, ldap and http as ldap_sync and serve say"),
         "shutdown_grace": Option("float", 5.0, "Seconds SIGTERM waits for a running job before abandoning it", minimum=0.0),
         "provider_max_age": Option("float", 600.0, "etc/bdii/glueinfo-provider refuses (prints nothing, exits 1) an ldif_file "
                                    "older than this many seconds", minimum=1.0),
     },
+    # An output plugin's own section: the keys are the ones the plugin declares (glueinfo.publish.outputs).
+    "output:*": {},
 }
 
 # Sections whose keys are the admin's own names.
@@ -329,10 +323,12 @@ class Config:
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (section, key) and (section, None) -> line number, for errors found after parsing
     lines: dict[tuple[str, Optional[str]], int] = field(default_factory=dict)
+    # Keys installed plugins declare (PluginKeys), when the file uses any: their defaults apply too.
+    plugin_schema: Mapping[str, Mapping[str, Option]] = field(default_factory=dict)
 
     def section(self, name: str) -> dict[str, Any]:
         """Typed values of a section, with defaults for keys not in the file."""
-        declared = _declared(name)
+        declared = _declared(name, self.plugin_schema)
         result = {key: opt.default for key, opt in (declared or {}).items()}
         result.update(self.values.get(name, {}))
         return result
@@ -348,56 +344,21 @@ class Config:
     def with_values(self, section: str, **values: Any) -> Config:
         """This config with some keys of one section set (a command line overriding the file)."""
         return Config(path=self.path, values={**self.values, section: {**self.values.get(section, {}), **values}},
-                      lines=self.lines)
+                      lines=self.lines, plugin_schema=self.plugin_schema)
 
 
-def _declared(section: str) -> Optional[dict[str, Option]]:
-    if section in SCHEMA:
-        return SCHEMA[section]
-    if ":" in section:
-        return SCHEMA.get(section.split(":", 1)[0] + ":*")
-    return None
+# Section (``ce:*``, ``sources``, ``output:NAME``) -> the keys installed plugins declare for it.
+PluginKeys = Mapping[str, Mapping[str, Option]]
 
 
-_TRUE = {"1", "yes", "true", "on"}
-_FALSE = {"0", "no", "false", "off"}
-
-
-def parse_value(opt: Option, raw: str) -> Any:
-    """Turn the text of one value into its declared type, or raise ValueError."""
-    raw = raw.strip()
-    if opt.type in ("str", "path"):
-        value: Any = raw
-    elif opt.type == "int":
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"expected a whole number, got {raw!r}") from None
-    elif opt.type == "float":
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"expected a number, got {raw!r}") from None
-    elif opt.type == "bool":
-        if raw.lower() in _TRUE:
-            value = True
-        elif raw.lower() in _FALSE:
-            value = False
-        else:
-            raise ValueError(f"expected yes/no (true/false, on/off, 1/0), got {raw!r}")
-    elif opt.type == "list":
-        value = [item for item in re.split(r"[,\s]+", raw) if item]
-    else:  # pragma: no cover - a mistake in SCHEMA
-        raise AssertionError(f"unknown option type {opt.type}")
-    if opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
-        raise ValueError(f"must be at least {opt.minimum:g}, got {raw!r}")
-    if opt.choices:
-        # a list's choices are what each of its items may be
-        bad = [item for item in value if item not in opt.choices] if opt.type == "list" else (
-            [] if value in opt.choices else [raw])
-        if bad:
-            raise ValueError(f"must be one of {', '.join(opt.choices)}, got {bad[0]!r}")
-    return value
+def _declared(section: str, plugin_schema: PluginKeys | None = None) -> Optional[dict[str, Option]]:
+    kind = section.split(":", 1)[0] + ":*" if ":" in section else None
+    declared = SCHEMA.get(section) if section in SCHEMA else SCHEMA.get(kind) if kind else None
+    if plugin_schema:
+        extra = {**(plugin_schema.get(kind, {}) if kind else {}), **plugin_schema.get(section, {})}
+        if extra:
+            return {**extra, **(declared or {})}  # glueinfo's own declaration of a key wins
+    return dict(declared) if declared is not None else None
 
 
 def _line_numbers(text: str) -> dict[tuple[str, Optional[str]], int]:
@@ -419,7 +380,11 @@ def _line_numbers(text: str) -> dict[tuple[str, Optional[str]], int]:
     return lines
 
 
-def parse_text(text: str, path: str = "<config>") -> Config:
+def parse_text(text: str, path: str = "<config>", plugin_keys: Optional[Callable[[], PluginKeys]] = None) -> Config:
+    """The file's text, checked whole (module docstring).  ``plugin_keys``: the keys installed
+    plugins declare, asked for only when the file has a key or section glueinfo itself does not
+    declare (finding plugins costs a command's start-up), so a third-party LRMS plugin's
+    ``[ce:x] myplugin_bin_dir`` is accepted with its declared type and default."""
     import configparser  # only when there is a file: without one, a fresh `glueinfo probe` skips its 3 ms import
 
     parser = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
@@ -437,9 +402,19 @@ def parse_text(text: str, path: str = "<config>") -> Config:
 
     lines = _line_numbers(text)
     values: dict[str, dict[str, Any]] = {}
+    plugin_schema: dict[str, Mapping[str, Option]] = {}
+
+    def ask_plugins() -> None:
+        if plugin_keys is not None and not plugin_schema:
+            plugin_schema.update(plugin_keys())
+            plugin_schema.setdefault("", {})  # asked: never again, even when no plugin declares anything
+
     for section in parser.sections():
         where = lines.get((section, None), 0)
-        declared = _declared(section)
+        declared = _declared(section, plugin_schema)
+        if section not in FREEFORM and (declared is None or any(key not in declared for key in parser[section])):
+            ask_plugins()
+            declared = _declared(section, plugin_schema)
         if declared is None and section not in FREEFORM:
             known = sorted(set(SCHEMA) | FREEFORM)
             raise ConfigError(f"{path}:{where}: unknown section [{section}] (known: {', '.join(known)})")
@@ -459,12 +434,13 @@ def parse_text(text: str, path: str = "<config>") -> Config:
             except ValueError as exc:
                 raise ConfigError(f"{path}:{line}: [{section}] {key}: {exc}") from None
         values[section] = typed
-    return Config(path=path, values=values, lines=lines)
+    return Config(path=path, values=values, lines=lines, plugin_schema={k: v for k, v in plugin_schema.items() if k})
 
 
-def load(path: Optional[str] = None) -> Config:
+def load(path: Optional[str] = None, plugin_keys: Optional[Callable[[], PluginKeys]] = None) -> Config:
     """Read the config file.  No file at the default path means all defaults;
-    a file named explicitly (argument or $GLUEINFO_CONFIG) must exist."""
+    a file named explicitly (argument or $GLUEINFO_CONFIG) must exist.  ``plugin_keys``: as
+    for :func:`parse_text`."""
     explicit = path or os.environ.get(ENV_PATH)
     target = explicit or DEFAULT_PATH
     try:
@@ -476,7 +452,7 @@ def load(path: Optional[str] = None) -> Config:
         return Config(path=None)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{target}: cannot read config file: {exc}") from None
-    return parse_text(text, target)
+    return parse_text(text, target, plugin_keys)
 
 
 def static_facts(config: Config) -> Mapping[str, Any]:

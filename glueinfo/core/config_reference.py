@@ -19,7 +19,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from glueinfo.core.config import DEFAULT_PATH, ENV_PATH, FREEFORM, SCHEMA, Option
+from glueinfo.core.config import DEFAULT_PATH, ENV_PATH, FREEFORM, SCHEMA
+from glueinfo.core.options import Option
 
 COMMAND = "python -m glueinfo.core.config_reference > docs/configuration.md"
 

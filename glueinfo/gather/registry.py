@@ -20,13 +20,14 @@ It must return by ``ctx.deadline``; glueinfo.gather.gatherer abandons it otherwi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.model import HostSnapshot
+from glueinfo.core.options import Option
 
 ENTRY_POINT_GROUP = "glueinfo.sources"
 
@@ -83,6 +84,8 @@ class Source:
     gather: Callable[[SourceContext], SourceReport]
     description: str = ""
     origin: str = "builtin"  # "builtin" or the distribution that provides it
+    # The [sources] keys this source reads besides glueinfo's own: accepted with their type and default.
+    config_keys: Mapping[str, Option] = field(default_factory=dict)
 
 
 class SourceError(ConfigurationError):

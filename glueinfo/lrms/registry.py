@@ -22,12 +22,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core import plugins as plugin_registry
 from glueinfo.core.errors import ConfigurationError, UpstreamError
 from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
+from glueinfo.core.options import Option
 from glueinfo.core.text import one_line
 from glueinfo.lrms.vo_map import VoMap
 
@@ -87,6 +88,9 @@ class LrmsPlugin:
     # rule of those kinds gives has 0 jobs when none is seen.  None declared: nothing is known of
     # the VOs without jobs (a plugin that counts no VO must not publish 0 for every one).
     owner_kinds: tuple[str, ...] = ()
+    # The [ce:NAME] keys this plugin reads besides glueinfo's own (e.g. ``myplugin_bin_dir``): a
+    # config using them is accepted with their type and default (glueinfo.core.config.parse_text).
+    config_keys: Mapping[str, Option] = field(default_factory=dict)
 
 
 class LrmsError(ConfigurationError):

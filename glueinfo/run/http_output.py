@@ -60,8 +60,7 @@ def refreshed(documents: Documents, local: Any) -> Refreshed:
 def http_plugin(store: Any) -> OutputPlugin:
     """The ``http`` output plugin over this process's store (made by the daemon, which holds the server)."""
     return OutputPlugin("http", lambda context: HttpOutput(store),
-                        description="the HTTP server's documents ([run] serve, glueinfo serve)",
-                        config_keys=("serve.listen", "run.serve"))
+                        description="the HTTP server's documents ([run] serve, glueinfo serve)")
 
 
 __all__ = ["HttpOutput", "OutputContext", "http_plugin", "refreshed"]

@@ -147,6 +147,7 @@ class Provider:
             names.append("ldap")
         if plan.settings.serve:
             names.append("http")
+        names.extend(name for name in plan.config.get("run", "outputs") if name not in names)  # installed plugins'
         return tuple(names)
 
     def _new_outputs(self, plan: Plan) -> list[Output]:
@@ -154,10 +155,12 @@ class Provider:
         line) for one that cannot be made."""
         from glueinfo.run.http_output import http_plugin
 
-        context = OutputContext(plan.publish_settings, {name: plan.config.section(name) for name in ("run", "serve", "ldap")},
-                                self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
+        names = self._output_names(plan)
+        sections = {name: plan.config.section(name) for name in ("run", "serve", "ldap")}
+        sections.update({f"output:{name}": plan.config.section(f"output:{name}") for name in names})  # each plugin's own
+        context = OutputContext(plan.publish_settings, sections, self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
         available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])
-        outputs = make_outputs(self._output_names(plan), context, available)  # OutputError: a ConfigurationError
+        outputs = make_outputs(names, context, available)  # OutputError: a ConfigurationError
         self.publisher.keep_entries(any(isinstance(o, LdapOutput) for o in outputs))
         return outputs
 

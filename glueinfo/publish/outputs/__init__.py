@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from glueinfo.core.errors import ConfigurationError
+from glueinfo.core.options import Option
 from glueinfo.core.plugins import OnError, builtin, entry_point_plugins, merge
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
@@ -94,7 +95,9 @@ class OutputPlugin:
     default: bool = False
     description: str = ""
     source: str = "glueinfo"  # the distribution that provides it
-    config_keys: tuple[str, ...] = ()  # "section.key" this output reads, for its documentation
+    # The keys of its own section, [output:NAME]: accepted with their type and default, and handed
+    # to it typed (OutputContext.sections["output:NAME"]).
+    config_keys: Mapping[str, Option] = field(default_factory=dict)
 
 
 def all_outputs(on_error: OnError = lambda message: None, extra: Sequence[OutputPlugin] = ()) -> list[OutputPlugin]:

@@ -143,5 +143,4 @@ def _make(context: OutputContext) -> FileOutput:
     return FileOutput(str(run.get("ldif_file", "")), str(run.get("node_xml_file", "")))
 
 
-OUTPUT = OutputPlugin("file", _make, default=True, description="[run] ldif_file and node_xml_file, atomic, only when changed",
-                      config_keys=("run.ldif_file", "run.node_xml_file"))
+OUTPUT = OutputPlugin("file", _make, default=True, description="[run] ldif_file and node_xml_file, atomic, only when changed")

@@ -288,6 +288,4 @@ def _make(context: OutputContext) -> LdapOutput:
                                context.clock, url=settings.ldap.url))
 
 
-OUTPUT = OutputPlugin("ldap", _make, description="synchronise the trees into [ldap] url, bound per suffix as BDII binds",
-                      config_keys=("ldap.url", "ldap.bind_dn", "ldap.password_file", "ldap.timeout", "ldap.window",
-                                   "ldap.extra_bases", "run.ldap_retry_min", "run.ldap_retry_max", "run.state_dir"))
+OUTPUT = OutputPlugin("ldap", _make, description="synchronise the trees into [ldap] url, bound per suffix as BDII binds")

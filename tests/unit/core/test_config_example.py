@@ -14,7 +14,8 @@ import re
 import pytest
 from paths import REPO
 
-from glueinfo.core.config import SCHEMA, Option, parse_text, parse_value
+from glueinfo.core.config import SCHEMA, parse_text
+from glueinfo.core.options import Option, parse_value
 
 EXAMPLE = REPO / "etc" / "glueinfo.conf.example"
 

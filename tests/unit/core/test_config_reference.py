@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from paths import REPO
 
-from glueinfo.core.config import FREEFORM, SCHEMA, Option, parse_value
+from glueinfo.core.config import FREEFORM, SCHEMA
+from glueinfo.core.options import Option, parse_value
 from glueinfo.core.config_reference import COMMAND, render
 
 REFERENCE = Path(REPO) / "docs" / "configuration.md"

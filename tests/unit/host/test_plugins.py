@@ -126,3 +126,77 @@ def test_a_package_installed_while_running_is_found_by_the_next_discovery(site_d
     assert found.get("example") == "glueinfo-example-plugin"
     shutil.rmtree(target / next(n for n in os.listdir(target) if n.endswith(".dist-info")))
     assert "example" not in {c.name for c in plugin_collectors()}
+
+
+# -- plugins of the other families, with config keys of their own (issue 24) ---------------------------------------
+
+def plugin_site_config(tmp_path, queue_file, extra: str = "") -> str:
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text(f"""
+[glueinfo]
+host_root = {FIXTURE_HOST}
+[ce:ex]
+lrms = example
+queue = q1
+example_queue_file = {queue_file}
+[run]
+state_dir = {tmp_path / "state"}
+ldif_file = {tmp_path / "glue.ldif"}
+node_xml_file = {tmp_path / "nodes.xml"}
+{extra}
+""", encoding="utf-8")
+    return str(conf)
+
+
+def ce_values(ldif: str, attribute: str) -> list[str]:
+    return [line.split(": ", 1)[1] for line in ldif.splitlines() if line.startswith(f"{attribute}: ")]
+
+
+def test_a_third_party_batch_system_reads_its_own_declared_keys(site_dir, tmp_path):
+    figures = tmp_path / "queue.json"
+    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    conf = plugin_site_config(tmp_path, figures)
+    done = glueinfo(site_dir, "ldif", "--glue", "1.3", "--config", conf)
+    assert done.returncode == 0, done.stderr
+    assert ce_values(done.stdout, "GlueCEInfoLRMSType") == ["example"]
+    assert ce_values(done.stdout, "GlueCEStateFreeCPUs") == ["17"]
+    assert ce_values(done.stdout, "GlueCEStateWaitingJobs") == ["3"]
+    assert ce_values(done.stdout, "GlueCEInfoLRMSVersion") == ["7"]  # the plugin's declared default
+    # Without the package, the same key is a config error naming it, as any unknown key is.
+    done = glueinfo(None, "ldif", "--config", conf)
+    assert done.returncode == 2
+    assert "[ce:ex] example_queue_file: unknown key" in done.stderr
+
+
+def test_a_declared_key_is_typed_as_the_plugin_declares_it(site_dir, tmp_path):
+    figures = tmp_path / "queue.json"
+    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    conf = plugin_site_config(tmp_path, figures)
+    with open(conf, "a", encoding="utf-8") as handle:
+        handle.write("[ce:ex2]\nlrms = example\nexample_queue_file = x\nexample_version = seven\n")
+    done = glueinfo(site_dir, "ldif", "--config", conf)
+    assert done.returncode == 2
+    assert "[ce:ex2] example_version: expected a whole number, got 'seven'" in done.stderr
+
+
+def test_an_installed_output_publishes_from_its_own_section_beside_the_file(site_dir, tmp_path):
+    figures = tmp_path / "queue.json"
+    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    summary = tmp_path / "summary.txt"
+    conf = plugin_site_config(tmp_path, figures, extra=f"outputs = example-summary\n[output:example-summary]\npath = {summary}\n"
+                                                       "prefix = CE=\n")
+    done = glueinfo(site_dir, "run", "--once", "--config", conf)
+    assert done.returncode == 0, done.stderr
+    ce_ids = ce_values((tmp_path / "glue.ldif").read_text(), "GlueCEUniqueID")
+    assert len(ce_ids) == 1
+    assert summary.read_text() == f"CE={ce_ids[0]} 17\n"
+    assert "summary of 1 CEs" in done.stderr  # its note in the cycle's log line
+
+
+def test_an_output_nobody_provides_is_refused_as_a_config_error(tmp_path):
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text(f"[glueinfo]\nhost_root = {FIXTURE_HOST}\n[run]\nstate_dir = {tmp_path / 's'}\nldif_file = {tmp_path / 'l'}\n"
+                    f"node_xml_file = {tmp_path / 'n'}\noutputs = nosuch\n", encoding="utf-8")
+    done = glueinfo(None, "run", "--once", "--config", str(conf))
+    assert done.returncode == 2
+    assert "unknown output 'nosuch' (known: file, http, ldap, stdout)" in done.stderr
