@@ -17,8 +17,8 @@ import pytest
 from paths import REPO
 
 from glueinfo.core.config import FREEFORM, SCHEMA
-from glueinfo.core.options import Option, parse_value
 from glueinfo.core.config_reference import COMMAND, render
+from glueinfo.core.options import Option, parse_value
 
 REFERENCE = Path(REPO) / "docs" / "configuration.md"
 
