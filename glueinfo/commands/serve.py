@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.run.history import History
     from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
     from glueinfo.run.http_output import refreshed
-    from glueinfo.run.stats import Observed, timed_queue_state, timed_sources
+    from glueinfo.run.stats import Observed
     from glueinfo.site.node_settings import node_settings as read_node_settings
 
     try:
@@ -61,14 +61,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     def probe() -> HostSnapshot:  # the local source takes this refresh's probe of this host
         return local_probe_result[-1]
 
-    assembler = make_assembler(args, config, clock=clock)
-    assembler.gatherer.probe = probe
-    assembler.open_state()
     # Monitoring (/metrics, the status page): each source's and LRMS query's time and outcome,
     # and the CEs' last 24 hours, kept in the state directory when this process holds it.
     observed = Observed()
-    assembler.gatherer.sources = timed_sources(assembler.gatherer.sources, observed.sources, clock)
-    assembler.queue_state = timed_queue_state(observed.lrms, assembler.queue_state)
+    # The local source takes this refresh's probe of this host (it is /node.xml whatever the sources).
+    assembler = make_assembler(args, config, clock=clock, probe=probe, observed=observed)
+    assembler.open_state()
     state = assembler.state
     history = History(state.directory if state is not None and state.writable else None, clock)
     history.load()

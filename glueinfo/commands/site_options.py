@@ -45,25 +45,27 @@ def site_config(args: argparse.Namespace, config: Config) -> Config:
 
 
 def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], float]) -> Callable[[], Any]:
-    """How the ``local`` source probes this host: the command line's collectors, [node]
-    resources attached, collector failures warned about by name."""
+    """How the ``local`` source probes this host (glueinfo.site.local_probe): the command line's
+    collectors, collector failures warned about by name."""
     def probe() -> Any:  # CollectorError: the local source reports it as its failure
         from glueinfo.commands.probe import warn
-        from glueinfo.host.collect import probe as run_probe
+        from glueinfo.site.local_probe import probe_this_host
         from glueinfo.site.node_settings import node_settings
-        from glueinfo.sss.node_resources import attach_resources
 
-        snapshot = run_probe(config, host_root=args.host_root, enable=args.collector, disable=args.no_collector,
-                             on_error=lambda message: warn(args, message), clock=clock)
-        return attach_resources(snapshot, node_settings(config).resources)
+        return probe_this_host(config, node_settings(config), host_root=args.host_root, enable=args.collector,
+                               disable=args.no_collector, on_error=lambda message: warn(args, message), clock=clock)
 
     return probe
 
 
 def make_assembler(args: argparse.Namespace, config: Config, *, without_local: bool = False,
-                   clock: Callable[[], float] | None = None) -> Any:
-    """The site assembler for a one-shot command (glueinfo.site.assemble); SourceError or
-    ConfigError (ConfigurationErrors: exit 2) for unknown sources or a bad site model."""
+                   clock: Callable[[], float] | None = None, probe: Callable[[], Any] | None = None,
+                   observed: Any = None) -> Any:
+    """The site assembler of a command (glueinfo.site.assemble); SourceError or ConfigError
+    (ConfigurationErrors: exit 2) for unknown sources or a bad site model.  ``probe``: how the
+    ``local`` source gets this host (default: a probe, as the command line says).  ``observed``: a
+    glueinfo.run.stats.Observed that records each source's and LRMS query's time and outcome
+    (``serve``'s monitoring), as the daemon's assembler does."""
     from glueinfo.gather.registry import enabled_sources
     from glueinfo.site.assemble import SiteAssembler
 
@@ -71,7 +73,14 @@ def make_assembler(args: argparse.Namespace, config: Config, *, without_local: b
     sources = enabled_sources(config, on_error=lambda message: None)
     if without_local:
         sources = [s for s in sources if s.name != "local"]
-    return SiteAssembler(config, clock=clock, sources=sources, probe=local_probe(args, config, clock))
+    probe = probe or local_probe(args, config, clock)
+    if observed is None:
+        return SiteAssembler(config, clock=clock, sources=sources, probe=probe)
+    from glueinfo.run.stats import ObservedAssembler, timed_queue_state, timed_sources
+
+    return ObservedAssembler(config, observed=observed, clock=clock, probe=probe,
+                             sources=timed_sources(sources, observed.sources, clock),
+                             queue_state=timed_queue_state(observed.lrms, None))
 
 
 def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], float],

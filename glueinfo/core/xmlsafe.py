@@ -39,10 +39,13 @@ class XMLInputError(InputError, ValueError):
     """XML we refuse to read; the message is one line naming what was wrong."""
 
 
-def make_parser(target: Optional[object] = None) -> etree.XMLParser:
+def make_parser(target: Optional[object] = None, remove_blank_text: bool = False) -> etree.XMLParser:
     """A fresh, locked-down lxml parser (for callers that need the object itself); ``target``: a
-    parser target that takes the events instead of a tree (lxml calls only the methods it has)."""
+    parser target that takes the events instead of a tree (lxml calls only the methods it has);
+    ``remove_blank_text``: no whitespace-only text between elements (a pretty-printed document
+    read back as the tree it was printed from)."""
     return etree.XMLParser(
+        remove_blank_text=remove_blank_text,
         target=target,  # type: ignore[arg-type]  # the stubs' ParserTarget protocol asks for all five methods
         resolve_entities=False,
         no_network=True,
@@ -55,10 +58,12 @@ def make_parser(target: Optional[object] = None) -> etree.XMLParser:
     )
 
 
-def parse_xml(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "XML document") -> etree._Element:
+def parse_xml(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "XML document",
+              remove_blank_text: bool = False) -> etree._Element:
     """Parse ``data`` and return its root element, or raise :class:`XMLInputError`.
 
-    ``what`` names the document in error messages ("SSSRMAP request", "Node XML from wn01").
+    ``what`` names the document in error messages ("SSSRMAP request", "Node XML from wn01");
+    ``remove_blank_text`` as for :func:`make_parser`.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -68,7 +73,7 @@ def parse_xml(data: Union[bytes, str], *, max_bytes: int = DEFAULT_MAX_BYTES, wh
     _refuse_oversized_or_empty(data, max_bytes, what)
     if b"!" in data and _DTD_BYTES.search(data):  # no "!", no "<!": one memchr instead of a regex over 50 MB
         raise XMLInputError(f"{what}: DTDs and entity declarations are not accepted")
-    root: Optional[etree._Element] = _read(data, None, what)
+    root: Optional[etree._Element] = _read(data, None, what, remove_blank_text)
     if root is None:
         raise XMLInputError(f"{what}: no root element")
     docinfo = root.getroottree().docinfo
@@ -104,11 +109,11 @@ def _refuse_oversized_or_empty(data: Union[bytes, str], max_bytes: int, what: st
         raise XMLInputError(f"{what}: empty document")
 
 
-def _read(data: Union[bytes, str], target: Optional[object], what: str) -> Any:
+def _read(data: Union[bytes, str], target: Optional[object], what: str, remove_blank_text: bool = False) -> Any:
     """libxml2's reading of ``data`` with the locked-down parser (a tree's root, or what ``target``'s
     close() returns); XMLInputError naming ``what`` in one line when it refuses the document."""
     try:
-        return etree.fromstring(data, make_parser(target))
+        return etree.fromstring(data, make_parser(target, remove_blank_text))
     except etree.XMLSyntaxError as exc:
         raise XMLInputError(f"{what}: not well-formed XML: {one_line(exc.msg or exc)}") from None
     except (ValueError, TypeError) as exc:  # lxml's own refusals, e.g. an unsupported encoding

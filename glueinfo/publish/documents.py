@@ -28,7 +28,8 @@ import functools
 import io
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.text import one_line
@@ -62,6 +63,24 @@ def glue2_base(settings: PublishSettings) -> Optional[str]:
 def glue2_options(settings: PublishSettings) -> Glue2Options:
     """The GLUE 2 renderer's options ([glue] dit and validity) from the publish settings."""
     return Glue2Options(dit=settings.dit, validity_s=settings.validity_s)
+
+
+@dataclass(frozen=True)
+class LdifPieces:
+    """The LDIF as a publish keeps it anyway: each GLUE 1.3 entry's text (the render cache's own
+    strings, not copies) and the o=glue tree; made whole only for an answer that needs it (the
+    HTTP store's /ldif), so a server holds no second 40 MB copy between publishes."""
+
+    texts: Sequence[str]
+    tail: bytes
+    entries: int
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        for text in self.texts:
+            buffer.write(text.encode())
+        buffer.write(self.tail)
+        return buffer.getvalue()
 
 
 class Publisher:
@@ -189,6 +208,14 @@ class Documents:
             return self.glue13.ldif_bytes(self._glue2_tail)
         return self._glue2_tail
 
+    def ldif_pieces(self) -> LdifPieces:
+        """The LDIF as :class:`LdifPieces` (the daemon's GLUE 1.3 texts shared, not copied)."""
+        glue13 = self.glue13
+        texts: Sequence[str] = ()
+        if glue13 is not None:
+            texts = glue13.texts or [glue13.ldif()]
+        return LdifPieces(texts, self._glue2_tail, self.entry_count())
+
     def entries(self) -> list[Entry]:
         """Every entry, parents first, o=grid's then o=glue's: what an LDAP server is made to hold."""
         return [*(self.glue13.entries if self.glue13 else ()), *(self.glue2.entries if self.glue2 else ())]
@@ -209,16 +236,22 @@ class Documents:
 
     # -- SSS and Haizea ------------------------------------------------------------------------
     def node_xml_chunks(self) -> Optional[list[bytes]]:
-        """The site's Node XML ``<Data>`` (what ``node-xml --site`` prints) as pieces, or None after
-        a warning when it cannot be rendered (a file output then keeps its old file)."""
-        try:
-            if self.publisher.node_markup is not None:
-                return render_data_chunks(self.site.snapshots(), self.site.assembled_at, self.settings.node,
-                                          self.publisher.node_markup)
-            return [self.node_xml(pretty=True)]
-        except NodeRenderError as exc:
-            log.warning("Node XML not written: %s", exc)
-            return None
+        """The site's Node XML ``<Data>`` (what ``node-xml --site`` prints) as pieces, made once per
+        publish (a file output and the HTTP store share them), or None after a warning when it
+        cannot be rendered (a file output then keeps its old file)."""
+        if "_node_chunks" not in self.__dict__:
+            try:
+                if self.publisher.node_markup is not None:
+                    chunks: Optional[list[bytes]] = render_data_chunks(self.site.snapshots(), self.site.assembled_at,
+                                                                       self.settings.node, self.publisher.node_markup)
+                else:
+                    chunks = [self.node_xml(pretty=True)]
+            except NodeRenderError as exc:
+                log.warning("Node XML not written: %s", exc)
+                chunks = None
+            self.__dict__["_node_chunks"] = chunks
+        cached: Optional[list[bytes]] = self.__dict__["_node_chunks"]
+        return cached
 
     def node_xml(self, pretty: bool = True) -> bytes:
         """The site's Node XML whole.  NodeRenderError."""

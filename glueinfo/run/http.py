@@ -38,19 +38,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from glueinfo import __version__
 from glueinfo.core.model import CollectorResult, HostSnapshot
+from glueinfo.core.xmlsafe import parse_xml
 from glueinfo.run.history import History
 from glueinfo.run.http_server import HttpServer, IPNetwork, Limits, Request, Response, is_loopback, parse_allow, text_response
 from glueinfo.run.stats import CeStatus, HealthRow, HostRow, Observed, PublishStatus, Status, SubClusterRow
 from glueinfo.sss import vocabulary as sss_node
 from glueinfo.sss.node_markup_cache import NodeMarkupCache
 from glueinfo.sss.node_settings import NodeSettings
-from glueinfo.sss.node_state import node_state
+from glueinfo.sss.node_state import document_state, node_state
 from glueinfo.sss.node_templates import NodeRenderError
-from glueinfo.sss.node_xml import data_element, node_element, to_bytes
+from glueinfo.sss.node_xml import node_element, render_data_chunks, to_bytes
 from glueinfo.sss.sssrmap import (
     WIRE_BAD_FRAMING,
     WIRE_BODY_TOO_LARGE,
@@ -59,6 +60,9 @@ from glueinfo.sss.sssrmap import (
     envelope,
     failure_bytes,
 )
+
+if TYPE_CHECKING:
+    from glueinfo.publish.documents import LdifPieces  # a worker's agent never loads the GLUE renderers
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +166,36 @@ class Refreshed:
     local: Optional[HostSnapshot]
     snapshots: list[HostSnapshot]
     problems: list[str] = field(default_factory=list)  # one line each: sources that failed, files unreadable
-    ldif: Optional[str] = None  # set when the refresher builds LDIF too
+    ldif: Optional[LdifPieces] = None  # set when the refresher builds LDIF too (the publish's own pieces)
     ldif_error: Optional[str] = None  # the LDIF build failed (why): /health is not ok
     ldif_off: Optional[str] = None  # no LDIF is built, on purpose (why): /ldif says so, /health does not mind
     site: Optional[Any] = None  # the glueinfo.site.assemble.AssembledSite refreshed (for /haizea/site.xml)
     glue2: Optional[list[Any]] = None  # the GLUE 2 entries published with the LDIF (for /glue2.json)
+    # The site's Node XML as the publish made it at ``rendered_at`` (the file output's pieces, joined once),
+    # so the store does not render it again; None: the store renders it.
+    nodes_xml: Optional[bytes] = None
+    rendered_at: float = 0.0
+
+
+class NodeObjects:
+    """The SSSRMAP Node objects of one view's document, read from it at the first query and kept
+    with the view (an lxml tree of 10,000 Nodes is ten times the document: a server nobody
+    queries never holds one).  Thread-safe: concurrent first queries parse once."""
+
+    def __init__(self, document: bytes) -> None:
+        self.document = document
+        self._lock = threading.Lock()
+        self._objects: Optional[ObjectSet] = None
+
+    def get(self) -> ObjectSet:
+        with self._lock:
+            if self._objects is None:
+                root = parse_xml(self.document, max_bytes=max(len(self.document), 1), what="the site's Node XML",
+                                 remove_blank_text=True)
+                objects = ObjectSet("Node", list(root), sss_node.DEFAULT_UNITS)
+                objects.warm(WARM_PATHS)
+                self._objects = objects
+            return self._objects
 
 
 @dataclass(frozen=True)
@@ -177,7 +206,7 @@ class View:
     valid_until: float  # a host's State may change with the clock from then on
     node_xml: Optional[bytes]
     nodes_xml: bytes
-    objects: ObjectSet
+    objects: NodeObjects  # SSSRMAP's Node objects, parsed from nodes_xml when first queried
     states: dict[str, int]
 
 
@@ -212,7 +241,7 @@ class NodeStore:
         self.clock = clock
         self._data: Optional[Refreshed] = None
         self._view: Optional[View] = None
-        self._ldif: Optional[str] = None
+        self._ldif: Optional[LdifPieces] = None
         self._ldif_error: Optional[str] = "no LDIF built yet"
         self._render_lock = threading.Lock()
         self._markup = NodeMarkupCache()
@@ -238,7 +267,7 @@ class NodeStore:
         began = time.perf_counter()
         try:
             data = self._refresh()
-            view = self._render(data, self.clock(), warm=True)
+            view = self._render(data, data.rendered_at if data.nodes_xml is not None else self.clock())
         except Exception as exc:  # the last good documents stay served
             if raise_errors:
                 raise
@@ -279,14 +308,16 @@ class NodeStore:
         self._stop.set()
 
     # -- rendering ---------------------------------------------------------------------------
-    def _render(self, data: Refreshed, now: float, warm: bool = False) -> View:
+    def _render(self, data: Refreshed, now: float) -> View:
+        """The view of ``data`` at ``now``: the publish's own Node XML when it was made at ``now``
+        (the daemon's), else rendered here through this store's markup pieces."""
         settings = self.settings
-        snapshots = []
-        for snapshot in data.snapshots:
-            if snapshot.hostname:
-                snapshots.append(snapshot)
-        with self._markup_lock:
-            data_root = data_element(snapshots, now, settings, self._markup)
+        snapshots = [snapshot for snapshot in data.snapshots if snapshot.hostname]
+        if data.nodes_xml is not None and data.rendered_at == now:
+            nodes_xml = data.nodes_xml
+        else:
+            with self._markup_lock:
+                nodes_xml = b"".join(render_data_chunks(snapshots, now, settings, self._markup))
         node_xml = None
         if data.local is not None:
             try:
@@ -294,14 +325,11 @@ class NodeStore:
             except NodeRenderError as exc:
                 log.warning("this host: %s", exc)
         states: dict[str, int] = {}
-        for node in data_root:
-            state = node.findtext("State") or "Unknown"
+        for snapshot in snapshots:
+            state = document_state(snapshot, now, settings) or "Unknown"
             states[state] = states.get(state, 0) + 1
-        objects = ObjectSet("Node", list(data_root), sss_node.DEFAULT_UNITS)
-        if warm:
-            objects.warm(WARM_PATHS)
         return View(rendered_at=now, valid_until=_state_change_time(snapshots, now, settings.stale_after_s),
-                    node_xml=node_xml, nodes_xml=to_bytes(data_root), states=states, objects=objects)
+                    node_xml=node_xml, nodes_xml=nodes_xml, states=states, objects=NodeObjects(nodes_xml))
 
     def update_local(self, local: Optional[HostSnapshot], data: Optional[Refreshed] = None) -> bool:
         """This host's own Node (/node.xml) again, and ``data``'s LDIF and GLUE 2 when given, the
@@ -346,9 +374,10 @@ class NodeStore:
             self._render_lock.release()
         return view
 
-    def ldif(self) -> tuple[Optional[str], Optional[str]]:
-        """(LDIF text or None, why not / the last build's error)."""
-        return self._ldif, self._ldif_error
+    def ldif(self) -> tuple[Optional[bytes], Optional[str]]:
+        """(the LDIF, made whole for this answer, or None; why not / the last build's error)."""
+        pieces = self._ldif
+        return (pieces.to_bytes() if pieces is not None else None), self._ldif_error
 
     def glue2_json(self) -> tuple[Optional[bytes], str]:
         """(the GLUE 2 objects of the last refresh in the OGF JSON rendering, or None and why not)."""
@@ -412,13 +441,9 @@ class NodeStore:
 
     # -- monitoring -------------------------------------------------------------------------
     def ldif_entries(self) -> Optional[int]:
-        """Entries in the LDIF served now (counted once per LDIF), None without one."""
-        text = self._ldif
-        if text is None:
-            return None
-        if self._entries[0] != id(text):
-            self._entries = (id(text), text.count("\ndn:") + text.startswith("dn:"))
-        return self._entries[1]
+        """Entries in the LDIF served now, None without one."""
+        pieces = self._ldif
+        return pieces.entries if pieces is not None else None
 
     def status(self) -> Status:
         """What monitoring shows now (/metrics, the status page, /health's "monitor"); never raises
@@ -467,7 +492,7 @@ class NodeStore:
         sources = tuple(HealthRow(name, None if r.runs == 0 else r.last_error is None, r.last_duration_s, r.runs, r.failures,
                                   r.last_error, r.last_success_at, snapshots=r.snapshots, failed_targets=r.failed_targets)
                         for name, r in sorted(observed.sources.items()))
-        text, why = self.ldif()
+        why = self._ldif_error if self._ldif is None else None
         publish = None
         if self.role != "agent":
             publish = PublishStatus(runs=self.refreshes, ok=why is None, entries=self.ldif_entries(), error=why,
@@ -594,10 +619,10 @@ class Routes:
                 return text_response(503, f"no Haizea site to serve: {reason}")
             return Response(200, document, XML_TYPE)
         if request.path == "/ldif":
-            text, why = self.store.ldif()
-            if text is None:
+            document, why = self.store.ldif()
+            if document is None:
                 return text_response(503, f"no GLUE LDIF to serve: {why}")
-            return Response(200, text.encode("utf-8"))
+            return Response(200, document)
         return self._document(request.path, self.store.view())
 
     def refuse_body(self, request: Request, status: int, too_large: bool, message: str) -> Response:
@@ -637,7 +662,7 @@ class Server:
 
     def _objects(self) -> ObjectSet:
         view = self.store.view()
-        return view.objects if view is not None else ObjectSet("Node", [], sss_node.DEFAULT_UNITS)
+        return view.objects.get() if view is not None else ObjectSet("Node", [], sss_node.DEFAULT_UNITS)
 
     def _stats(self) -> dict[str, int]:
         return self.httpd.stats()

@@ -48,13 +48,17 @@ class HttpOutput:
 
 
 def refreshed(documents: Documents, local: Any) -> Refreshed:
-    """What the store serves from one publish's documents (the LDIF decoded once, the GLUE 2
-    entries for /glue2.json, the site for /haizea/site.xml and the status page)."""
+    """What the store serves from one publish's documents: the LDIF as the publish's own pieces,
+    the Node XML it made (joined once; re-rendered by the store only when a State changes with
+    the clock), the GLUE 2 entries for /glue2.json, the site for /haizea/site.xml and the status
+    page."""
     glue2 = documents.glue2
     site = documents.site
+    chunks = documents.node_xml_chunks()
     return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures),
-                     ldif=documents.ldif.decode("utf-8"), ldif_error=documents.glue2_error, site=site,
-                     glue2=glue2.entries if glue2 is not None else None)
+                     ldif=documents.ldif_pieces(), ldif_error=documents.glue2_error, site=site,
+                     glue2=glue2.entries if glue2 is not None else None,
+                     nodes_xml=b"".join(chunks) if chunks is not None else None, rendered_at=site.assembled_at)
 
 
 def http_plugin(store: Any) -> OutputPlugin:

@@ -87,8 +87,7 @@ class LocalHost:
 
     def probe(self, names: Sequence[str]) -> Optional[HostSnapshot]:
         from glueinfo.core.model import CollectorResult
-        from glueinfo.host.collect import probe
-        from glueinfo.sss.node_resources import attach_resources
+        from glueinfo.site.local_probe import probe_this_host
 
         plan = self.plan
         if not names:
@@ -100,7 +99,7 @@ class LocalHost:
         held_back = {n for n in names if self._hung.get(n, (0.0, 0.0))[0] > now}
         running = [n for n in names if n not in held_back]
         others = [n for n in (*plan.fast_names, *plan.slow_names) if n not in running]
-        snapshot = probe(plan.config, host_root=self.host_root,
+        snapshot = probe_this_host(plan.config, plan.node_settings, host_root=self.host_root,
                          enable=[n for n in self.cli_enable if n in running],
                          disable=[*(n for n in self.cli_disable if n not in running), *others],
                          on_error=lambda message: log.warning("%s", message), clock=self.clock)
@@ -126,4 +125,4 @@ class LocalHost:
                     pause = min(plan.settings.slow_interval_s, max(plan.settings.fast_interval_s, 2 * previous))
                     self._hung[result.name] = (now + pause, pause)
                 log.warning("collector %s on %s failed: %s", result.name, snapshot.hostname, result.error)
-        return attach_resources(snapshot, plan.node_settings.resources)
+        return snapshot
