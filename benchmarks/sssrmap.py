@@ -10,9 +10,11 @@ parsed, Where evaluated, Gets projected, Response and Envelope serialized:
     <Where name="Configured/Memory" op="GE">64GB</Where>
 
 "cold" is the first query on a fresh object set with empty per-path caches;
-`glueinfo serve` fills the common paths' caches in its refresh thread right
-after each refresh ("warm-up"), so its clients see the "first query after
-warm-up" figure instead; "warm" is the median of the following queries.
+"warm" is the median of the following queries.  The HTTP store keeps the
+Node XML document, not a tree (issue 24: an lxml tree of 10,000 Nodes is
+ten times the document): the first query after each publish reads the
+document into objects and warms the common paths' caches ("first query
+after a publish").
 Also reported: the same with an HMAC-signed request and response, a
 GroupBy aggregate, and two Match queries (a CPU model alternation, few
 distinct texts; a host-name pattern, every text distinct).  Match runs on
@@ -141,7 +143,19 @@ def main() -> int:
     nodes = list(data_element(hosts, time.time()))
     build_ms = (time.perf_counter() - start) * 1000
 
-    from glueinfo.run.http import WARM_PATHS
+    from glueinfo.run.http import WARM_PATHS, NodeObjects
+    from glueinfo.sss.node_xml import to_bytes
+
+    # The HTTP store holds the document, not a tree: the first query after a publish parses it
+    # (NodeObjects) and warms the common paths; that query pays for both.
+    document = to_bytes(data_element(hosts, time.time()))
+    lazy = NodeObjects([document])
+    first_service = QueryService()
+    first_service.register("Node", lazy.get)
+    start = time.perf_counter()
+    first_service.handle(request(QUERY))
+    first_after_publish_ms = (time.perf_counter() - start) * 1000
+    del lazy, first_service
 
     objects = ObjectSet("Node", nodes, sss_node.DEFAULT_UNITS)
     start = time.perf_counter()
@@ -170,7 +184,8 @@ def main() -> int:
     main_figure = figures["where+3 gets"]["warm_median_ms"]
     per_search = searches(hosts, args.runs)
     result = {"nodes": args.nodes, "build_ms": round(build_ms, 1), "serve_warm_up_ms": round(warm_up_ms, 1),
-              "first_query_after_warm_up_ms": round(after_warm_up_ms, 2), "figures": figures, "searches": per_search,
+              "first_query_after_warm_up_ms": round(after_warm_up_ms, 2),
+              "first_query_after_publish_ms": round(first_after_publish_ms, 1), "figures": figures, "searches": per_search,
               "target_ms": TARGET_MS,
               "target_met": main_figure < TARGET_MS, "load_average": os.getloadavg()[0], "cpus": os.cpu_count()}
     if args.json:
@@ -184,8 +199,9 @@ def main() -> int:
         print(f"{'pattern (texts)':<32}{'re us':>9}{'RE2 us':>9}{'found':>7}   (per search, best of several passes)")
         for pattern, row in per_search.items():
             print(f"{pattern:<32}{row['re_us']:>9.3f}{row['re2_us']:>9.3f}{row['re2_found']:>7}")
-        print(f"glueinfo serve warms {', '.join(WARM_PATHS)} after each refresh: {warm_up_ms:.0f} ms in the refresh thread; "
-              f"the first query after it took {after_warm_up_ms:.1f} ms")
+        print(f"the first query after a publish reads the {len(document) / 2**20:.1f} MB document into objects and warms "
+              f"{', '.join(WARM_PATHS)}: {first_after_publish_ms:.0f} ms (warming alone {warm_up_ms:.0f} ms; a query "
+              f"after it {after_warm_up_ms:.1f} ms)")
         print(f"Where Configured/Memory + 3 Gets, warm median {main_figure:.2f} ms (target < {TARGET_MS:g} ms: "
               f"{'met' if result['target_met'] else 'NOT met'}); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0

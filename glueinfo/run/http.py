@@ -171,9 +171,9 @@ class Refreshed:
     ldif_off: Optional[str] = None  # no LDIF is built, on purpose (why): /ldif says so, /health does not mind
     site: Optional[Any] = None  # the glueinfo.site.assemble.AssembledSite refreshed (for /haizea/site.xml)
     glue2: Optional[list[Any]] = None  # the GLUE 2 entries published with the LDIF (for /glue2.json)
-    # The site's Node XML as the publish made it at ``rendered_at`` (the file output's pieces, joined once),
-    # so the store does not render it again; None: the store renders it.
-    nodes_xml: Optional[bytes] = None
+    # The site's Node XML as the publish made it at ``rendered_at`` (the file output's own pieces, shared),
+    # so the store neither renders nor copies it; None: the store renders it.
+    nodes_xml: Optional[Sequence[bytes]] = None
     rendered_at: float = 0.0
 
 
@@ -182,16 +182,17 @@ class NodeObjects:
     with the view (an lxml tree of 10,000 Nodes is ten times the document: a server nobody
     queries never holds one).  Thread-safe: concurrent first queries parse once."""
 
-    def __init__(self, document: bytes) -> None:
-        self.document = document
+    def __init__(self, document: Sequence[bytes]) -> None:
+        self.document = document  # its pieces
         self._lock = threading.Lock()
         self._objects: Optional[ObjectSet] = None
 
     def get(self) -> ObjectSet:
         with self._lock:
             if self._objects is None:
-                root = parse_xml(self.document, max_bytes=max(len(self.document), 1), what="the site's Node XML",
-                                 remove_blank_text=True)
+                whole = b"".join(self.document)  # for this reading only
+                root = parse_xml(whole, max_bytes=max(len(whole), 1), what="the site's Node XML", remove_blank_text=True)
+                del whole
                 objects = ObjectSet("Node", list(root), sss_node.DEFAULT_UNITS)
                 objects.warm(WARM_PATHS)
                 self._objects = objects
@@ -205,7 +206,7 @@ class View:
     rendered_at: float
     valid_until: float  # a host's State may change with the clock from then on
     node_xml: Optional[bytes]
-    nodes_xml: bytes
+    nodes_xml: Sequence[bytes]  # the document's pieces (the publish's or the markup cache's own), sent as they are
     objects: NodeObjects  # SSSRMAP's Node objects, parsed from nodes_xml when first queried
     states: dict[str, int]
 
@@ -317,7 +318,7 @@ class NodeStore:
             nodes_xml = data.nodes_xml
         else:
             with self._markup_lock:
-                nodes_xml = b"".join(render_data_chunks(snapshots, now, settings, self._markup))
+                nodes_xml = render_data_chunks(snapshots, now, settings, self._markup)
         node_xml = None
         if data.local is not None:
             try:
@@ -635,10 +636,11 @@ class Routes:
     def _document(path: str, view: Optional[View]) -> Response:
         if view is None:
             return text_response(503, "starting: no snapshot collected yet", headers=(("Retry-After", "1"),))
-        body = view.node_xml if path == "/node.xml" else view.nodes_xml
-        if body is None:
+        if path == "/nodes.xml":
+            return Response(200, content_type=XML_TYPE, parts=view.nodes_xml)
+        if view.node_xml is None:
             return text_response(503, "this host has no snapshot (see /health)")
-        return Response(200, body, XML_TYPE)
+        return Response(200, view.node_xml, XML_TYPE)
 
 
 class Server:

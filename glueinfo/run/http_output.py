@@ -49,8 +49,8 @@ class HttpOutput:
 
 def refreshed(documents: Documents, local: Any) -> Refreshed:
     """What the store serves from one publish's documents: the LDIF as the publish's own pieces,
-    the Node XML it made (joined once; re-rendered by the store only when a State changes with
-    the clock), the GLUE 2 entries for /glue2.json, the site for /haizea/site.xml and the status
+    the Node XML it made (its pieces, shared with the file output; re-rendered by the store only
+    when a State changes with the clock), the GLUE 2 entries for /glue2.json, the site for /haizea/site.xml and the status
     page."""
     glue2 = documents.glue2
     site = documents.site
@@ -58,7 +58,7 @@ def refreshed(documents: Documents, local: Any) -> Refreshed:
     return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures),
                      ldif=documents.ldif_pieces(), ldif_error=documents.glue2_error, site=site,
                      glue2=glue2.entries if glue2 is not None else None,
-                     nodes_xml=b"".join(chunks) if chunks is not None else None, rendered_at=site.assembled_at)
+                     nodes_xml=chunks, rendered_at=site.assembled_at)
 
 
 def http_plugin(store: Any) -> OutputPlugin:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import ipaddress
 import logging
 import queue
@@ -87,7 +88,8 @@ class Request:
 @dataclass(frozen=True)
 class Response:
     """An answer: ``chunks`` (one HTTP chunk each) instead of ``body`` for a chunked answer;
-    ``close`` ends the connection after it."""
+    ``parts`` instead of ``body`` for a body held in pieces (sent one after the other under one
+    Content-Length, never joined first); ``close`` ends the connection after it."""
 
     status: int
     body: bytes = b""
@@ -95,6 +97,7 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
     chunks: Optional[tuple[bytes, ...]] = None
     close: bool = False
+    parts: Optional[Sequence[bytes]] = None
 
 
 def text_response(status: int, message: str, *, close: bool = False, headers: tuple[tuple[str, str], ...] = ()) -> Response:
@@ -468,6 +471,9 @@ class _Connection:
         elif chunks is not None:
             head.append(b"Transfer-Encoding: chunked\r\n")
             payload = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks if c) + b"0\r\n\r\n"
+        elif response.parts is not None:
+            head.append(b"Content-Length: %d\r\n" % sum(len(part) for part in response.parts))
+            payload = b""
         else:
             head.append(b"Content-Length: %d\r\n" % len(body))
             payload = body
@@ -477,6 +483,8 @@ class _Connection:
         if self.method != "HEAD":
             head.append(payload)
         self.writer.write(b"".join(head))
+        if response.parts is not None and self.method != "HEAD":
+            self.writer.writelines(response.parts)  # the transport's buffer takes them as they are
         if self.writer.transport.get_write_buffer_size():
             try:
                 async with asyncio.timeout(WRITE_TIMEOUT_S):
@@ -573,8 +581,7 @@ class _Connection:
 
 
 def _closing(response: Response) -> Response:
-    return response if response.close else Response(response.status, response.body, response.content_type,
-                                                    response.headers, response.chunks, True)
+    return response if response.close else dataclasses.replace(response, close=True)
 
 
 def _reason(status: int) -> bytes:
