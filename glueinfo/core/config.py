@@ -453,10 +453,3 @@ def load(path: Optional[str] = None, plugin_keys: Optional[Callable[[], PluginKe
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{target}: cannot read config file: {exc}") from None
     return parse_text(text, target, plugin_keys)
-
-
-def static_facts(config: Config) -> Mapping[str, Any]:
-    """The [static] and [extensions] sections, as the static collector wants them."""
-    facts = dict(config.section("static"))
-    facts["extensions"] = dict(config.values.get("extensions", {}))
-    return facts

@@ -225,15 +225,14 @@ def probe(config: Any, host_root: Optional[str] = None, enable: Iterable[str] = 
     like any worker's: a bad field is dropped and named through ``on_error``;
     a host name that cannot be published raises CollectorError.
     """
-    from glueinfo.core.config import static_facts
-
     section = config.section("collectors")
     enable, disable = set(enable), set(disable)
     chosen = select(all_collectors(on_error),
                     enable=(set(section["enable"]) - disable) | enable,
                     disable=(set(section["disable"]) - enable) | disable)
     general = config.section("glueinfo")
-    facts = dict(static_facts(config))
+    facts: dict[str, Any] = dict(config.section("static"))  # the static collector's facts
+    facts["extensions"] = dict(config.section("extensions"))
     facts["hostname"] = general["hostname"]
     interval = section["utilisation_interval"] or None
     root = host_root or general["host_root"]
