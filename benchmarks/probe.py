@@ -10,6 +10,11 @@
    (``python -c pass``) is measured alongside, since it is part of that figure
    and differs between a virtualenv and an interpreter whose site-packages runs
    .pth start-up hooks.
+3. Fresh process: a one-host ``glueinfo ldif`` (this host, the fork CE, the
+   GLUE 1.3 and GLUE 2 trees checked against the installed schema), beside
+   ``glueinfo probe``.  Targets (issue 24): ``glueinfo probe`` at most 3x
+   ``python -c pass``; the one-host ``glueinfo ldif`` at most 1.5x
+   ``glueinfo probe``: a command imports only what it runs.
 
 Usage: python3 benchmarks/probe.py [--runs N] [--process-runs N] [--json]
 Speed is measured here, never asserted in tests.
@@ -86,6 +91,14 @@ def main() -> int:
     process_times, process_cpu = run_ms(command + ["probe"], args.process_runs)
     python_times, python_cpu = run_ms([sys.executable, "-c", "pass"], args.process_runs)
     bare_times, _bare_cpu = run_ms([sys.executable, "-I", "-S", "-c", "pass"], args.process_runs)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="glueinfo-probe-bench-") as workdir:
+        one_host = os.path.join(workdir, "glueinfo.conf")
+        with open(one_host, "w", encoding="utf-8") as handle:
+            handle.write(f"[site]\nid = BENCH\n[run]\nstate_dir = {workdir}/state\n")
+        run_ms(command + ["ldif", "--config", one_host], 2)
+        ldif_times, ldif_cpu = run_ms(command + ["ldif", "--config", one_host], args.process_runs)
 
     figures = {
         "in_process_median_ms": round(statistics.median(probe_times), 3),
@@ -99,6 +112,10 @@ def main() -> int:
         "python_startup_median_ms": round(statistics.median(python_times), 1),
         "python_startup_cpu_median_ms": round(statistics.median(python_cpu), 1),
         "python_bare_startup_median_ms": round(statistics.median(bare_times), 1),
+        "ldif_one_host_median_ms": round(statistics.median(ldif_times), 1),
+        "ldif_one_host_cpu_median_ms": round(statistics.median(ldif_cpu), 1),
+        "probe_over_python": round(statistics.median(process_times) / statistics.median(python_times), 2),
+        "ldif_over_probe": round(statistics.median(ldif_times) / statistics.median(process_times), 2),
         "command": " ".join(command + ["probe"]),
         "python": sys.executable,
         "cpus": os.cpu_count(),
@@ -118,6 +135,10 @@ def main() -> int:
     print(f"  python start-up: `python -c pass` median {figures['python_startup_median_ms']:.1f} ms "
           f"(CPU {figures['python_startup_cpu_median_ms']:.1f} ms), "
           f"`python -I -S -c pass` {figures['python_bare_startup_median_ms']:.1f} ms")
+    print(f"one-host ldif    : median {figures['ldif_one_host_median_ms']:.1f} ms (CPU {figures['ldif_one_host_cpu_median_ms']:.1f} ms)")
+    print(f"  ratios         : probe / python -c pass {figures['probe_over_python']:.2f}x (target <= 3x: "
+          f"{ok(figures['probe_over_python'], 3.0)}); ldif / probe {figures['ldif_over_probe']:.2f}x (target <= 1.5x: "
+          f"{ok(figures['ldif_over_probe'], 1.5)})")
     print(f"  load average   : {' '.join(f'{x:.2f}' for x in os.getloadavg())} (others' work stretches wall times)")
     return 0
 

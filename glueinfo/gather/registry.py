@@ -104,10 +104,15 @@ def all_sources(on_error: Callable[[str], None] = lambda msg: None) -> dict[str,
 
 
 def enabled_sources(config: Any, on_error: Callable[[str], None] = lambda msg: None) -> list[Source]:
-    """The sources ``[sources] enabled`` names, in that order; an unknown name is an error."""
+    """The sources ``[sources] enabled`` names, in that order; an unknown name is an error.  Only
+    the built-ins named are imported (a command imports only what it runs: the agents source
+    alone costs asyncio and http.client), and installed packages are looked at only for a name
+    no built-in has."""
+    names = list(dict.fromkeys(config.get("sources", "enabled")))
+    if all(name in BUILTIN_MODULES for name in names):
+        return plugins.builtin(Source, "SOURCE", BUILTIN_PACKAGE, names, SourceError)
     known = all_sources(on_error)
-    names = config.get("sources", "enabled")
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SourceError(f"[sources] enabled: unknown source(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    return [known[n] for n in dict.fromkeys(names)]
+    return [known[n] for n in names]
