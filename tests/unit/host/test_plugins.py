@@ -130,6 +130,13 @@ def test_a_package_installed_while_running_is_found_by_the_next_discovery(site_d
 
 # -- plugins of the other families, with config keys of their own (issue 24) ---------------------------------------
 
+def queue_file(tmp_path):
+    """What the example batch system reads: its queue's figures, written by hand."""
+    figures = tmp_path / "queue.json"
+    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    return figures
+
+
 def plugin_site_config(tmp_path, queue_file, extra: str = "") -> str:
     conf = tmp_path / "glueinfo.conf"
     conf.write_text(f"""
@@ -153,8 +160,7 @@ def ce_values(ldif: str, attribute: str) -> list[str]:
 
 
 def test_a_third_party_batch_system_reads_its_own_declared_keys(site_dir, tmp_path):
-    figures = tmp_path / "queue.json"
-    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    figures = queue_file(tmp_path)
     conf = plugin_site_config(tmp_path, figures)
     done = glueinfo(site_dir, "ldif", "--glue", "1.3", "--config", conf)
     assert done.returncode == 0, done.stderr
@@ -169,8 +175,7 @@ def test_a_third_party_batch_system_reads_its_own_declared_keys(site_dir, tmp_pa
 
 
 def test_a_declared_key_is_typed_as_the_plugin_declares_it(site_dir, tmp_path):
-    figures = tmp_path / "queue.json"
-    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    figures = queue_file(tmp_path)
     conf = plugin_site_config(tmp_path, figures)
     with open(conf, "a", encoding="utf-8") as handle:
         handle.write("[ce:ex2]\nlrms = example\nexample_queue_file = x\nexample_version = seven\n")
@@ -180,8 +185,7 @@ def test_a_declared_key_is_typed_as_the_plugin_declares_it(site_dir, tmp_path):
 
 
 def test_an_installed_output_publishes_from_its_own_section_beside_the_file(site_dir, tmp_path):
-    figures = tmp_path / "queue.json"
-    figures.write_text('{"total": 96, "free": 17, "running": 5, "waiting": 3}')
+    figures = queue_file(tmp_path)
     summary = tmp_path / "summary.txt"
     conf = plugin_site_config(tmp_path, figures, extra=f"outputs = example-summary\n[output:example-summary]\npath = {summary}\n"
                                                        "prefix = CE=\n")
