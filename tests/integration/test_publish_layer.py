@@ -7,7 +7,10 @@ A five-host site (this host a recorded tree, four workers in a spool; test_one_s
 same bytes must come from `gather --format ldif`, `serve`'s /ldif, and the daemon's file and
 HTTP outputs; the daemon's LDAP output and `glueinfo publish` (bound as `o=grid; o=glue`) must
 leave the server holding exactly those DNs, read back with the real ldapsearch, and nothing in
-a tree the versions leave out.  A write the server refuses makes `publish` exit 1, naming the
+a tree the versions leave out.  The Node XML of `node-xml --site` must come alike from `gather
+--format node-xml`, `serve`, the daemon's file and HTTP; the GLUE 2 JSON of `glue2-json` from
+the daemon's /glue2.json, holding every o=glue entry's ID (none without version 2.0).
+A write the server refuses makes `publish` exit 1, naming the
 DN and the reason.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -28,6 +32,16 @@ from glueinfo.core.ldif import normalise_dn, parse_ldif
 GLUE13_BASE = "mds-vo-name=resource,o=grid"
 GLUE2_BASE = "GLUE2GroupID=resource,o=glue"
 VERSIONS = {"1.3": "1.3", "2.0": "2.0", "both": "1.3, 2.0"}
+
+
+def fetch(url: str) -> bytes | None:
+    """The body of a GET, None for a 503 (nothing of that kind is published)."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return answer.read()
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 503, f"{url}: {exc.code}"
+        return None
 
 
 def dns_below(entries, base: str) -> set[str]:
@@ -80,8 +94,7 @@ def test_every_command_and_output_publishes_the_same_dns_and_bytes(tmp_path, bdi
             assert daemon.process.poll() is None, daemon.log_text()
             time.sleep(0.1)
         assert re.search(whole_site, daemon.log_text()), daemon.log_text()
-        with urllib.request.urlopen(f"http://{daemon.host}:{daemon.port}/ldif", timeout=30) as answer:
-            http_ldif = answer.read()
+        http = {path: fetch(f"http://{daemon.host}:{daemon.port}{path}") for path in ("/ldif", "/nodes.xml", "/glue2.json")}
     finally:
         assert stop_glueinfo(daemon) == 0, daemon.log_text()
     assert "refused" not in daemon.log_text(), daemon.log_text()
@@ -95,9 +108,29 @@ def test_every_command_and_output_publishes_the_same_dns_and_bytes(tmp_path, bdi
     assert len(entries) == len(glue13) + len(glue2)
 
     assert (tmp_path / "out" / "glue.ldif").read_bytes() == ldif
-    assert http_ldif == ldif
+    assert http["/ldif"] == ldif
     assert glueinfo("gather", "--format", "ldif", config=config).stdout == ldif
-    assert served(config, tmp_path, ("/ldif",))["/ldif"] == ldif
+    answers = served(config, tmp_path, ("/ldif", "/nodes.xml"))
+    assert answers["/ldif"] == ldif
+
+    # The Node XML: the same document from every command and output.
+    nodes = glueinfo("node-xml", "--site", config=config).stdout
+    assert nodes.count(b"<Node>") == 5
+    assert glueinfo("gather", "--format", "node-xml", "--pretty", config=config).stdout == nodes
+    assert (tmp_path / "out" / "nodes.xml").read_bytes() == nodes
+    assert http["/nodes.xml"] == nodes and answers["/nodes.xml"] == nodes
+
+    # The GLUE 2 JSON: the o=glue tree's objects, the same from the command and the daemon, none without 2.0.
+    as_json = glueinfo("glue2-json", config=config, check=False)
+    if glue2:
+        assert as_json.returncode == 0, as_json.stderr.decode()
+        assert http["/glue2.json"] == as_json.stdout
+        ids = set(re.findall(rb'"ID": "([^"]+)"', as_json.stdout))
+        assert {dn.split(",")[0].split("=", 1)[1].encode() for dn in glue2 if not dn.startswith("glue2groupid=")} <= {
+            i.lower() for i in ids}
+    else:
+        assert as_json.returncode == 1 and b"leaves GLUE 2 out" in as_json.stderr
+        assert http["/glue2.json"] is None
     assert server_dns(bdii_slapd, GLUE13_BASE) == glue13
     assert server_dns(bdii_slapd, GLUE2_BASE) == glue2
 
