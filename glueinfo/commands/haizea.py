@@ -3,7 +3,8 @@
 The site is assembled as every command assembles it (glueinfo.commands.site_options
 make_assembler, glueinfo.site.assemble: the enabled [sources], the [node]
 site_snapshots files, the state directory, each CE's LRMS asked once), then
-rendered by glueinfo.haizea.site: one ``<node-set>`` per distinct capacity,
+made by the publish layer (glueinfo.publish.documents, through
+glueinfo.haizea.site): one ``<node-set>`` per distinct capacity,
 hosts Offline or Unknown left out and named in the document's comment.
 
 ``--lwf`` adds the CEs' batch jobs (glueinfo.lrms.registry.site_jobs: every
@@ -34,31 +35,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import long_lived_objects
-    from glueinfo.commands.site_options import clock_from_environment, make_assembler, site_config
-    from glueinfo.haizea.site import site_element, site_nodes, to_bytes
-    from glueinfo.site.node_settings import node_settings
+    from glueinfo.commands.site_options import clock_from_environment, make_assembler, publisher_for, site_config
 
     config = site_config(args, config)
-    settings = node_settings(config)
     clock = clock_from_environment()
     with long_lived_objects():
         site = make_assembler(args, config, clock=clock).once()
+    documents = publisher_for(args, config).documents(site)
     now = clock()
-    nodes = site_nodes(site, now, settings)
     failed: list[str] = []
     # no host left to describe: HaizeaError (a PublicationError), one line and exit 1
     if not args.lwf:
-        document = to_bytes(site_element(nodes))
+        document = documents.haizea_site(now)
     else:
-        from glueinfo.haizea.workload import workload_document
         from glueinfo.lrms.registry import site_jobs
 
         jobs, failed = site_jobs(site.model.ces, clock=clock)  # each failure is logged once by the registry
-        info = site.model.site
-        name = args.name or info.name or info.unique_id or "glueinfo"
-        ces = [ce.unique_id for ce in site.model.ces if ce.lrms != "fork"]
         preemptible = None if args.preemptible is None else args.preemptible == "yes"
-        document = workload_document(name, ces, nodes, jobs, now, preemptible)
+        document = documents.haizea_workload(now, jobs, args.name or "", preemptible)
     sys.stdout.buffer.write(document)
     sys.stdout.flush()
     return 1 if failed else 0

@@ -262,3 +262,16 @@ class Documents:
         from glueinfo.haizea.site import site_document
 
         return site_document(self.site, now, self.settings.node)
+
+    def haizea_workload(self, now: float, jobs: Sequence[Any], name: str = "",
+                        preemptible: Optional[bool] = None) -> bytes:
+        """The batch ``jobs`` (glueinfo.lrms.registry.site_jobs) on this site's hosts as a Haizea
+        ``<lease-workload>`` named ``name`` (default: [site] name, else its id, else glueinfo).
+        HaizeaError when no host is left to describe."""
+        from glueinfo.haizea.site import site_nodes
+        from glueinfo.haizea.workload import workload_document
+
+        info = self.site.model.site
+        ces = [ce.unique_id for ce in self.site.model.ces if ce.lrms != "fork"]
+        return workload_document(name or info.name or info.unique_id or "glueinfo", ces,
+                                 site_nodes(self.site, now, self.settings.node), jobs, now, preemptible)
