@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import importlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NoReturn, Optional
 
 from glueinfo import __version__
@@ -49,22 +48,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXIT_OK = 0
 
 
-@contextlib.contextmanager
-def long_lived_objects() -> Iterator[None]:
+def long_lived_objects() -> contextlib.AbstractContextManager[None]:
     """For a command's making of what it keeps until the process ends (the
     modules it imports, host snapshots): Python's cyclic garbage collector is
-    paused meanwhile and then kept off it for good (gc.freeze), instead of
-    walking it again and again to find no garbage; reference counting still
-    frees everything else.  About 10 ms of a fresh `glueinfo probe` or
-    `glueinfo ldif`, much more with thousands of snapshots."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-        gc.freeze()
-    finally:
-        if enabled:
-            gc.enable()
+    paused meanwhile and then kept off it for good (gc.freeze, through
+    glueinfo.core.gc_pause), instead of walking it again and again to find no
+    garbage; reference counting still frees everything else.  About 10 ms of a
+    fresh `glueinfo probe` or `glueinfo ldif`, much more with thousands of
+    snapshots."""
+    from glueinfo.core.gc_pause import collector_paused
+
+    return collector_paused(freeze=True)
 
 
 def terminal_width() -> int:

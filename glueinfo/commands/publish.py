@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import logging
 import sys
@@ -33,7 +32,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Optional
 
 from glueinfo.core.config import Config
-from glueinfo.site.assemble import SiteAssembler
+from glueinfo.site.assemble import AssembledSite, SiteAssembler
 
 if TYPE_CHECKING:
     from glueinfo.glue.ldapsync import LdapTarget, PublishReport
@@ -80,6 +79,25 @@ def adopt_from_server(assembler: SiteAssembler, targets: list[LdapTarget], base_
     assembler.adopt_published(entries, target.url)
 
 
+def published_site(args: argparse.Namespace, config: Config, clock: Callable[[], float], targets: list[LdapTarget],
+                   base_dn: str) -> AssembledSite:
+    """The site to publish: the --snapshots files, else every source once with the state
+    directory; an upgrade (no SubCluster ids remembered) keeps the ids the server already has."""
+    from glueinfo.commands.site_options import assemble_once, make_assembler
+
+    if args.snapshots:
+        return assemble_once(args, config, clock, args.snapshots)
+    assembler = make_assembler(args, config, clock=clock)
+    assembler.open_state()
+    if assembler.ids.is_empty():
+        adopt_from_server(assembler, targets, base_dn)
+    assembler.gather()
+    assembler.refresh_lrms()
+    site = assembler.assemble()
+    assembler.close()
+    return site
+
+
 class ProgressLine:
     """The writes answered so far, rewritten in place on a terminal at most every
     ``interval_s`` (the clock is passed in); ``clear`` blanks it for what follows."""
@@ -117,8 +135,9 @@ def summary_line(url: str, bases: tuple[str, ...], report: PublishReport) -> str
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from glueinfo.cli import long_lived_objects
     from glueinfo.commands.ldif import report_warnings
-    from glueinfo.commands.site_options import assemble_once, clock_from_environment, make_assembler, publisher_for, site_config
+    from glueinfo.commands.site_options import clock_from_environment, publisher_for, site_config
     from glueinfo.core.errors import UsageError
     from glueinfo.glue.glue2.publish import load_times, save_times
     from glueinfo.glue.ldapsync import PublishError, default_state_file
@@ -149,21 +168,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
         raise UsageError(f"publish: {exc}") from None
 
     started = time.monotonic()
-    if args.snapshots:
-        site = assemble_once(args, config, clock, args.snapshots)
-    else:
-        assembler = make_assembler(args, config, clock=clock)
-        assembler.open_state()
-        if assembler.ids.is_empty():  # an upgrade: keep the SubCluster ids the server already has
-            adopt_from_server(assembler, targets, settings.base_dn)
-        assembler.gather()
-        assembler.refresh_lrms()
-        site = assembler.assemble()
-        assembler.close()
+    # The snapshots live until the process ends: keep the cyclic GC from walking their millions of
+    # objects again and again (as ldif does).
+    with long_lived_objects():
+        site = published_site(args, config, clock, targets, settings.base_dn)
     collected = time.monotonic()
-    # The snapshots live until the process ends: keep the cyclic GC from walking
-    # their millions of objects again and again while the tree is built.
-    gc.freeze()
     documents = publisher.documents(site)
     entries = documents.entries()  # TemplateError, Glue2Error: the config is wrong, exit 2
     if times_file and publisher.times is not None and documents.glue2 is not None:

@@ -16,9 +16,12 @@ import argparse
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from glueinfo.core.config import Config
+
+if TYPE_CHECKING:
+    from glueinfo.site.assemble import AssembledSite, SiteAssembler
 
 CLOCK_VARIABLE = "GLUEINFO_CLOCK"
 
@@ -60,7 +63,7 @@ def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], fl
 
 def make_assembler(args: argparse.Namespace, config: Config, *, without_local: bool = False,
                    clock: Callable[[], float] | None = None, probe: Callable[[], Any] | None = None,
-                   observed: Any = None) -> Any:
+                   observed: Any = None) -> SiteAssembler:
     """The site assembler of a command (glueinfo.site.assemble); SourceError or ConfigError
     (ConfigurationErrors: exit 2) for unknown sources or a bad site model.  ``probe``: how the
     ``local`` source gets this host (default: a probe, as the command line says).  ``observed``: a
@@ -84,7 +87,7 @@ def make_assembler(args: argparse.Namespace, config: Config, *, without_local: b
 
 
 def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], float],
-                  snapshots: list[str] | None = None) -> Any:
+                  snapshots: list[str] | None = None) -> AssembledSite:
     """The site of a one-shot command: exactly these snapshot files (``--snapshots``) when given,
     else every source once (glueinfo.site.assemble)."""
     if snapshots:

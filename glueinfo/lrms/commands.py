@@ -17,14 +17,12 @@ tests and benchmarks with recorded outputs.
 
 from __future__ import annotations
 
-import gc
 import os
 import shlex
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -149,27 +147,7 @@ def assign_vos(vo_map: VoMap, jobs: Iterable[JobInfo]) -> None:
             job.vo = seen[key] = vo_map.vo_of(user=key[0], group=key[1], account=key[2], proxy_vo=key[3])
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off for the block, then back as it was (also when the
-    block raises).
 
-    Reading one batch system's output of 50,000 jobs makes hundreds of thousands of objects
-    (decoded JSON, job records, JobInfos) and none of them in a cycle, so every collection the
-    allocations trigger walks a heap that only grows and frees nothing: up to a third of a
-    refresh's CPU.  Blocks may run in several threads at once (one plugin query per CE thread):
-    only a block that found the collector on turns it off, and that block always turns it back
-    on, so whatever the interleaving, the collector ends as it was found.  Nothing a plugin makes
-    needs the collector to be freed; plain reference counting still frees everything at once.
-    """
-    was_enabled = gc.isenabled()
-    if was_enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class Steps:

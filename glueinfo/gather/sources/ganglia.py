@@ -38,16 +38,14 @@ from an agent's or the local probe's snapshot of the same host.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import operator
 import re
 import socket
-from collections.abc import Iterator
 from typing import Any, Optional
 
 from glueinfo.core.errors import InputError
+from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.hostrange import HostRangeError, Target, parse_target
 from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, MemoryInfo, OsInfo
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
@@ -454,23 +452,12 @@ def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "G
     :func:`packed_document`; any other, and any whose packed form does not
     parse, by the general path, which also words every error.
     """
-    with _collector_paused():
+    # ~25 containers per HOST, none in a reference cycle: at 10,000 HOSTs the collector would run
+    # hundreds of times over them for nothing (a tenth of the parse).
+    with collector_paused():
         report = parse_packed(data, fetched_at, max_bytes, what)
         return report if report is not None else parse_general(data, fetched_at, max_bytes, what)
 
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while ~25 containers per HOST are made, none of them in a
-    reference cycle: at 10,000 HOSTs it would otherwise run hundreds of times over them for nothing
-    (a tenth of the parse).  Reference counting still frees everything; the pause ends with the parse."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def parse_packed(data: bytes, fetched_at: float, max_bytes: int, what: str = "Ganglia XML") -> Optional[SourceReport]:

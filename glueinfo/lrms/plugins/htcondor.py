@@ -54,6 +54,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
@@ -580,7 +581,7 @@ def query(ctx: LrmsContext) -> QueueState:
     answers: list[ScheddAnswer] = (_run_all([functools.partial(ask_schedd, tools, s.name, attributes) for s in in_scope])
                                    if in_scope else [])
     jobs: list[JobInfo] = []
-    with commands.gc_paused():  # 50,000 decoded ads and their JobInfos: see gc_paused
+    with collector_paused():  # 50,000 decoded ads and their JobInfos: see glueinfo.core.gc_pause
         for answer in answers:
             read_answer(answer)
         failed: dict[str, str] = {a.schedd: a.error for a in answers if a.error is not None}

@@ -51,6 +51,7 @@ from typing import Any, Optional, Protocol, TypedDict
 import msgspec
 
 from glueinfo.core import xmlsafe
+from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
@@ -1151,8 +1152,8 @@ def query(ctx: LrmsContext) -> QueueState:
     """The state of the PBS queue ``ctx.queue`` (see the module docstring for commands and failures)."""
     # The collector is held off for the whole query, not just the parse: released at the end of a
     # parse, it would walk the 50,000 jobs' records at the next allocations, and a counts-only
-    # refresh frees them all before it returns (see glueinfo.lrms.commands.gc_paused).
-    with commands.gc_paused():
+    # refresh frees them all before it returns (see glueinfo.core.gc_pause).
+    with collector_paused():
         return _query(ctx)
 
 
@@ -1231,7 +1232,7 @@ def _query(ctx: LrmsContext) -> QueueState:
         def node_name(host: str) -> str:
             return short_of.get(host) or site_host(host, lookup)
 
-        with commands.gc_paused():  # 50,000 JobInfos: see gc_paused
+        with collector_paused():  # 50,000 JobInfos: see glueinfo.core.gc_pause
             infos = [job_info(j, node_name) for j in jobs]
             commands.assign_vos(ctx.vo_map, infos)
             state.vo_counts = count_by_vo(infos)
@@ -1255,8 +1256,8 @@ def _query(ctx: LrmsContext) -> QueueState:
 def _paused(parse: Callable[[str, bool, frozenset[str]], list[PbsJob]], text: str, full: bool,
             private: frozenset[str]) -> list[PbsJob]:
     """``parse(text, full, private)`` with the collector paused: the job list of 50,000 jobs makes hundreds
-    of thousands of objects, none in a cycle (see glueinfo.lrms.commands.gc_paused)."""
-    with commands.gc_paused():
+    of thousands of objects, none in a cycle (see glueinfo.core.gc_pause)."""
+    with collector_paused():
         return parse(text, full, private)
 
 

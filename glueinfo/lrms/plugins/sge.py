@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
@@ -698,8 +699,8 @@ def query(ctx: LrmsContext) -> QueueState:
     unknown) when no queue is named or the qmaster cannot be reached; other failures partial."""
     # The collector is held off for the whole query, not just the parse: released at the end of a
     # parse, it would walk the 50,000 jobs' records at the next allocations, and a counts-only
-    # refresh frees them all before it returns (see glueinfo.lrms.commands.gc_paused).
-    with commands.gc_paused():
+    # refresh frees them all before it returns (see glueinfo.core.gc_pause).
+    with collector_paused():
         return _query(ctx)
 
 
@@ -720,7 +721,7 @@ def _query(ctx: LrmsContext) -> QueueState:
     args = ["-xml", "-f", "-r", *(("-ext", "-pri") if full else ()), "-u", "*"]
     try:
         text = tools("qstat", *args)
-        with commands.gc_paused():  # 50,000 jobs' records: see gc_paused
+        with collector_paused():  # 50,000 jobs' records: see glueinfo.core.gc_pause
             report = parse_qstat(text, full=full)
         del text
     except SgeOutputError as exc:
@@ -746,7 +747,7 @@ def _query(ctx: LrmsContext) -> QueueState:
             errors.append(f"qconf -sq {queue}: {exc}")
 
     if report is not None:
-        with commands.gc_paused():
+        with collector_paused():
             _fill_jobs(state, ctx, report, hosts, config is not None, default_wall_s, now, errors)
     state.error = step.error("sge")
     return state

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.hostrange import expand_list
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
@@ -881,7 +882,7 @@ def query(ctx: LrmsContext) -> QueueState:
             hostname_of = {n.name: n.hostname for n in nodes or ()}
             nodes_of = node_names(hostname_of)
             private = private_fields(ctx.ce_config)
-            with commands.gc_paused():  # 10,000s of JobInfos: see gc_paused
+            with collector_paused():  # 10,000s of JobInfos: see glueinfo.core.gc_pause
                 state.jobs = [job_info(j, hostname_of, nodes_of, private) for j in jobs]
             ctx.vo_map.assign(state.jobs)
     state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
@@ -894,8 +895,8 @@ def query(ctx: LrmsContext) -> QueueState:
 
 def _paused(parse: Callable[[str, str, bool], list[SlurmJob]], text: str, token: str, full: bool) -> list[SlurmJob]:
     """``parse(text, token, full)`` with the cyclic collector held off: a queue's records are many
-    objects and no cycles (glueinfo.lrms.commands.gc_paused)."""
-    with commands.gc_paused():
+    objects and no cycles (glueinfo.core.gc_pause)."""
+    with collector_paused():
         return parse(text, token, full)
 
 
