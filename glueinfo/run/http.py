@@ -180,12 +180,19 @@ class Refreshed:
 class NodeObjects:
     """The SSSRMAP Node objects of one view's document, read from it at the first query and kept
     with the view (an lxml tree of 10,000 Nodes is ten times the document: a server nobody
-    queries never holds one).  Thread-safe: concurrent first queries parse once."""
+    queries never holds one).  Once a view's objects were queried, the next view's are read in
+    the refresh (publish) thread, so a server that is queried keeps answering its clients at
+    once.  Thread-safe: concurrent first queries parse once."""
 
     def __init__(self, document: Sequence[bytes]) -> None:
         self.document = document  # its pieces
         self._lock = threading.Lock()
         self._objects: Optional[ObjectSet] = None
+
+    @property
+    def built(self) -> bool:
+        """Whether a query has needed them (then the next view's are prepared with the publish)."""
+        return self._objects is not None
 
     def get(self) -> ObjectSet:
         with self._lock:
@@ -278,7 +285,13 @@ class NodeStore:
             return False
         finally:
             self._refresh_lock.release()
+        queried = self._view is not None and self._view.objects.built
         self._data, self._view = data, view
+        if queried:  # a server someone queries: read the new document now, not in their next query
+            try:
+                view.objects.get()
+            except Exception as exc:  # the document was made here; a failure is a bug, the query will say it
+                log.warning("SSSRMAP Node objects not prepared: %s: %s", type(exc).__name__, exc)
         if data.ldif is not None:
             self._ldif, self._ldif_error = data.ldif, None
         elif data.ldif_error is not None:

@@ -476,6 +476,32 @@ def test_a_failed_refresh_keeps_the_last_good_documents():
     assert store.ldif() == (None, "no LDIF built yet")
 
 
+def test_sssrmap_objects_are_read_from_the_served_document_only_once_someone_queries():
+    """The store holds the Node XML document, not a tree of it (issue 24: a tree of 10,000 Nodes is
+    ten times the document): the objects are read at the first query, and from then on with each
+    refresh, so a queried server keeps answering at once."""
+    load = [0.5]
+
+    def refresh() -> Refreshed:
+        snapshot = HostSnapshot(hostname="wn3.example.org", collected_at=time.time(), cpu=CpuInfo(logical_cpus=8),
+                                load=LoadInfo(load1=load[0]))
+        return Refreshed(local=snapshot, snapshots=[snapshot])
+
+    store = NodeStore(refresh)
+    store.refresh_once()
+    view = store.view()
+    assert not view.objects.built
+    assert store.refresh_once() and not store.view().objects.built  # nobody asked: still no tree
+    objects = store.view().objects.get()  # the first query
+    assert [element.findtext("Id") for element in objects.elements] == ["wn3.example.org"]
+    served = etree.fromstring(b"".join(store.view().nodes_xml), etree.XMLParser(remove_blank_text=True))
+    assert etree.tostring(objects.elements[0]) == etree.tostring(served[0])  # the very Node /nodes.xml serves
+    load[0] = 7.5  # the next refresh: read with it, and what a query sees follows the document
+    assert store.refresh_once() and store.view().objects.built
+    busy = store.view().objects.get().elements[0]
+    assert busy.findtext("State") == "Busy" and b"<State>Busy</State>" in b"".join(store.view().nodes_xml)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("127.0.0.1:7170", ("127.0.0.1", 7170)), ("0.0.0.0:80", ("0.0.0.0", 80)), ("[::1]:9000", ("::1", 9000)),
     ("localhost", ("localhost", 7170)), (":8080", ("127.0.0.1", 8080)),
