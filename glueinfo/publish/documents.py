@@ -38,14 +38,12 @@ from glueinfo.glue.glue2.check import Glue2Build
 from glueinfo.glue.glue2.publish import LOAD_SCHEMA, build_glue2
 from glueinfo.glue.glue2.render import RESOURCE_GROUP, Glue2Options
 from glueinfo.glue.glue2.times import CreationTimes
-from glueinfo.sss.node_markup_cache import NodeMarkupCache
-from glueinfo.sss.node_templates import NodeRenderError
-from glueinfo.sss.node_xml import render_data, render_data_chunks
 
 if TYPE_CHECKING:
     from glueinfo.core.ldif import Entry
     from glueinfo.site.assemble import AssembledSite
     from glueinfo.site.publish_settings import PublishSettings
+    from glueinfo.sss.node_markup_cache import NodeMarkupCache
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +102,11 @@ class Publisher:
         self.check_health = check_health
         self.times = times if times is not None else (CreationTimes() if daemon else None)
         self.render_cache: Optional[RenderCache] = RenderCache(keep_entries=keep_entries) if daemon else None
-        self.node_markup: Optional[NodeMarkupCache] = NodeMarkupCache() if daemon else None
+        self.node_markup: Optional[NodeMarkupCache] = None
+        if daemon:  # a one-shot command that prints LDIF never loads the Node XML renderer
+            from glueinfo.sss.node_markup_cache import NodeMarkupCache
+
+            self.node_markup = NodeMarkupCache()
 
     def keep_entries(self, keep: bool) -> None:
         """Whether each publish must hand over every GLUE 1.3 entry (an LDAP output syncs them) or
@@ -240,6 +242,9 @@ class Documents:
         publish (a file output and the HTTP store share them), or None after a warning when it
         cannot be rendered (a file output then keeps its old file)."""
         if "_node_chunks" not in self.__dict__:
+            from glueinfo.sss.node_templates import NodeRenderError
+            from glueinfo.sss.node_xml import render_data_chunks
+
             try:
                 if self.publisher.node_markup is not None:
                     chunks: Optional[list[bytes]] = render_data_chunks(self.site.snapshots(), self.site.assembled_at,
@@ -255,6 +260,8 @@ class Documents:
 
     def node_xml(self, pretty: bool = True) -> bytes:
         """The site's Node XML whole.  NodeRenderError."""
+        from glueinfo.sss.node_xml import render_data
+
         return render_data(self.site.snapshots(), self.site.assembled_at, self.settings.node, pretty=pretty)
 
     def haizea_site(self, now: float) -> bytes:
