@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -230,11 +229,11 @@ class Documents:
     @functools.cached_property
     def glue2_json(self) -> Optional[bytes]:
         """The GLUE 2 entries in the OGF GLUE 2 JSON rendering, or None without a GLUE 2 tree."""
-        from glueinfo.glue.glue2.json import glue2_json
+        from glueinfo.glue.glue2.json import glue2_json_document
 
         if self.glue2 is None:
             return None
-        return json.dumps(glue2_json(self.glue2.entries), indent=1).encode() + b"\n"
+        return glue2_json_document(self.glue2.entries)
 
     # -- SSS and Haizea ------------------------------------------------------------------------
     def node_xml_chunks(self) -> Optional[list[bytes]]:

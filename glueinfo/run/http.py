@@ -395,14 +395,14 @@ class NodeStore:
 
     def glue2_json(self) -> tuple[Optional[bytes], str]:
         """(the GLUE 2 objects of the last refresh in the OGF JSON rendering, or None and why not)."""
-        from glueinfo.glue.glue2.json import glue2_json
+        from glueinfo.glue.glue2.json import glue2_json_document
 
         data = self._data
         if data is None:
             return None, "starting: no site assembled yet"
         if not data.glue2:
             return None, "no GLUE 2 tree is published ([glue] versions, [site] id, or --no-ldif)"
-        return json.dumps(glue2_json(data.glue2), indent=1).encode() + b"\n", ""
+        return glue2_json_document(data.glue2), ""
 
     def haizea_site(self) -> tuple[Optional[bytes], str]:
         """(the site as a Haizea ``<site>`` now, or None and why not): rendered on request from the

@@ -10,6 +10,7 @@ are strings or numbers, multi-valued ones lists; nothing is added.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -76,3 +77,9 @@ def glue2_json(entries: Sequence[Entry]) -> dict[str, Any]:
         else:
             roots.setdefault(kind, []).append(obj)
     return roots
+
+
+def glue2_json_document(entries: Sequence[Entry]) -> bytes:
+    """The document ``glueinfo glue2-json`` prints and ``/glue2.json`` serves: :func:`glue2_json` of
+    the entries, indented by one, UTF-8, ending in a newline."""
+    return json.dumps(glue2_json(entries), indent=1).encode() + b"\n"
