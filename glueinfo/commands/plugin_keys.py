@@ -9,12 +9,33 @@ left out here and reported when it is used.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 
-from glueinfo.core.options import Option
+from glueinfo.core.options import OPTION_TYPES, Option
+
+log = logging.getLogger(__name__)
 
 
-def plugin_keys() -> dict[str, Mapping[str, Option]]:
+def checked_keys(declared: object, plugin: str, on_error: Callable[[str], None]) -> dict[str, Option]:
+    """A plugin's declared keys when every one is a lower-case name (configparser lower-cases what it
+    reads) with an Option of a known type; else none of them, and one line through ``on_error``: a
+    broken plugin must not take every command down."""
+    if not isinstance(declared, Mapping):
+        on_error(f"{plugin}: config_keys is not a mapping of key -> Option; its keys are ignored")
+        return {}
+    keys: dict[str, Option] = {}
+    for name, option in declared.items():
+        if not isinstance(name, str) or not name or name != name.lower() or not isinstance(option, Option) \
+                or option.type not in OPTION_TYPES:
+            on_error(f"{plugin}: config key {name!r} is not a lower-case name with an Option of type "
+                     f"{', '.join(OPTION_TYPES)}; its keys are ignored")
+            return {}
+        keys[name] = option
+    return keys
+
+
+def plugin_keys(on_error: Callable[[str], None] = lambda message: log.warning("%s", message)) -> dict[str, Mapping[str, Option]]:
     """Section (``ce:*``, ``sources``, ``output:NAME``) -> the keys plugins declare for it."""
     from glueinfo.core import plugins
     from glueinfo.gather.registry import ENTRY_POINT_GROUP as SOURCE_GROUP
@@ -25,14 +46,15 @@ def plugin_keys() -> dict[str, Mapping[str, Option]]:
 
     declared: dict[str, dict[str, Option]] = {}
 
-    def add(section: str, keys: Mapping[str, Option]) -> None:
-        if keys:
-            declared.setdefault(section, {}).update(keys)
+    def add(section: str, keys: object, plugin: str) -> None:
+        checked = checked_keys(keys, plugin, on_error)
+        if checked:
+            declared.setdefault(section, {}).update(checked)
 
     for lrms in lrms_plugins():
-        add("ce:*", lrms.config_keys)
+        add("ce:*", lrms.config_keys, f"LRMS plugin {lrms.name} ({lrms.source})")
     for source in plugins.entry_point_plugins(SOURCE_GROUP, Source, "SOURCE", "source", SourceError, origin_field="origin"):
-        add("sources", source.config_keys)
+        add("sources", source.config_keys, f"source {source.name} ({source.origin})")
     for output in plugins.entry_point_plugins(OUTPUT_GROUP, OutputPlugin, "OUTPUT", "output", OutputError):
-        add(f"output:{output.name}", output.config_keys)
+        add(f"output:{output.name}", output.config_keys, f"output {output.name} ({output.source})")
     return dict(declared)

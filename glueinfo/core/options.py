@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+OPTION_TYPES = ("str", "path", "int", "float", "bool", "list")
+
 
 @dataclass(frozen=True)
 class Option:

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Optional
 
+from glueinfo.core.errors import PublicationError
 from glueinfo.core.text import one_line
 from glueinfo.glue.build import AUTO, RenderCache, SiteBuild, render_site, write_site
 from glueinfo.glue.glue2.check import Glue2Build
@@ -101,6 +102,7 @@ class Publisher:
         self.check_health = check_health
         self.times = times if times is not None else (CreationTimes() if daemon else None)
         self.render_cache: Optional[RenderCache] = RenderCache(keep_entries=keep_entries) if daemon else None
+        self.last_glue2: Optional[Glue2Build] = None  # a daemon's last good GLUE 2 tree, kept through a failure
         self.node_markup: Optional[NodeMarkupCache] = None
         if daemon:  # a one-shot command that prints LDIF never loads the Node XML renderer
             from glueinfo.sss.node_markup_cache import NodeMarkupCache
@@ -152,15 +154,20 @@ class Documents:
         p = self.publisher
         options = glue2_options(self.settings)
         try:
-            return build_glue2(self.site, options, self.site.assembled_at, p.times, check_health=p.check_health,
-                               schema=p.glue2_schema)
+            build = build_glue2(self.site, options, self.site.assembled_at, p.times, check_health=p.check_health,
+                                schema=p.glue2_schema)
         except Exception as exc:
             if not p.daemon:
                 raise
-            # A GLUE 2 failure must not stop GLUE 1.3 and Node XML: said, and left out.
+            # A GLUE 2 failure must not stop GLUE 1.3 and Node XML, nor withdraw the GLUE 2 tree already
+            # published (the LDAP sync would delete it, the file lose it): the last good one stays, said.
             self.glue2_error = f"{type(exc).__name__}: {one_line(exc)}"
-            log.warning("GLUE 2 not published: %s", self.glue2_error)
-            return None
+            kept = "; the last good GLUE 2 tree stays published" if p.last_glue2 is not None else ""
+            log.warning("GLUE 2 not made: %s%s", self.glue2_error, kept)
+            return p.last_glue2
+        if p.daemon:
+            p.last_glue2 = build
+        return build
 
     @property
     def errors(self) -> list[Any]:
@@ -218,7 +225,13 @@ class Documents:
         return LdifPieces(texts, self._glue2_tail, self.entry_count())
 
     def entries(self) -> list[Entry]:
-        """Every entry, parents first, o=grid's then o=glue's: what an LDAP server is made to hold."""
+        """Every entry, parents first, o=grid's then o=glue's: what an LDAP server is made to hold.
+        PublicationError when this daemon's publisher keeps only the entries' texts (an output that
+        reads entries declares ``needs_entries``)."""
+        cache = self.publisher.render_cache
+        if cache is not None and not cache.keep_entries and self.settings.publishes("1.3"):
+            raise PublicationError("this publisher keeps the GLUE 1.3 entries as texts only: an output that reads "
+                                   "Documents.entries() declares needs_entries=True in its OutputPlugin")
         return [*(self.glue13.entries if self.glue13 else ()), *(self.glue2.entries if self.glue2 else ())]
 
     def entry_count(self) -> int:

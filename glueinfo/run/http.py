@@ -252,6 +252,9 @@ class NodeStore:
         self._ldif: Optional[LdifPieces] = None
         self._ldif_error: Optional[str] = "no LDIF built yet"
         self._render_lock = threading.Lock()
+        # Held only while (_data, _view) are swapped: a clock re-render (a request's) installs its view only
+        # if no refresh or publish replaced the data meanwhile.
+        self._swap_lock = threading.Lock()
         self._markup = NodeMarkupCache()
         self._markup_lock = threading.Lock()  # refreshes and clock-driven re-renders may overlap
         self._refresh_lock = threading.Lock()
@@ -286,7 +289,8 @@ class NodeStore:
         finally:
             self._refresh_lock.release()
         queried = self._view is not None and self._view.objects.built
-        self._data, self._view = data, view
+        with self._swap_lock:
+            self._data, self._view = data, view
         if queried:  # a server someone queries: read the new document now, not in their next query
             try:
                 view.objects.get()
@@ -360,8 +364,10 @@ class NodeStore:
                     node_xml = to_bytes(node_element(local, view.rendered_at, self.settings))
                 except NodeRenderError as exc:
                     log.warning("this host: %s", exc)
-            self._data = dataclasses.replace(data if data is not None else kept, local=local)
-            self._view = dataclasses.replace(view, node_xml=node_xml)
+            with self._swap_lock:
+                self._data = dataclasses.replace(data if data is not None else kept, local=local)
+                latest = self._view if self._view is not None else view  # a clock re-render may have landed
+                self._view = dataclasses.replace(latest, node_xml=node_xml)
             if data is not None and data.ldif is not None:
                 self._ldif, self._ldif_error = data.ldif, None
         return True
@@ -382,8 +388,11 @@ class NodeStore:
             view = self._view
             data = self._data
             if view is not None and data is not None and self.clock() >= view.valid_until:
-                view = self._render(data, self.clock())
-                self._view = view
+                rendered = self._render(data, self.clock())
+                with self._swap_lock:
+                    if self._data is data:  # else a refresh landed meanwhile: its view is newer
+                        self._view = rendered
+                    view = self._view
         finally:
             self._render_lock.release()
         return view

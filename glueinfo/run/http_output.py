@@ -37,7 +37,8 @@ class HttpOutput:
         documents = publication.documents
         local = publication.local
         if documents is not None:
-            self.latest = refreshed(documents, local)
+            # No host changed: the Node documents are kept (below), so none is made for the store.
+            self.latest = refreshed(documents, local, with_nodes=publication.hosts_changed)
         if not publication.hosts_changed or documents is None:
             # No host changed: the Node documents (and their SSSRMAP objects) stay; the rest is renewed.
             if self.store.update_local(local, self.latest if documents is not None else None):
@@ -47,14 +48,14 @@ class HttpOutput:
         return OutputResult(written=True)
 
 
-def refreshed(documents: Documents, local: Any) -> Refreshed:
+def refreshed(documents: Documents, local: Any, with_nodes: bool = True) -> Refreshed:
     """What the store serves from one publish's documents: the LDIF as the publish's own pieces,
     the Node XML it made (its pieces, shared with the file output; re-rendered by the store only
     when a State changes with the clock), the GLUE 2 entries for /glue2.json, the site for /haizea/site.xml and the status
     page."""
     glue2 = documents.glue2
     site = documents.site
-    chunks = documents.node_xml_chunks()
+    chunks = documents.node_xml_chunks() if with_nodes else None
     return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures),
                      ldif=documents.ldif_pieces(), ldif_error=documents.glue2_error, site=site,
                      glue2=glue2.entries if glue2 is not None else None,

@@ -55,7 +55,7 @@ from glueinfo.core.model import HostSnapshot
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 from glueinfo.publish.documents import Publisher
-from glueinfo.publish.outputs import Output, OutputContext, Publication, all_outputs, make_outputs, publish_all
+from glueinfo.publish.outputs import Output, OutputContext, OutputError, Publication, all_outputs, make_outputs, publish_all
 from glueinfo.publish.outputs.file import FileOutput
 from glueinfo.publish.outputs.ldap import LdapOutcome, LdapOutput, LdapSync
 from glueinfo.run.gc_policy import CollectorPolicy
@@ -117,9 +117,12 @@ class Provider:
         self._published_fingerprint: Optional[tuple[Any, ...]] = None
         self.store = self._new_store(self.plan)
         self.server: Any = None
+        # [run] serve takes effect at a start only: a reload neither starts nor stops the server, so the
+        # http output stays as long as the process (a listening server is fed to the end).
+        self._serving = self.plan.settings.serve
         self.publishes = 0
         self.publisher = self._new_publisher(self.plan)
-        self.outputs: list[Output] = self._new_outputs(self.plan)
+        self.outputs: list[Output] = self._new_outputs(self.plan, self.publisher)
 
     # -- construction helpers ------------------------------------------------------------------
     def _new_assembler(self, plan: Plan) -> SiteAssembler:
@@ -137,6 +140,7 @@ class Provider:
         old = getattr(self, "publisher", None)
         if old is not None:  # a reload keeps the CreationTimes and the rendered pieces
             publisher.times, publisher.render_cache, publisher.node_markup = old.times, old.render_cache, old.node_markup
+            publisher.last_glue2 = old.last_glue2
         return publisher
 
     def _output_names(self, plan: Plan) -> tuple[str, ...]:
@@ -145,14 +149,18 @@ class Provider:
         names = ["file"]
         if plan.settings.ldap_sync:
             names.append("ldap")
-        if plan.settings.serve:
+        if self._serving:
             names.append("http")
         names.extend(name for name in plan.config.get("run", "outputs") if name not in names)  # installed plugins'
+        if "stdout" in names:
+            raise OutputError("[run] outputs: stdout is a one-shot command's output; the daemon writes files ([run] "
+                              "ldif_file, node_xml_file)")
         return tuple(names)
 
-    def _new_outputs(self, plan: Plan) -> list[Output]:
+    def _new_outputs(self, plan: Plan, publisher: Publisher) -> list[Output]:
         """The outputs this config publishes to, each made from its own section; OutputError (one
-        line) for one that cannot be made."""
+        line) for one that cannot be made.  ``publisher`` is told whether any of them needs every
+        entry (an LDAP server to sync)."""
         from glueinfo.run.http_output import http_plugin
 
         names = self._output_names(plan)
@@ -161,7 +169,7 @@ class Provider:
         context = OutputContext(plan.publish_settings, sections, self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
         available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])
         outputs = make_outputs(names, context, available)  # OutputError: a ConfigurationError
-        self.publisher.keep_entries(any(isinstance(o, LdapOutput) for o in outputs))
+        publisher.keep_entries(any(plugin.needs_entries for plugin in available if plugin.name in names))
         return outputs
 
     @property
@@ -210,7 +218,9 @@ class Provider:
     @property
     def write_errors(self) -> dict[str, str]:
         """The outputs that failed at the last publish: name -> one line."""
-        return {name: stats.last_error for name, stats in self.output_stats.items() if stats.last_error is not None}
+        current = {output.name for output in self.outputs}
+        return {name: stats.last_error for name, stats in self.output_stats.items()
+                if stats.last_error is not None and name in current}
 
     @property
     def local_enabled(self) -> bool:
@@ -479,6 +489,10 @@ class Provider:
         """
         plan = make_plan(_with_host_root(config, self.host_root), self.cli_enable, self.cli_disable)
         assembler = self._new_assembler(plan)
+        # Everything that can refuse the config is made before anything is switched: a reload that
+        # fails leaves the running config whole (OutputError for an output that cannot be made).
+        publisher = self._new_publisher(plan)
+        outputs = self._new_outputs(plan, publisher)
         with self._publish_lock:
             old_settings = self.plan.settings
             old = self.assembler
@@ -502,8 +516,10 @@ class Provider:
             if LOCAL not in names:  # this host is no longer published
                 self.local_host.slow_facts = self.local_host.fast_facts = None
             self._published_fingerprint = None
-            self.publisher = self._new_publisher(plan)
-            self.outputs = self._new_outputs(plan)
+            self.publisher = publisher
+            self.outputs = outputs
+            for name in set(self.output_stats) - {output.name for output in outputs}:
+                del self.output_stats[name]  # an output no longer made reports nothing, not its last error
             self.store.settings = plan.node_settings
         if plan.settings.serve != old_settings.serve:
             log.warning("[run] serve changed: takes effect at the next restart")

@@ -98,6 +98,9 @@ class OutputPlugin:
     # The keys of its own section, [output:NAME]: accepted with their type and default, and handed
     # to it typed (OutputContext.sections["output:NAME"]).
     config_keys: Mapping[str, Option] = field(default_factory=dict)
+    # Whether it reads Documents.entries() (every entry as an object): a daemon's publisher then keeps
+    # them, which costs memory; otherwise it keeps the entries' texts only.
+    needs_entries: bool = False
 
 
 def all_outputs(on_error: OnError = lambda message: None, extra: Sequence[OutputPlugin] = ()) -> list[OutputPlugin]:

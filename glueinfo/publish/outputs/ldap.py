@@ -195,6 +195,13 @@ def publish_bases(settings: PublishSettings, extra_bases: tuple[str, ...] = ()) 
     extra = extra_bases or settings.ldap.extra_bases
     if not extra and (glue2_subtree := glue2_base(settings)):
         extra = (glue2_subtree,)  # o=glue kept equal like o=grid
+    # A base in the suffix of a tree the versions leave out would be emptied: it is not synced.
+    left_out = {suffix for suffix, version in (("o=grid", "1.3"), ("o=glue", "2.0")) if not settings.publishes(version)}
+    skipped = [base for base in extra if _rdns(base)[-1:] and _rdns(base)[-1] in left_out]
+    if skipped:
+        log.info("[ldap] extra_bases %s: not synchronised, [glue] versions leaves that tree out",
+                 "; ".join(skipped))
+    extra = tuple(base for base in extra if base not in skipped)
     bases = ((settings.base_dn,) if settings.publishes("1.3") else ()) + extra
     seen: dict[str, str] = {}
     for base in bases:
@@ -259,6 +266,10 @@ class LdapOutput:
             if self.sync.next_attempt_at and self.last_entries:
                 outcome = self.sync.maybe_sync(self.last_entries)  # a server coming back need not wait for news
                 return self._result(outcome)
+            last = self.sync.last
+            if last is not None and (last.rejected or last.error is not None):
+                # Nothing new to write, but what the server refused is still missing there.
+                return OutputResult(error=last.error or refusal_summary(last.rejected))
             return OutputResult()
         self.last_entries = documents.entries()
         return self._result(self.sync.maybe_sync(self.last_entries))
@@ -288,4 +299,5 @@ def _make(context: OutputContext) -> LdapOutput:
                                context.clock, url=settings.ldap.url))
 
 
-OUTPUT = OutputPlugin("ldap", _make, description="synchronise the trees into [ldap] url, bound per suffix as BDII binds")
+OUTPUT = OutputPlugin("ldap", _make, description="synchronise the trees into [ldap] url, bound per suffix as BDII binds",
+                      needs_entries=True)

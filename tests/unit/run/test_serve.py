@@ -571,3 +571,31 @@ def test_job_objects_are_served_too(server):
     body = b'<Envelope><Body><Request action="Query" actor="t"><Object>Job</Object><Get name="Id"/></Request></Body></Envelope>'
     response = response_of(exchange(server, post(body)).body)
     assert (response.findtext("Status/Value"), response.findtext("Count")) == ("Success", "0")
+
+
+def test_a_clock_re_render_never_replaces_the_view_of_a_refresh_that_landed_meanwhile():
+    clock = Clock(1_700_000_000.0)
+    hosts = [["wn1.example.org"]]
+
+    def refresh() -> Refreshed:
+        snapshots = [HostSnapshot(hostname=name, collected_at=clock.now, cpu=CpuInfo(logical_cpus=4)) for name in hosts[-1]]
+        return Refreshed(local=snapshots[0], snapshots=snapshots)
+
+    store = NodeStore(refresh, NodeSettings(stale_after_s=300), clock=clock)
+    store.refresh_once()
+    render = store._render
+    landed = []
+
+    def slow_render(data, now):  # a request's re-render, during which a publish with a third host lands
+        view = render(data, now)
+        if not landed:
+            landed.append(True)
+            hosts.append(["wn1.example.org", "wn2.example.org", "wn3.example.org"])
+            assert store.refresh_once()
+        return view
+
+    store._render = slow_render
+    clock.now += 301  # the first host goes stale: the next request re-renders
+    served = store.view()
+    assert landed and b"".join(served.nodes_xml).count(b"<Node>") == 3
+    assert b"".join(store.view().nodes_xml).count(b"<Node>") == 3
