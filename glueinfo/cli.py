@@ -17,7 +17,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 from glueinfo import __version__
 from glueinfo.core.errors import EXIT_FAILED as EXIT_FAILED  # exit codes: glueinfo.cli's names for them
@@ -159,6 +159,14 @@ def exit_code(error: GlueinfoError, command: object) -> int:
     return error.exit_code
 
 
+def _plugin_keys() -> Any:
+    """The keys installed plugins declare, loaded only when a config file needs them (the parser
+    asks): a command whose file glueinfo reads alone never imports the plugin registries."""
+    from glueinfo.commands.plugin_keys import plugin_keys
+
+    return plugin_keys()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from glueinfo.core.config import load
     from glueinfo.core.text import one_line
@@ -168,9 +176,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.verbose or not getattr(args._module, "LOGGING_ON_FIRST_WARNING", False):
         setup_logging(args.verbose)
     try:
-        from glueinfo.commands.plugin_keys import plugin_keys
-
-        config = load(args.config, plugin_keys)
+        config = load(args.config, _plugin_keys)
         return int(args._module.run(args, config) or 0)
     except GlueinfoError as exc:  # the one place a command's error is reported
         print(f"glueinfo: {one_line(exc, limit=2000)}", file=sys.stderr)
