@@ -131,6 +131,7 @@ class Documents:
         self.settings = publisher.settings
         self.site = site
         self.glue2_error: Optional[str] = None  # why the daemon's GLUE 2 tree was not made this time
+        self._streamed = False  # the GLUE 1.3 tree went to a stream as it was made, kept nowhere
 
     # -- GLUE ----------------------------------------------------------------------------------
     @functools.cached_property
@@ -188,7 +189,8 @@ class Documents:
     def write_ldif(self, stream: IO[bytes]) -> None:
         """Write the LDIF to ``stream``.  A one-shot publisher that has not built the GLUE 1.3 tree
         yet writes it as it is produced, never holding it (100,000 hosts in flat memory); the
-        build's errors and warnings are kept all the same."""
+        build's errors and warnings are kept all the same, and asking for the LDIF or the entries
+        again afterwards is a PublicationError (they were not kept)."""
         if "glue13" not in self.__dict__ and self.publisher.render_cache is None and self.settings.publishes("1.3"):
             text = io.TextIOWrapper(stream, encoding="utf-8", newline="\n", write_through=True)
             p = self.publisher
@@ -197,13 +199,19 @@ class Documents:
             text.write(self._glue2_tail.decode())
             text.flush()
             text.detach()
+            self._streamed = True
             return
         for piece in self.ldif_chunks():
             stream.write(piece)
 
+    def _kept(self) -> None:
+        if self._streamed:
+            raise PublicationError("the GLUE 1.3 tree was written as it was made (write_ldif) and not kept")
+
     def ldif_chunks(self) -> Iterator[bytes]:
         """The LDIF as pieces (one per GLUE 1.3 entry, then the o=glue tree), for a writer that
         never needs the document whole (10,000 hosts: 40 MB)."""
+        self._kept()
         if self.glue13 is not None:
             yield from self.glue13.ldif_chunks(self._glue2_tail)
         else:
@@ -212,12 +220,14 @@ class Documents:
     @functools.cached_property
     def ldif(self) -> bytes:
         """The LDIF whole (kept once per publish: the HTTP store answers /ldif with it)."""
+        self._kept()
         if self.glue13 is not None:
             return self.glue13.ldif_bytes(self._glue2_tail)
         return self._glue2_tail
 
     def ldif_pieces(self) -> LdifPieces:
         """The LDIF as :class:`LdifPieces` (the daemon's GLUE 1.3 texts shared, not copied)."""
+        self._kept()
         glue13 = self.glue13
         texts: Sequence[str] = ()
         if glue13 is not None:
@@ -228,6 +238,7 @@ class Documents:
         """Every entry, parents first, o=grid's then o=glue's: what an LDAP server is made to hold.
         PublicationError when this daemon's publisher keeps only the entries' texts (an output that
         reads entries declares ``needs_entries``)."""
+        self._kept()
         cache = self.publisher.render_cache
         if cache is not None and not cache.keep_entries and self.settings.publishes("1.3"):
             raise PublicationError("this publisher keeps the GLUE 1.3 entries as texts only: an output that reads "

@@ -147,3 +147,18 @@ def test_a_plugins_bad_key_declarations_are_reported_and_ignored_not_a_crash():
     assert checked_keys({"n": Option("dict", {}, "d")}, "p", said.append) == {}
     assert checked_keys(["mybin"], "p", said.append) == {}
     assert len(said) == 4 and said[0].startswith("LRMS plugin x (pkg): config key 'mybin' is not a lower-case name")
+
+
+def test_a_streamed_ldif_is_the_same_bytes_and_is_not_asked_for_again(tmp_path):
+    import io
+
+    config = parse_text(site_config(tmp_path))
+    site = assemble_snapshots(config, [], lambda: T0, local_fqdn="ce01.example.org", states={})
+    settings = publish_settings(config)
+    stream = io.BytesIO()
+    streamed = Publisher(settings, check_health=False).documents(site)
+    streamed.write_ldif(stream)  # `glueinfo ldif`: the GLUE 1.3 tree never held whole
+    assert stream.getvalue() == Publisher(settings, check_health=False).documents(site).ldif
+    assert b"\n\ndn: GLUE2" in stream.getvalue()  # o=glue after o=grid
+    with pytest.raises(PublicationError, match="not kept"):
+        streamed.entries()
