@@ -69,16 +69,12 @@ class LdifPieces:
     strings, not copies) and the o=glue tree; made whole only for an answer that needs it (the
     HTTP store's /ldif), so a server holds no second 40 MB copy between publishes."""
 
-    texts: Sequence[str]
+    build: Optional[SiteBuild]  # the GLUE 1.3 tree (None: versions leave it out)
     tail: bytes
     entries: int
 
     def to_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        for text in self.texts:
-            buffer.write(text.encode())
-        buffer.write(self.tail)
-        return buffer.getvalue()
+        return self.build.ldif_bytes(self.tail) if self.build is not None else self.tail
 
 
 class Publisher:
@@ -219,20 +215,13 @@ class Documents:
 
     @functools.cached_property
     def ldif(self) -> bytes:
-        """The LDIF whole (kept once per publish: the HTTP store answers /ldif with it)."""
-        self._kept()
-        if self.glue13 is not None:
-            return self.glue13.ldif_bytes(self._glue2_tail)
-        return self._glue2_tail
+        """The LDIF whole (kept once per publish)."""
+        return self.ldif_pieces().to_bytes()
 
     def ldif_pieces(self) -> LdifPieces:
         """The LDIF as :class:`LdifPieces` (the daemon's GLUE 1.3 texts shared, not copied)."""
         self._kept()
-        glue13 = self.glue13
-        texts: Sequence[str] = ()
-        if glue13 is not None:
-            texts = glue13.texts or [glue13.ldif()]
-        return LdifPieces(texts, self._glue2_tail, self.entry_count())
+        return LdifPieces(self.glue13, self._glue2_tail, self.entry_count())
 
     def entries(self) -> list[Entry]:
         """Every entry, parents first, o=grid's then o=glue's: what an LDAP server is made to hold.
@@ -260,26 +249,25 @@ class Documents:
         return glue2_json_document(self.glue2.entries)
 
     # -- SSS and Haizea ------------------------------------------------------------------------
+    @functools.cached_property
+    def _node_chunks(self) -> Optional[list[bytes]]:
+        from glueinfo.sss.node_templates import NodeRenderError
+        from glueinfo.sss.node_xml import render_data_chunks
+
+        try:
+            if self.publisher.node_markup is not None:
+                return render_data_chunks(self.site.snapshots(), self.site.assembled_at, self.settings.node,
+                                          self.publisher.node_markup)
+            return [self.node_xml(pretty=True)]
+        except NodeRenderError as exc:
+            log.warning("Node XML not written: %s", exc)
+            return None
+
     def node_xml_chunks(self) -> Optional[list[bytes]]:
         """The site's Node XML ``<Data>`` (what ``node-xml --site`` prints) as pieces, made once per
         publish (a file output and the HTTP store share them), or None after a warning when it
         cannot be rendered (a file output then keeps its old file)."""
-        if "_node_chunks" not in self.__dict__:
-            from glueinfo.sss.node_templates import NodeRenderError
-            from glueinfo.sss.node_xml import render_data_chunks
-
-            try:
-                if self.publisher.node_markup is not None:
-                    chunks: Optional[list[bytes]] = render_data_chunks(self.site.snapshots(), self.site.assembled_at,
-                                                                       self.settings.node, self.publisher.node_markup)
-                else:
-                    chunks = [self.node_xml(pretty=True)]
-            except NodeRenderError as exc:
-                log.warning("Node XML not written: %s", exc)
-                chunks = None
-            self.__dict__["_node_chunks"] = chunks
-        cached: Optional[list[bytes]] = self.__dict__["_node_chunks"]
-        return cached
+        return self._node_chunks
 
     def node_xml(self, pretty: bool = True) -> bytes:
         """The site's Node XML whole.  NodeRenderError."""
