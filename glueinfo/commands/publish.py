@@ -23,7 +23,6 @@ printed on stderr, after the refusals.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
@@ -35,7 +34,8 @@ from glueinfo.core.config import Config
 from glueinfo.site.assemble import AssembledSite, SiteAssembler
 
 if TYPE_CHECKING:
-    from glueinfo.glue.ldapsync import LdapTarget, PublishReport
+    from glueinfo.glue.ldapsync import PublishReport
+    from glueinfo.site.publish_settings import PublishSettings
 
 log = logging.getLogger(__name__)
 
@@ -61,26 +61,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stats", action="store_true", help="print the outcome as one JSON line on stdout")
 
 
-def adopt_from_server(assembler: SiteAssembler, targets: list[LdapTarget], base_dn: str) -> None:
+def adopt_from_server(assembler: SiteAssembler, settings: PublishSettings) -> None:
     """Adopt the SubCluster ids the server publishes (glueinfo.site.ids): the first publish by
     this glueinfo keeps them instead of renaming SubClusters.  A server that cannot be read
     is left to the sync to report."""
     from glueinfo.glue.ldapsync import PublishError
-    from glueinfo.glue.published import read_hosts
+    from glueinfo.publish.outputs.ldap import published_hosts
 
-    target = next((t for t in targets if base_dn in t.bases), None)
-    if target is None:
-        return
     try:
-        entries = read_hosts(dataclasses.replace(target, base_dn=base_dn, extra_bases=(), state_file=None))
+        entries = published_hosts(settings)
     except PublishError as exc:
-        log.debug("SubCluster ids not adopted from %s: %s", target.url, exc)
+        log.debug("SubCluster ids not adopted from %s: %s", settings.ldap.url, exc)
         return
-    assembler.adopt_published(entries, target.url)
+    assembler.adopt_published(entries, settings.ldap.url)
 
 
-def published_site(args: argparse.Namespace, config: Config, clock: Callable[[], float], targets: list[LdapTarget],
-                   base_dn: str) -> AssembledSite:
+def published_site(args: argparse.Namespace, config: Config, clock: Callable[[], float],
+                   settings: PublishSettings) -> AssembledSite:
     """The site to publish: the --snapshots files, else every source once with the state
     directory; an upgrade (no SubCluster ids remembered) keeps the ids the server already has."""
     from glueinfo.commands.site_options import assemble_once, make_assembler
@@ -90,7 +87,7 @@ def published_site(args: argparse.Namespace, config: Config, clock: Callable[[],
     assembler = make_assembler(args, config, clock=clock)
     assembler.open_state()
     if assembler.ids.is_empty():
-        adopt_from_server(assembler, targets, base_dn)
+        adopt_from_server(assembler, settings)
     assembler.gather()
     assembler.refresh_lrms()
     site = assembler.assemble()
@@ -171,7 +168,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     # The snapshots live until the process ends: keep the cyclic GC from walking their millions of
     # objects again and again (as ldif does).
     with long_lived_objects():
-        site = published_site(args, config, clock, targets, settings.base_dn)
+        site = published_site(args, config, clock, settings)
     collected = time.monotonic()
     documents = publisher.documents(site)
     entries = documents.entries()  # TemplateError, Glue2Error: the config is wrong, exit 2

@@ -55,7 +55,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.errors import PublicationError
-from glueinfo.core.ldif import Entry, normalise_dn, parent_dn, parse_dn, value_text
+from glueinfo.core.ldif import Entry, dn_key, parent_dn, parse_dn, value_text
 
 if TYPE_CHECKING:  # ldap3 is imported when a publish talks to a server, not when this module loads
     from ldap3 import Connection
@@ -139,10 +139,6 @@ class PublishReport:
 def split_bases(text: str) -> tuple[str, ...]:
     """[ldap] extra_bases / --extra-base text: DNs separated by ';' (a DN has commas)."""
     return tuple(part.strip() for part in text.split(";") if part.strip())
-
-
-def dn_key(dn: str) -> str:
-    return normalise_dn(dn)
 
 
 def entry_digest(entry: Entry) -> str:
@@ -544,7 +540,8 @@ def _result_name(code: int) -> str:
 Progress = Callable[[int, int], None]  # (writes answered, writes planned), called as answers arrive
 
 
-def _below(key: str, base_keys: Sequence[str]) -> Optional[str]:
+def below(key: str, base_keys: Sequence[str]) -> Optional[str]:
+    """The first of the base keys the DN key ``key`` lies below (not the base itself), else None."""
     return next((b for b in base_keys if key.endswith("," + b)), None)
 
 
@@ -564,7 +561,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
     bases = target.bases
     base_keys = [dn_key(b) for b in bases]
     for key in base_keys:
-        inner = _below(key, base_keys)
+        inner = below(key, base_keys)
         if inner is not None:
             raise PublishError(f"the bases overlap: {key} is below {inner}; give only one of them")
     where = f"the base {bases[0]}" if len(bases) == 1 else f"any of the bases {', '.join(bases)}"
@@ -572,7 +569,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
     order: list[str] = []
     for entry in entries:
         key = dn_key(entry.dn)
-        if _below(key, base_keys) is None:  # e.g. a static GLUE 2 file under o=glue, not published there
+        if below(key, base_keys) is None:  # e.g. a static GLUE 2 file under o=glue, not published there
             report.rejected.append(Rejection(entry.dn, "add", 0, "notSent", f"not below {where}"))
             continue
         if key not in ours:
@@ -627,7 +624,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
         if len(to_compare) > FULL_READ_THRESHOLD:
             wanted = set(to_compare)
             for base, base_key in zip(bases, base_keys, strict=True):
-                if any(_below(key, (base_key,)) for key in wanted):
+                if any(below(key, (base_key,)) for key in wanted):
                     for item in _search(conn, base, ["*"]):
                         key = dn_key(item["dn"])
                         if key in wanted:
@@ -665,7 +662,7 @@ def sync_tree(entries: Sequence[Entry], target: LdapTarget, clock: Callable[[], 
                 server_csn.pop(key, None)
             new_state = PublishState()
             for base, base_key in zip(bases, base_keys, strict=True):
-                mine = {k: c for k, c in server_csn.items() if _below(k, (base_key,))}
+                mine = {k: c for k, c in server_csn.items() if below(k, (base_key,))}
                 if base_key in writer.bases_written:
                     since = max((c for c in mine.values() if c), default=None)
                     if since is None:

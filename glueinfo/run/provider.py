@@ -269,13 +269,11 @@ class Provider:
                 return
         if self.ldap is not None:
             from glueinfo.glue.ldapsync import PublishError
-            from glueinfo.glue.published import read_hosts
-            from glueinfo.publish.outputs.ldap import ldap_targets
+            from glueinfo.publish.outputs.ldap import published_hosts
 
             settings = self.plan.publish_settings
             try:
-                target = ldap_targets(settings, (settings.base_dn,))[0]
-                self.assembler.adopt_published(read_hosts(target), settings.ldap.url)
+                self.assembler.adopt_published(published_hosts(settings), settings.ldap.url)
             except PublishError as exc:  # the sync reports an unreachable server or unreadable password
                 log.info("SubCluster ids not adopted from the LDAP server: %s", exc)
 

@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from glueinfo.core.ldif import DNError, dn_key, parse_dn
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import LdapTarget, PublishError, PublishReport, Rejection, dn_key, sync_tree
+from glueinfo.glue.ldapsync import LdapTarget, PublishError, PublishReport, Rejection, below, sync_tree
 from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
 
 if TYPE_CHECKING:
@@ -132,7 +133,12 @@ class LdapSync:
 
 
 def _rdns(dn: str) -> list[str]:
-    return [part.strip() for part in dn_key(dn).split(",") if part.strip()]
+    """The DN's RDNs as case-folded ``type=value`` texts, as the DN parser reads them (escaped
+    commas stay inside their value); a DN that does not parse has none."""
+    try:
+        return ["+".join(f"{name}={value}".casefold() for name, value in rdn) for rdn in parse_dn(dn)]
+    except DNError:
+        return []
 
 
 def identity_for(base: str, binds: tuple[LdapBind, ...]) -> LdapBind:
@@ -186,6 +192,15 @@ def ldap_targets(settings: PublishSettings, bases: tuple[str, ...], state_file: 
     return targets
 
 
+def published_hosts(settings: PublishSettings) -> list[Entry]:
+    """The GlueHost entries the [ldap] server holds under [glue] base_dn, read bound as the
+    identity of that base (an upgrade adopts their SubCluster ids); PublishError (one line) when
+    the server or the password file cannot be read."""
+    from glueinfo.glue.published import read_hosts
+
+    return read_hosts(ldap_targets(settings, (settings.base_dn,))[0])
+
+
 def publish_bases(settings: PublishSettings, extra_bases: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The subtrees kept equal to what glueinfo publishes: [glue] base_dn when GLUE 1.3 is
     published, then ``extra_bases`` (else [ldap] extra_bases, else the GLUE 2 subtree when GLUE 2
@@ -221,11 +236,11 @@ def sync_site(entries: Sequence[Entry], targets: Sequence[LdapTarget],
     bases = [base for target in targets for base in target.bases]
     where = f"the base {bases[0]}" if len(bases) == 1 else f"any of the bases {', '.join(bases)}"
     for key, entry in keyed:
-        if not any(key.endswith("," + base) for base in base_keys):
+        if below(key, base_keys) is None:
             total.rejected.append(Rejection(entry.dn, "add", 0, "notSent", f"not below {where}"))
     for target in targets:
         own = [dn_key(base) for base in target.bases]
-        mine = [entry for key, entry in keyed if any(key.endswith("," + base) for base in own)]
+        mine = [entry for key, entry in keyed if below(key, own) is not None]
         report = sync_tree(mine, target, progress=progress)
         for name in ("added", "modified", "deleted", "unchanged", "compared_in_full", "writes"):
             setattr(total, name, getattr(total, name) + getattr(report, name))
