@@ -37,12 +37,9 @@ def checked_keys(declared: object, plugin: str, on_error: Callable[[str], None])
 
 def plugin_keys(on_error: Callable[[str], None] = lambda message: log.warning("%s", message)) -> dict[str, Mapping[str, Option]]:
     """Section (``ce:*``, ``sources``, ``output:NAME``) -> the keys plugins declare for it."""
-    from glueinfo.core import plugins
-    from glueinfo.gather.registry import ENTRY_POINT_GROUP as SOURCE_GROUP
-    from glueinfo.gather.registry import Source, SourceError
+    from glueinfo.gather.registry import entry_point_sources
     from glueinfo.lrms.registry import entry_point_plugins as lrms_plugins
-    from glueinfo.publish.outputs import ENTRY_POINT_GROUP as OUTPUT_GROUP
-    from glueinfo.publish.outputs import OutputError, OutputPlugin
+    from glueinfo.publish.outputs import installed_outputs
 
     declared: dict[str, dict[str, Option]] = {}
 
@@ -53,8 +50,8 @@ def plugin_keys(on_error: Callable[[str], None] = lambda message: log.warning("%
 
     for lrms in lrms_plugins():
         add("ce:*", lrms.config_keys, f"LRMS plugin {lrms.name} ({lrms.source})")
-    for source in plugins.entry_point_plugins(SOURCE_GROUP, Source, "SOURCE", "source", SourceError, origin_field="origin"):
+    for source in entry_point_sources():
         add("sources", source.config_keys, f"source {source.name} ({source.origin})")
-    for output in plugins.entry_point_plugins(OUTPUT_GROUP, OutputPlugin, "OUTPUT", "output", OutputError):
+    for output in installed_outputs():
         add(f"output:{output.name}", output.config_keys, f"output {output.name} ({output.source})")
     return dict(declared)

@@ -101,13 +101,12 @@ def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], 
 def publisher_for(args: argparse.Namespace, config: Config, *, versions: tuple[str, ...] | None = None,
                   **options: Any) -> Any:
     """The publish layer's Publisher (glueinfo.publish.documents) for a one-shot command: [glue]
-    versions unless the command line chose (``versions``), --no-hosts honoured; ConfigError
-    (exit 2) for bad settings."""
+    versions unless the command line chose (``versions``), --no-hosts honoured; ConfigError (a
+    ConfigurationError: exit 2) for bad settings."""
     from glueinfo.publish.documents import Publisher
     from glueinfo.site.publish_settings import publish_settings
 
-    settings = publish_settings(config, versions=versions,
-                                publish_hosts=False if getattr(args, "no_hosts", False) else None)
+    settings = publish_settings(config, versions=versions, publish_hosts=False if getattr(args, "no_hosts", False) else None)
     return Publisher(settings, **options)
 
 

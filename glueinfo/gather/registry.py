@@ -96,10 +96,15 @@ def builtin_sources() -> list[Source]:
     return plugins.builtin(Source, "SOURCE", BUILTIN_PACKAGE, BUILTIN_MODULES, SourceError)
 
 
+def entry_point_sources(on_error: Callable[[str], None] = lambda msg: None) -> list[Source]:
+    """The sources installed packages register under the ``glueinfo.sources`` entry points."""
+    return plugins.entry_point_plugins(ENTRY_POINT_GROUP, Source, "SOURCE", "source", SourceError, on_error,
+                                       origin_field="origin")
+
+
 def all_sources(on_error: Callable[[str], None] = lambda msg: None) -> dict[str, Source]:
-    """Built-in sources, then those installed packages register under ``glueinfo.gather.registry``."""
-    found = plugins.entry_point_plugins(ENTRY_POINT_GROUP, Source, "SOURCE", "source", SourceError, on_error,
-                                        origin_field="origin")
+    """Built-in sources, then those installed packages register (:func:`entry_point_sources`)."""
+    found = entry_point_sources(on_error)
     return {s.name: s for s in plugins.merge(builtin_sources(), found, "source", on_error, origin_field="origin")}
 
 

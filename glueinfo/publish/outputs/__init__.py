@@ -103,11 +103,15 @@ class OutputPlugin:
     needs_entries: bool = False
 
 
+def installed_outputs(on_error: OnError = lambda message: None) -> list[OutputPlugin]:
+    """The outputs installed packages register under the ``glueinfo.outputs`` entry points."""
+    return entry_point_plugins(ENTRY_POINT_GROUP, OutputPlugin, "OUTPUT", "output", OutputError, on_error)
+
+
 def all_outputs(on_error: OnError = lambda message: None, extra: Sequence[OutputPlugin] = ()) -> list[OutputPlugin]:
     """Built-ins, then ``extra`` (the daemon's http), then installed plugins whose name is free."""
     builtins = builtin(OutputPlugin, "OUTPUT", __name__, BUILTIN_MODULES, OutputError)
-    plugins = entry_point_plugins(ENTRY_POINT_GROUP, OutputPlugin, "OUTPUT", "output", OutputError, on_error)
-    return merge([*builtins, *extra], plugins, "output", on_error)
+    return merge([*builtins, *extra], installed_outputs(on_error), "output", on_error)
 
 
 def make_outputs(names: Iterable[str], context: OutputContext, available: Sequence[OutputPlugin]) -> list[Output]:
