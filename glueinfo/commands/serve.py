@@ -81,6 +81,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         local_probe_result[:] = [local]
         gathered = assembler.gather()
         observed.hosts_dropped += len(gathered.dropped)
+        observed.claims_refused += gathered.refused_claims
         history.record(clock(), assembler.refresh_lrms())
         site = assembler.assemble()
         observed.site = site

@@ -43,7 +43,7 @@ from typing import Any, Optional
 from glueinfo.core.freshness import drop_after_s, is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot, replaced
 from glueinfo.core.validate import validate_snapshot
-from glueinfo.gather.identity import fold_short_names, host_key
+from glueinfo.gather.identity import fold_short_names, host_key, release_pin, unbound_refusals
 from glueinfo.gather.merge import merge
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport, enabled_sources
 
@@ -82,6 +82,7 @@ class GatherResult:
     failures: list[SourceFailure] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # hosts forgotten in this gather
     counts: dict[str, int] = field(default_factory=dict)  # source -> good snapshots received
+    refused_claims: int = 0  # answers refused for claiming a host not their target's (SourceFailure.claim)
 
     def snapshots(self) -> list[HostSnapshot]:
         """Every known host, stale ones included (renderers mark them Unknown)."""
@@ -144,8 +145,11 @@ class Gatherer:
 
     def __init__(self, config: Any, clock: Callable[[], float] = time.time,
                  sources: Optional[Sequence[Source]] = None,
-                 probe: Optional[Callable[[], HostSnapshot]] = None, lock: Optional[threading.RLock] = None) -> None:
+                 probe: Optional[Callable[[], HostSnapshot]] = None, lock: Optional[threading.RLock] = None,
+                 reserved: Sequence[str] = ()) -> None:
         self.config = config
+        # Names no target may claim unless a listed name says so: this head node's, when it is a host of the site.
+        self.reserved = tuple(reserved)
         self.clock = clock
         self.sources = list(sources) if sources is not None else enabled_sources(config, on_error=log.warning)
         self.probe = probe
@@ -194,6 +198,42 @@ class Gatherer:
                 self._memory[source.name] = {}
             results.append((source, report, error))
         return results
+
+    def _refuse_unbound_claims(self, reports: Sequence[tuple[Source, SourceReport]]) -> int:
+        """Refuse every new pin (a report's ``unbound``) on a host that this head node is or that
+        another source reported in this gather or before, now that all of them have reported: the
+        decision never depends on which source finished first.  A refused snapshot is taken out of
+        its report (never kept nor saved), becomes one failure of that source naming both sides,
+        and its pin is undone.  Returns how many were refused."""
+        if not any(report.unbound for _, report in reports):
+            return 0
+        count = 0
+        reported_by: dict[str, set[str]] = {}
+        with self.lock:
+            for key, per_source in self.last_good.items():
+                reported_by.setdefault(key, set()).update(per_source)
+        for source, report in reports:
+            for snapshot in report.snapshots:
+                if isinstance(snapshot.hostname, str):
+                    reported_by.setdefault(host_key(snapshot.hostname), set()).add(source.name)
+        for name in self.reserved:
+            reported_by.setdefault(host_key(name), set()).add("this host")
+        for source, report in reports:
+            refused = unbound_refusals(report.unbound, source.name, reported_by)
+            for target, key, others in refused:
+                report.snapshots = [s for s in report.snapshots
+                                    if not (isinstance(s.hostname, str) and host_key(s.hostname) == key)]
+                del report.unbound[key]
+                release_pin(self._memory.setdefault(source.name, {}), target)
+                sources = [name for name in others if name != "this host"]
+                whom = ", ".join(([f"a host {' and '.join(sources)} reported"] if sources else [])
+                                 + (["this head node's own name"] if "this host" in others else []))
+                report.failures.append(SourceFailure(
+                    target=target, host=key[:80],
+                    error=f"Node claims to be {key[:80]!r}, {whom}, and nothing says {target} is that host "
+                          f"(write it as {target}={key[:80]} in [sources] if it is): refused", claim=True))
+                count += 1
+        return count
 
     def take(self, source_name: str, report: SourceReport, result: GatherResult) -> None:
         """Check a source's report and keep each believable snapshot as that host's last good
@@ -336,12 +376,17 @@ class Gatherer:
         deadline = started + section["gather_timeout"]
         result = GatherResult(started_at=started, duration_s=0.0)
 
+        reports: list[tuple[Source, SourceReport]] = []
         for source, report, error in self._run_sources(deadline):
             if error is not None:
                 result.failures.append(SourceFailure(target=source.name, error=error, source=source.name))
                 continue
             assert report is not None
+            reports.append((source, report))
+        self._refuse_unbound_claims(reports)
+        for source, report in reports:
             self.take(source.name, report, result)
+        result.refused_claims = sum(1 for failure in result.failures if failure.claim)
 
         now = self.clock()
         result.dropped.extend(self.forget_expired(now))

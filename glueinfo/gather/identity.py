@@ -13,13 +13,21 @@ full form, or a configured alias (``[sources] aliases``).  An Id naming any
 other listed host or, for an address whose host is not known, any host
 another source knows, in full or short form, is refused and logged with both
 names; the other host's data is untouched.
+
+What an address nothing names may speak for is never decided by which source
+happened to finish first: its first answer is only pinned once every source of
+the gather has reported, and refused (the pin undone, nothing kept or saved) if
+that host is this head node (when ``local`` is enabled) or a host any other
+source reported in the same gather or before (:func:`unbound_refusals`).  A
+snapshot such a pin brought, saved in the state directory, is checked by the
+same rule when the state is loaded (:func:`restorable`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Optional
+from typing import Any, Optional
 
 
 def host_key(name: str) -> str:
@@ -121,6 +129,47 @@ class Claims:
     def known_host(self, reported: str) -> Optional[str]:
         """The host other sources know that ``reported`` names, if any."""
         return next((form for form in self._forms(reported) if form in self.known), None)
+
+
+# A pulling source's memory key: target -> (host key it is pinned to, time of its last answer).
+PINS = "pins"
+
+
+def release_pin(memory: dict[str, Any], target: str) -> None:
+    """Undo a target's pin (its claim was refused after the gather): it may pin again later."""
+    memory.get(PINS, {}).pop(target, None)
+
+
+def unbound_refusals(unbound: Mapping[str, str], source: str,
+                     reported_by: Mapping[str, Iterable[str]]) -> list[tuple[str, str, list[str]]]:
+    """The claims among ``unbound`` (host key -> the target of ``source`` whose answer named it,
+    nothing having named the target before) that name, in any form, a host someone else has:
+    ``reported_by`` maps host keys to who has them (source names; ``"this host"`` for the head
+    node).  Returns (target, claimed host key, the others that have it) for each refused claim."""
+    others = {key: sorted(set(whom) - {source}) for key, whom in reported_by.items()}
+    claims = Claims({}, [key for key, whom in others.items() if whom])
+    refused = []
+    for key, target in unbound.items():
+        taken = claims.known_host(key)
+        if taken is not None:
+            refused.append((target, key, others[taken]))
+    return refused
+
+
+def restorable(host: str, source: str, listed: frozenset[str], saved_by: Iterable[str], reserved: Iterable[str],
+               aliases: Mapping[str, frozenset[str]]) -> Optional[str]:
+    """Why a saved snapshot of ``host`` from ``source`` (a source that binds targets to hosts,
+    whose listed targets name ``listed``) may not be restored, or None.  One that no listed name
+    covers came from a pin; it is refused when the host is this head node (``reserved``) or another
+    source's snapshot of it was saved too (``saved_by``): the rule a gather applies to a new pin."""
+    if any(answers_to(host, name, aliases) for name in listed):
+        return None
+    if any(same_host(host, name) for name in reserved):
+        return "this head node's own name, which no unnamed address may claim"
+    others = sorted(set(saved_by) - {source})
+    if others:
+        return f"a host {', '.join(others)} reports too, and no listed name says {source} speaks for it"
+    return None
 
 
 def claim_problem(reported: str, target: str, identity: Optional[str], expected: Optional[str], pinned: bool,

@@ -31,7 +31,7 @@ from glueinfo import __version__
 from glueinfo.core.errors import UpstreamError
 from glueinfo.core.hostrange import HostRangeError, Target, expand_named_list, parse_target, read_named_host_file
 from glueinfo.core.model import HostSnapshot
-from glueinfo.gather.identity import Claims, host_key, parse_aliases
+from glueinfo.gather.identity import PINS, Claims, host_key, parse_aliases
 from glueinfo.gather.registry import SourceContext, SourceFailure, SourceReport
 
 AGENT_KEYS = ("agents", "agents_file", "agent_port")
@@ -304,13 +304,23 @@ def identities(targets: list[Target], rdns: dict[str, Optional[str]]) -> dict[st
     return result
 
 
+def listed_hosts(keys: tuple[str, str, str]) -> Callable[[Any], frozenset[str]]:
+    """For a Source's ``listed_hosts``: config -> the host keys the targets under ``keys`` are
+    listed by (a name, or the name written beside an address; reverse DNS is not asked).
+    HostRangeError/ValueError for a bad list."""
+    def listed(config: Any) -> frozenset[str]:
+        targets = listed_targets(config.section("sources"), keys)
+        return frozenset(host_key(name) for name in identities(targets, {}).values() if name)
+    return listed
+
+
 def bind_targets(ctx: SourceContext, targets: list[Target],
                  drop_after: float) -> tuple[dict[str, Optional[str]], dict[str, tuple[str, float]], Claims]:
     """What a pulling source needs to hold each target to its own host (glueinfo.gather.identity):
     each target's identity (its name, the name beside its address, else reverse DNS), the pins of
     targets nothing names (target -> (host key, last answer time), in the source's memory, forgotten
     after ``drop_after``), and the Claims index of every other target's and source's hosts."""
-    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault("pins", {})
+    pins: dict[str, tuple[str, float]] = ctx.memory.setdefault(PINS, {})
     now = ctx.clock()
     for target_name in [t for t, (_, seen) in pins.items() if now - seen > drop_after]:
         del pins[target_name]
@@ -353,6 +363,7 @@ class Refused:
 
     error: str
     host: Optional[str] = None
+    claim: bool = False  # refused for claiming a host that is not the target's
 
 
 Reader = Callable[[Answer], Union[HostSnapshot, Refused]]
@@ -366,7 +377,9 @@ def pull_and_pin(ctx: SourceContext, keys: tuple[str, str, str], read: Reader, p
     A target whose pull failed or whose answer is refused is a failure of the report, named by
     the target and the host it was expected to be (its host keeps its last good snapshot).  A
     snapshot from a target nothing names pins the target to the snapshot's host name, so no other
-    target can take that host.  A bad target list or ``[sources] aliases`` is the one failure."""
+    target can take that host; a new pin is listed in the report's ``unbound`` for the gatherer to
+    check against every other source (glueinfo.gather.identity.unbound_refusals).  A bad target
+    list or ``[sources] aliases`` is the one failure."""
     section = ctx.config.section("sources")
     report = SourceReport()
     try:
@@ -392,10 +405,12 @@ def pull_and_pin(ctx: SourceContext, keys: tuple[str, str, str], read: Reader, p
                               claims, aliases, identity_of, pins))
         if isinstance(read_as, Refused):
             host = read_as.host if read_as.host is not None else expected
-            report.failures.append(SourceFailure(target=name, host=host, error=read_as.error))
+            report.failures.append(SourceFailure(target=name, host=host, error=read_as.error, claim=read_as.claim))
             continue
         if identity is None:  # an address nothing names: the first host it reports is pinned to it
             pins[name] = (host_key(read_as.hostname), outcome.received_at)
             claims.claim(read_as.hostname, name)
+            if pinned is None:  # a new pin: checked by the gatherer once every source has reported
+                report.unbound[host_key(read_as.hostname)] = name
         report.snapshots.append(read_as)
     return report

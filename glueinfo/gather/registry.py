@@ -65,6 +65,7 @@ class SourceFailure:
     error: str
     host: Optional[str] = None  # the host it concerns, when known
     source: str = ""  # filled in by the gatherer
+    claim: bool = False  # a document refused for claiming a host that is not its target's
 
     def __str__(self) -> str:
         who = self.target if self.host in (None, self.target) else f"{self.host} ({self.target})"
@@ -76,6 +77,10 @@ class SourceFailure:
 class SourceReport:
     snapshots: list[HostSnapshot] = field(default_factory=list)
     failures: list[SourceFailure] = field(default_factory=list)
+    # Host key -> the target whose answer named it, for every snapshot whose host nothing decided
+    # before the answer was read (an address with no listed or reverse name, pinned this round).
+    # The gatherer checks these once every source of the round has reported (Gatherer.gather).
+    unbound: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,10 @@ class Source:
     origin: str = "builtin"  # "builtin" or the distribution that provides it
     # The [sources] keys this source reads besides glueinfo's own: accepted with their type and default.
     config_keys: Mapping[str, Option] = field(default_factory=dict)
+    # For a source that binds each target to one host (agents, node_exporter): config -> the host
+    # keys its listed targets name.  A saved snapshot of another host from it came from a pin and is
+    # checked again when the state is loaded (glueinfo.gather.identity.restorable).
+    listed_hosts: Optional[Callable[[Any], frozenset[str]]] = None
 
 
 class SourceError(ConfigurationError):

@@ -13,7 +13,8 @@ Families (labels in brackets):
 
 - ``glueinfo_info`` [version, role, site] 1
 - ``glueinfo_hosts`` [state]: hosts by published Node State;
-  ``glueinfo_hosts_known``, ``glueinfo_hosts_stale``, ``glueinfo_hosts_dropped_total``
+  ``glueinfo_hosts_known``, ``glueinfo_hosts_stale``, ``glueinfo_hosts_dropped_total``,
+  ``glueinfo_gather_refused_claims_total``
 - ``glueinfo_collector_last_duration_seconds``, ``_last_success``, ``_failures_total`` [collector]
 - ``glueinfo_source_last_duration_seconds``, ``_last_success``, ``_runs_total``,
   ``_failures_total``, ``_snapshots``, ``_failed_targets`` [source]
@@ -76,6 +77,9 @@ class StatusCollector(Collector):
                                 value=status.hosts_stale)
         yield CounterMetricFamily("glueinfo_hosts_dropped", "Hosts forgotten after [sources] drop_after since start",
                                   value=status.hosts_dropped)
+        yield CounterMetricFamily("glueinfo_gather_refused_claims",
+                                  "Answers refused since start for claiming a host that is not their target's",
+                                  value=status.claims_refused)
 
         yield from self._health("collector", status.collectors, "this host's collector")
         yield from self._health("source", status.sources, "source")

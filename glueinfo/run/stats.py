@@ -51,6 +51,7 @@ class Observed:
     lrms: dict[tuple[str, str], LrmsRecord] = field(default_factory=dict)  # (lrms type, queue) -> record
     collector_failures: dict[str, int] = field(default_factory=dict)  # serve: failed runs per collector
     hosts_dropped: int = 0  # hosts forgotten after [sources] drop_after, since start
+    claims_refused: int = 0  # targets' claims on another host refused after a gather, since start
     site: Optional[AssembledSite] = None  # the last site assembled
     on_lrms: Optional[Callable[[float, dict[str, QueueState]], None]] = None  # each LRMS refresh (the history)
 
@@ -128,6 +129,7 @@ class ObservedAssembler(SiteAssembler):
     def gather(self, list_hosts: bool = True) -> GatherResult:
         result = super().gather(list_hosts)
         self.observed.hosts_dropped += len(result.dropped)
+        self.observed.claims_refused += result.refused_claims
         return result
 
     def refresh_lrms(self) -> dict[str, QueueState]:
@@ -250,6 +252,7 @@ class Status:
     hosts_total: int
     hosts_stale: int
     hosts_dropped: int
+    claims_refused: int = 0
     ces: tuple[CeStatus, ...] = ()
     subclusters: tuple[SubClusterRow, ...] = ()
     notable_hosts: tuple[HostRow, ...] = ()  # stale or Unknown

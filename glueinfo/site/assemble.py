@@ -49,7 +49,7 @@ from glueinfo.core.freshness import is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot, QueueState
 from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.gatherer import GatheredHost, Gatherer, GatherResult
-from glueinfo.gather.identity import host_key
+from glueinfo.gather.identity import host_key, parse_aliases, restorable
 from glueinfo.gather.registry import Source, enabled_sources
 from glueinfo.gather.snapshot_files import SiteFiles
 from glueinfo.site.aggregate import SiteGroups, aggregate, cluster_members
@@ -190,7 +190,9 @@ class SiteAssembler:
         if sources is None:
             sources = enabled_sources(config, on_error=lambda message: log.warning("%s", message))
         self._lock = threading.RLock()  # one assembly (or LRMS refresh, or feed) at a time; the gatherer's too
-        self.gatherer = Gatherer(config, clock=clock, sources=sources, probe=probe, lock=self._lock)
+        # This head node's name is no target's to claim when it is a host of the site itself.
+        reserved = [self.local_fqdn] if LOCAL in config.get("sources", "enabled") else []
+        self.gatherer = Gatherer(config, clock=clock, sources=sources, probe=probe, lock=self._lock, reserved=reserved)
         self.site_files = SiteFiles(config.section("node")["site_snapshots"])
         self.ids = SubClusterIds()
         self.states: Optional[dict[str, QueueState]] = None
@@ -232,11 +234,21 @@ class SiteAssembler:
         if LOCAL in self.config.get("sources", "enabled"):
             known.add(LOCAL)  # `run` feeds this host in itself rather than through a source
         restored = 0
+        listed = self._listed_hosts()
+        try:
+            aliases = parse_aliases(self.config.get("sources", "aliases")) if listed else {}
+        except ValueError:
+            aliases = {}  # the gather reports the bad entry
         for key, sources in states.items():
             kept = False
             for source, snapshot in sources.items():
                 if source not in known or is_expired(snapshot, now, drop_after):
                     continue
+                if source in listed:  # brought by a pin, perhaps: held to the rule a new pin is
+                    why = restorable(key, source, listed[source], sources, self.gatherer.reserved, aliases)
+                    if why is not None:
+                        log.warning("state of %s from %s ignored: %s", key, source, why)
+                        continue
                 checked = validate_snapshot(snapshot, now)
                 if checked.snapshot is None:
                     log.warning("state of %s from %s ignored: %s", key, source, checked.refused)
@@ -253,6 +265,18 @@ class SiteAssembler:
             log.info("restored %d hosts from %s (published with their age until refreshed)", restored,
                      self.state.directory if self.state else "")
         return restored
+
+    def _listed_hosts(self) -> dict[str, frozenset[str]]:
+        """Source name -> the hosts its listed targets name, for each source that binds targets to
+        hosts (an unreadable list: none, so every saved snapshot from it is checked)."""
+        listed = {}
+        for source in self.gatherer.sources:
+            if source.listed_hosts is not None:
+                try:
+                    listed[source.name] = source.listed_hosts(self.config)
+                except (ValueError, OSError):
+                    listed[source.name] = frozenset()
+        return listed
 
     def adopt_published(self, entries: Iterable[Any], origin: str) -> int:
         """Adopt the SubCluster ids of an earlier publication (GLUE 1.3 entries: the last LDIF

@@ -30,7 +30,7 @@ from typing import Union
 
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.identity import claim_problem
-from glueinfo.gather.pull import AGENT_KEYS, Answer, Refused, pull_and_pin
+from glueinfo.gather.pull import AGENT_KEYS, Answer, Refused, listed_hosts, pull_and_pin
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
 
 SOURCE_NAME = "agents"
@@ -64,10 +64,11 @@ def read_answer(answer: Answer, max_body: int) -> Union[HostSnapshot, Refused]:
         else:
             error = (f"Node claims to be {shown}, a host {whom!r} other sources report, and nothing "
                      f"says {name} is that host (write it as {name}={reported[:80]} in [sources] agents): refused")
-        return Refused(error, answer.expected or reported[:80])
+        return Refused(error, answer.expected or reported[:80], claim=True)
     if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
         snapshot.collected_at = answer.received_at
     return snapshot
 
 
-SOURCE = Source(SOURCE_NAME, gather, "Node XML pulled from `glueinfo serve` on workers ([sources] agents)")
+SOURCE = Source(SOURCE_NAME, gather, "Node XML pulled from `glueinfo serve` on workers ([sources] agents)",
+                listed_hosts=listed_hosts(AGENT_KEYS))

@@ -47,7 +47,7 @@ from glueinfo.core.errors import InputError
 from glueinfo.core.model import HostSnapshot
 from glueinfo.core.text import one_line
 from glueinfo.gather.identity import Claims, claim_problem
-from glueinfo.gather.pull import Answer, Refused, pull_and_pin
+from glueinfo.gather.pull import Answer, Refused, listed_hosts, pull_and_pin
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
 from glueinfo.gather.sources._node_metrics import COLLECTORS, FAMILIES, NodeFacts
 
@@ -211,35 +211,38 @@ def read_answer(answer: Answer, by_nodename: bool) -> Union[HostSnapshot, Refuse
         facts = parse_page(answer.body)
     except ExpositionError as exc:
         return Refused(str(exc))
-    hostname, error = _hostname(answer.target, answer.identity, answer.expected, answer.pinned, facts.nodename,
+    hostname, error, claim = _hostname(answer.target, answer.identity, answer.expected, answer.pinned, facts.nodename,
                                 by_nodename, answer.claims, answer.aliases)
     if error is not None or hostname is None:
-        return Refused(error or "no host name", answer.expected or (facts.nodename or "")[:80] or None)
+        return Refused(error or "no host name", answer.expected or (facts.nodename or "")[:80] or None, claim=claim)
     return facts.snapshot(hostname, answer.received_at)
 
 
 def _hostname(target: str, identity: Optional[str], expected: Optional[str], pinned: bool, nodename: Optional[str],
-              by_nodename: bool, claims: Claims, aliases: dict[str, frozenset[str]]) -> tuple[Optional[str], Optional[str]]:
-    """(host name, None) or (None, why refused) for one target's page."""
+              by_nodename: bool, claims: Claims,
+              aliases: dict[str, frozenset[str]]) -> tuple[Optional[str], Optional[str], bool]:
+    """(host name, None, False) or (None, why refused, whether it was a claim on another host) for
+    one target's page."""
     if identity is not None and not by_nodename:
-        return identity, None
+        return identity, None, False
     if nodename is None:
         if expected is not None and not by_nodename:
-            return expected, None
-        return None, "no node_uname_info nodename on the page, and nothing names the target (write it as ADDRESS=NAME)"
+            return expected, None, False
+        return None, "no node_uname_info nodename on the page, and nothing names the target (write it as ADDRESS=NAME)", False
     shown = repr(nodename[:80])
     problem = claim_problem(nodename, target, identity, expected, pinned, claims, aliases)
     if problem is not None:
         kind, whom = problem
         if kind == "owner":
-            return None, f"nodename {shown} is {whom}'s host: refused"
+            return None, f"nodename {shown} is {whom}'s host: refused", True
         if kind == "expected":
             if not by_nodename and pinned:
-                return expected, None  # pinned by an earlier answer: the pin names the host
-            return None, f"nodename {shown} is not {whom!r}: refused"
+                return expected, None, False  # pinned by an earlier answer: the pin names the host
+            return None, f"nodename {shown} is not {whom!r}: refused", True
         return None, (f"nodename {shown} is a host {whom!r} other sources report, and nothing says "
-                      f"{target} is that host (write it as {target}={nodename[:80]} in [sources] node_exporters): refused")
-    return (expected if expected is not None and not by_nodename else nodename), None
+                      f"{target} is that host (write it as {target}={nodename[:80]} in [sources] node_exporters): refused"), True
+    return (expected if expected is not None and not by_nodename else nodename), None, False
 
 
-SOURCE = Source(SOURCE_NAME, gather, "node_exporter /metrics pulled from workers ([sources] node_exporters)")
+SOURCE = Source(SOURCE_NAME, gather, "node_exporter /metrics pulled from workers ([sources] node_exporters)",
+                listed_hosts=listed_hosts(TARGET_KEYS))

@@ -79,3 +79,26 @@ def test_aliases_let_a_host_report_another_id_and_nothing_else():
     assert not answers_to("wn18.example.org", "wn17.example.org", aliases)
     with pytest.raises(ValueError, match="not NAME=ALIAS"):
         parse_aliases(["wn17.example.org"])
+
+
+def test_a_new_pin_is_refused_for_the_head_node_and_other_sources_hosts_in_any_form():
+    from glueinfo.gather.identity import unbound_refusals
+
+    reported_by = {"head.example.org": {"this host"}, "wn01.example.org": {"spool"}, "wn02": {"agents"},
+                   "wn03.example.org": {"agents", "ganglia"}}
+    unbound = {"head": "127.0.0.16:7170", "wn01.example.org": "127.0.0.17:7170", "wn02.example.org": "127.0.0.18:7170",
+               "wn03": "127.0.0.19:7170", "wn04.example.org": "127.0.0.20:7170"}
+    refused = {target: (key, others) for target, key, others in unbound_refusals(unbound, "agents", reported_by)}
+    assert refused == {"127.0.0.16:7170": ("head", ["this host"]),  # the short form of the head node's name
+                       "127.0.0.17:7170": ("wn01.example.org", ["spool"]),
+                       "127.0.0.19:7170": ("wn03", ["ganglia"])}  # wn02 only the agents themselves have; wn04 nobody
+
+
+def test_a_saved_snapshot_from_a_pin_is_restored_only_by_the_rule_a_new_pin_meets():
+    from glueinfo.gather.identity import restorable
+
+    listed = frozenset({"wn05.example.org"})
+    assert restorable("wn05.example.org", "agents", listed, {"agents", "ganglia"}, ["head.example.org"], {}) is None
+    assert "head node" in restorable("head.example.org", "agents", listed, {"agents"}, ["head.example.org"], {})
+    assert "ganglia" in restorable("wn06.example.org", "agents", listed, {"agents", "ganglia"}, [], {})
+    assert restorable("wn06.example.org", "agents", listed, {"agents"}, ["head.example.org"], {}) is None
