@@ -100,6 +100,10 @@ class Provider:
         self.queue_state = queue_state
         self.plan = make_plan(_with_host_root(config, host_root), self.cli_enable, self.cli_disable)
         self.stopping = threading.Event()
+        # Set while a publication writes its outputs.  A publication writes all of its outputs or none:
+        # once stopping is set, none begins (stop_publishing), and one already writing is let finish.
+        self.writing = threading.Event()
+        self._writing_lock = threading.Lock()
         self._publish_lock = threading.Lock()
         # Jobs that will publish when done and have not yet begun to (see job_lrms), and whether an
         # LRMS refresh left its publish to one of them.
@@ -295,6 +299,13 @@ class Provider:
         host, port = self.server.address
         log.info("serving http://%s:%d/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3)", host, port)
 
+    def stop_publishing(self) -> bool:
+        """No publication begins from now on; returns whether one is writing its outputs now
+        (the caller lets it finish: see :attr:`writing`)."""
+        with self._writing_lock:
+            self.stopping.set()
+            return self.writing.is_set()
+
     def close(self) -> None:
         """Flush: the last state, and stop answering HTTP."""
         self.stopping.set()
@@ -458,9 +469,19 @@ class Provider:
             return False
         hosts_changed = fingerprint[0] != (self._published_fingerprint or ((),))[0]
         documents = self.publisher.documents(site)
-        publication = Publication(documents, hosts_changed=hosts_changed and not self.stopping.is_set(), local=local)
-        outputs = self.outputs if not self.stopping.is_set() else [o for o in self.outputs if not isinstance(o, LdapOutput)]
-        results = publish_all(outputs, publication, self.output_stats, self.clock)
+        publication = Publication(documents, hosts_changed=hosts_changed, local=local)
+        with self._writing_lock:
+            if self.stopping.is_set():
+                # Shutting down: writing only some outputs (the file, not LDAP) would leave them
+                # disagreeing until the next start; none is written, all keep the previous cycle's.
+                log.info("cycle %s: not published, glueinfo is stopping (every output keeps the previous cycle's)",
+                         reason)
+                return False
+            self.writing.set()
+        try:
+            results = publish_all(self.outputs, publication, self.output_stats, self.clock)
+        finally:
+            self.writing.clear()
         for problem in documents.errors:
             log.warning("LDIF: left out %s", problem)
         for warning in documents.warnings:

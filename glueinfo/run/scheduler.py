@@ -16,6 +16,10 @@ the one-shot commands).  What each job does is glueinfo.run.provider.
 - SIGTERM / SIGINT: no new runs; a running job gets ``[run] shutdown_grace``
   seconds to finish, then is abandoned (files are replaced atomically, so
   abandoning one never leaves half a file); the state is flushed; exit 0.
+  A publication writes all its outputs or none: one not yet writing when
+  SIGTERM comes writes nothing (the file and LDAP both keep the previous
+  cycle's), one already writing is let finish every output, up to
+  ``PUBLISH_FINISH_S`` beyond the grace.
 - SIGHUP: the config file is read again.  A file that does not parse, or
   that the provider cannot run with (unknown collector or source, bad site
   model), is rejected with one ERROR line and the running config stays.
@@ -44,6 +48,9 @@ from glueinfo.run.provider import JOB_NAMES, Provider
 log = logging.getLogger(__name__)
 
 UTC = datetime.UTC
+# How much longer than [run] shutdown_grace SIGTERM waits for a publication already writing its
+# outputs (an LDAP sync under way): inside systemd's default 90 s stop timeout.
+PUBLISH_FINISH_S = 60.0
 
 
 class Service:
@@ -179,13 +186,24 @@ class Service:
     def shutdown(self) -> int:
         grace = self.provider.settings.shutdown_grace_s
         log.info("stopping (waiting up to %g s for running jobs)", grace)
-        self.provider.stopping.set()
+        self.provider.stop_publishing()
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + grace
         with self._running_changed:
             while self._running and time.monotonic() < deadline:
                 self._running_changed.wait(max(0.0, deadline - time.monotonic()))
+        # A publication writing its outputs is let finish all of them (each bounded by its own
+        # timeouts), so the file and LDAP never part: up to PUBLISH_FINISH_S more.
+        finish_by = time.monotonic() + PUBLISH_FINISH_S
+        if self.provider.writing.is_set():
+            log.info("a publication is writing its outputs: letting it finish (up to %g s more)", PUBLISH_FINISH_S)
+        while self.provider.writing.is_set() and time.monotonic() < finish_by:
+            time.sleep(0.05)
+        if self.provider.writing.is_set():
+            log.error("a publication still writing after %g s more was abandoned: its outputs may disagree until "
+                      "the next start", PUBLISH_FINISH_S)
+        with self._running_changed:
             abandoned = sorted(self._running)
         self.provider.close()
         self.abandoned = abandoned

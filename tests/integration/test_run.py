@@ -22,6 +22,7 @@ read here directly, and from slapd through ldapsearch.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
@@ -745,6 +746,75 @@ def test_entries_the_server_refuses_are_reported_by_dn_every_cycle_until_fixed(t
         assert run.stop()[0] == 0
     finally:
         server.stop()
+
+
+# -- SIGTERM in the middle of a cycle ---------------------------------------------------------------
+
+def node_document(tree: Path, hostname: str, ram_mb: int, workdir: Path) -> bytes:
+    """`glueinfo node-xml` of a recorded machine under ``hostname``, its configured memory set to ``ram_mb``."""
+    config = write_config(workdir / f"node-{ram_mb}.conf", {"glueinfo": {"host_root": tree, "hostname": hostname}})
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "node-xml", "--config", str(config)],
+                          capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text, count = re.subn(r'(<Configured>.*?<Memory units="MB">)\d+', rf"\g<1>{ram_mb}", proc.stdout, count=1, flags=re.S)
+    assert count == 1
+    return text.encode()
+
+
+@pytest.mark.integration
+def test_sigterm_during_a_cycle_leaves_ldap_and_the_file_alike(tmp_path, processes, slapd):
+    """Issue 26, finding 8: a gather still waiting on a slow worker when SIGTERM comes used to go on
+    to write the LDIF file but skip LDAP, so a broker reading BDII saw another site than the file.
+    Now a publication that has not begun writing when SIGTERM comes writes nothing, one that has is
+    let finish every output: either way, what slapd holds is what the file says."""
+    worker = "wn01.example.org"
+    first = node_document(HOSTS / "wn-nfs-lustre", worker, 64000, tmp_path)
+    second = node_document(HOSTS / "wn-nfs-lustre", worker, 96000, tmp_path)
+    slow, asked = threading.Event(), threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = first
+            if slow.is_set():  # the gather SIGTERM will arrive in: answered late, with news
+                asked.set()
+                time.sleep(2.0)
+                body = second
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        head_root = copy_machine(HEAD, tmp_path)
+        sections = base_sections(tmp_path, head_root, shutdown_grace=5)
+        sections["sources"].update({"enabled": "local, agents", "agents": f"127.0.0.1:{server.server_address[1]}={worker}",
+                                    "timeout": 4})
+        config = write_config(tmp_path / "glueinfo.conf", with_ldap(sections, slapd, tmp_path))
+        run = Run(config, tmp_path)
+        processes.append(run)
+        ldif_path = tmp_path / "out" / "glue.ldif"
+
+        def ram(entries) -> Optional[str]:
+            entry = host_entry(entries, worker)
+            return entry.first("GlueHostMainMemoryRAMSize") if entry is not None else None
+
+        wait_for(lambda: ram(slapd.ldapsearch(BASE)) == "64000" and ldif_path.exists()
+                 and ram(ldif_entries(ldif_path).values()) == "64000", 30, "the worker published in LDAP and the file")
+        slow.set()
+        assert asked.wait(10), "no gather asked the worker"
+        code, _ = run.stop(timeout=30)
+        assert code == 0
+        in_file, in_ldap = ram(ldif_entries(ldif_path).values()), ram(slapd.ldapsearch(BASE))
+        assert in_file == in_ldap, f"the file says {in_file} MB, LDAP {in_ldap} MB"
+        assert {normalise(e.dn) for e in slapd.ldapsearch(BASE) if normalise(e.dn) != normalise(BASE)} == set(ldif_entries(ldif_path))
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # -- what the admin installs -------------------------------------------------------------------------
