@@ -84,7 +84,7 @@ def attacker(tmp_path):
 
 
 def future() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    return datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
 
 
 def head_config(tmp, sources: str, port: int, extra: str = "") -> str:
