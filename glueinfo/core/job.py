@@ -65,6 +65,8 @@ class JobInfo:
     local_group: Optional[str] = None  # the owner's Unix group, when the LRMS says
     proxy_vo: Optional[str] = None  # the VO of the job's proxy, when the LRMS knows it (HTCondor x509userproxyvoname)
     vo: Optional[str] = None  # the VO the site's [vos] map gives it (glueinfo.lrms.vo_map); None: a local job
+    token_issuer: Optional[str] = None  # the issuer of the token it came with (HTCondor-CE's AuthTokenIssuer)
+    token_groups: tuple[str, ...] = ()  # that token's groups (AuthTokenGroups), e.g. ("/cms", "/cms/pilot")
     # -- what the SSS Job object adds (docs/sss.md, "Job XML"); None / () when the LRMS does not say --
     executable: Optional[str] = None  # the program or script the job runs
     arguments: Optional[str] = None  # private: its arguments, one string as the LRMS prints them

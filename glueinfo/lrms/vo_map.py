@@ -10,7 +10,13 @@ belongs to, in this order:
 2. the ``[vos] map`` rules, in the order written, first match wins:
    ``user:PATTERN=VO``, ``group:PATTERN=VO``, ``account:PATTERN=VO`` with
    shell patterns (``*``, ``?``, ``[...]``) matched case-sensitively, as
-   Unix names are;
+   Unix names are; and, for jobs that came with a token (HTCondor-CE sets
+   ``AuthTokenIssuer`` and ``AuthTokenGroups`` on the jobs it routes, as X.509
+   VO names disappear), ``issuer:PATTERN=VO`` on the token's issuer (a
+   trailing ``/`` on either side is ignored:
+   ``issuer:https://atlas-auth.web.cern.ch/=atlas``) and
+   ``token_group:PATTERN=VO`` matching any one of its groups
+   (``token_group:/cms=cms``);
 3. otherwise the job is local: counted in the queue's totals, in no VO's.
 
 The per-VO counts (running, waiting, total) feed GLUE 1.3 VOViews and GLUE 2
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -30,7 +36,9 @@ from glueinfo.core.job import JobInfo
 from glueinfo.core.model import VoJobCounts
 from glueinfo.lrms.figures import FINISHED_STATES
 
-KINDS = ("user", "group", "account")
+KINDS = ("user", "group", "account")  # who owns a job: what every batch system can tell
+TOKEN_KINDS = ("issuer", "token_group")  # what the job's token says: only where the LRMS keeps it (HTCondor)
+RULE_KINDS = KINDS + TOKEN_KINDS
 # GLUE job states that count as running and as waiting (the rest: held, suspended, done...).
 _RUNNING = {"RUNNING"}
 _WAITING = {"SUBMITTED", "WAITING", "READY", "SCHEDULED"}
@@ -42,7 +50,7 @@ class VoMapError(ConfigurationError, ValueError):
 
 @dataclass(frozen=True)
 class VoRule:
-    kind: str  # user, group or account
+    kind: str  # one of RULE_KINDS
     pattern: str
     vo: str
     matcher: Any  # compiled pattern: re.Pattern
@@ -63,8 +71,10 @@ class VoMap:
             kind, colon, rest = text.partition(":")
             pattern, equals, vo = rest.rpartition("=")
             kind, pattern, vo = kind.strip().lower(), pattern.strip(), vo.strip()
-            if not colon or not equals or kind not in KINDS or not pattern or not vo:
-                raise VoMapError(f"[vos] map: {text!r} is not KIND:PATTERN=VO with KIND one of {', '.join(KINDS)}")
+            if not colon or not equals or kind not in RULE_KINDS or not pattern or not vo:
+                raise VoMapError(f"[vos] map: {text!r} is not KIND:PATTERN=VO with KIND one of {', '.join(RULE_KINDS)}")
+            if kind == "issuer":
+                pattern = pattern.rstrip("/") or pattern
             parsed.append(VoRule(kind, pattern, vo, re.compile(fnmatch.translate(pattern))))
         return cls(tuple(parsed), proxy_vo)
 
@@ -85,21 +95,24 @@ class VoMap:
         return list(dict.fromkeys(rule.vo for rule in self.rules if rule.kind in wanted))
 
     def vo_of(self, *, user: Optional[str] = None, group: Optional[str] = None, account: Optional[str] = None,
-              proxy_vo: Optional[str] = None) -> Optional[str]:
-        """The VO of a job with these owners (None: a local job)."""
+              proxy_vo: Optional[str] = None, token_issuer: Optional[str] = None,
+              token_groups: Sequence[str] = ()) -> Optional[str]:
+        """The VO of a job with these owners and token (None: a local job)."""
         if self.proxy_vo and proxy_vo:
             return proxy_vo
-        values = {"user": user, "group": group, "account": account}
+        issuer = token_issuer.rstrip("/") if token_issuer else None
+        values = {"user": (user,), "group": (group,), "account": (account,), "issuer": (issuer,),
+                  "token_group": tuple(token_groups)}
         for rule in self.rules:
-            value = values[rule.kind]
-            if value is not None and rule.matcher.match(value):
+            if any(value is not None and rule.matcher.match(value) for value in values[rule.kind]):
                 return rule.vo
         return None
 
     def assign(self, jobs: Iterable[JobInfo]) -> None:
-        """Set each job's ``vo`` from its owner, group, account and proxy VO."""
+        """Set each job's ``vo`` from its owner, group, account, proxy VO and token."""
         for job in jobs:
-            job.vo = self.vo_of(user=job.local_owner, group=job.local_group, account=job.account, proxy_vo=job.proxy_vo)
+            job.vo = self.vo_of(user=job.local_owner, group=job.local_group, account=job.account, proxy_vo=job.proxy_vo,
+                                token_issuer=job.token_issuer, token_groups=job.token_groups)
 
 
 def count_by_vo(jobs: Iterable[JobInfo]) -> dict[str, VoJobCounts]:

@@ -56,3 +56,28 @@ def test_the_config_error_names_file_and_line(tmp_path):
     with pytest.raises(ConfigError, match=r"glueinfo.conf:3: \[vos\] map: 'atlas' is not KIND:PATTERN=VO"):
         site_from_config(config, "ce.example.org")
     assert site_from_config(Config(), "ce.example.org").vo_map == VoMap()
+
+
+TOKEN_RULES = ["issuer:https://atlas-auth.web.cern.ch/=atlas", "token_group:/cms=cms", "token_group:/dune/*=dune",
+               "group:*=local-by-group"]
+
+
+@pytest.mark.parametrize("token, vo", [
+    # AuthTokenIssuer as HTCondor-CE sets it, with or without the trailing slash the rule was written with
+    ({"token_issuer": "https://atlas-auth.web.cern.ch/"}, "atlas"),
+    ({"token_issuer": "https://atlas-auth.web.cern.ch"}, "atlas"),
+    ({"token_issuer": "https://cms-auth.web.cern.ch/", "token_groups": ("/cms", "/cms/pilot")}, "cms"),
+    ({"token_issuer": "https://cilogon.org/dune", "token_groups": ("/dune/production",)}, "dune"),
+    ({"token_issuer": "https://evil.example.org/atlas-auth.web.cern.ch/", "group": "users"}, "local-by-group"),
+    ({"token_issuer": "https://atlas-auth.web.cern.ch/", "proxy_vo": "lhcb"}, "lhcb"),  # the proxy VO still first
+])
+def test_token_issuer_and_groups_map_to_vos(token, vo):
+    assert VoMap.from_values(TOKEN_RULES).vo_of(**token) == vo
+
+
+def test_token_rules_apply_to_jobs_as_the_plugins_report_them():
+    jobs = [JobInfo(local_id="1", local_owner="pilot01", token_issuer="https://atlas-auth.web.cern.ch/", glue_status="RUNNING"),
+            JobInfo(local_id="2", local_owner="pilot02", token_groups=("/cms", "/cms/pilot"), glue_status="WAITING"),
+            JobInfo(local_id="3", local_owner="pilot03", glue_status="RUNNING")]
+    VoMap.from_values(TOKEN_RULES[:2]).assign(jobs)
+    assert [j.vo for j in jobs] == ["atlas", "cms", None]
