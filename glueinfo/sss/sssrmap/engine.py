@@ -2,7 +2,8 @@
 
 Object-agnostic: it queries lxml elements of any object class, held in an
 :class:`ObjectSet` that caches per path what queries need (matched
-elements, numbers in a common unit, sorted columns, serialized fragments).
+elements, numbers in a common unit, sorted columns, serialized fragments),
+for a bounded number of paths (cache.py: least recently used first out).
 :func:`run_query` takes a checked :class:`QueryRequest` (see request.py)
 and returns the serialized records, in order.
 
@@ -66,6 +67,18 @@ from lxml import etree
 
 from glueinfo.core.units import UnitError, canonical, convert, format_number, parse_quantity
 from glueinfo.core.xmlsafe import escape_attribute, escape_text
+from glueinfo.sss.sssrmap.cache import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PATHS,
+    PathCache,
+    size_of_fragments,
+    size_of_indices,
+    size_of_matches,
+    size_of_measures,
+    size_of_slots,
+    size_of_sorted,
+    size_of_values,
+)
 from glueinfo.sss.sssrmap.fields import ANY, GROUP, NUMBER, OPEN, TEXT, Field, missing_step, resolve, vocabulary_of
 from glueinfo.sss.sssrmap.request import AGGREGATES, GetField, Path, QueryRequest, WhereCondition, matcher, split_step
 from glueinfo.sss.sssrmap.status import BAD_GET, BAD_WHERE, QUERY_BUDGET, SSSRMAPError
@@ -127,23 +140,23 @@ class ObjectSet:
 
     Build a new ObjectSet when the objects change; never mutate the elements
     afterwards (the caches assume they are frozen).  Caches are filled on
-    first use and only ever grow, so concurrent queries may share one set; a
-    fill a query's budget interrupts stores nothing.  ``fields`` is the
-    class's vocabulary (fields.py), by default the built-in one of ``name``.
+    first use, per field (path), and bounded (cache.py): at most
+    ``max_paths`` fields and about ``max_bytes`` of their columns, the fields
+    used longest ago forgotten first and worked out again when asked, with
+    the same answer; fields :meth:`warm` filled are kept outside the bound.
+    Concurrent queries may share one set; a fill a query's budget interrupts
+    stores nothing, or whole entries.  ``fields`` is the class's vocabulary
+    (fields.py), by default the built-in one of ``name``.  ValueError for a
+    bound under 1.
     """
 
     def __init__(self, name: str, elements: Sequence[etree._Element], default_units: Optional[Mapping[str, str]] = None,
-                 fields: Optional[Field] = None):
+                 fields: Optional[Field] = None, max_paths: int = DEFAULT_MAX_PATHS, max_bytes: int = DEFAULT_MAX_BYTES):
         self.name = name
         self.elements = list(elements)
         self.default_units = dict(default_units or {})
         self.fields = fields if fields is not None else vocabulary_of(name)
-        self._matches: dict[str, list[tuple[etree._Element, ...]]] = {}
-        self._measures: dict[str, list[tuple[tuple[Optional[str], float], ...]]] = {}
-        self._sorted: dict[tuple[str, Optional[str]], tuple[list[float], list[int]]] = {}
-        self._fragments: dict[str, list[Optional[bytes]]] = {}
-        self._values: dict[str, list[tuple[tuple[str, Optional[float], Optional[str]], ...]]] = {}
-        self._text_only: dict[str, list[int]] = {}
+        self.cache = PathCache(max_paths, max_bytes)
         self._whole: Optional[list[bytes]] = None
         self._families: dict[Optional[str], tuple[Optional[str], float]] = {}
 
@@ -163,7 +176,8 @@ class ObjectSet:
 
     def matches(self, path: Path, budget: Optional[Budget] = None) -> list[tuple[etree._Element, ...]]:
         """Per object, the elements the path selects (iterchildren filters in C: faster than iterfind)."""
-        cached = self._matches.get(path.text)
+        columns = self.cache.columns(path.text)
+        cached = columns.matches
         if cached is None:
             budget = budget or Budget()
             doing = f"finding {path.text[:80]}"
@@ -181,13 +195,17 @@ class ObjectSet:
                 elements = self.elements
                 for part in budget.slices(len(elements), doing):
                     cached.extend([_select_children((elements[i],), steps[0]) for i in part])
-            self._matches[path.text] = cached
+            if columns.matches is None:  # a query at the same time may have filled it first
+                columns.matches = cached
+                self.cache.grew(path.text, columns, size_of_matches(cached))
         return cached
 
     def warm(self, names: Sequence[str]) -> None:
-        """Fill the caches of these paths now (the server does it after a refresh, not in a request)."""
+        """Fill the caches of these paths now and keep them outside the bound (the server does it
+        after a refresh, not in a request, for the fields most queries name)."""
         for name in names:
             path = Path.parse(name, BAD_GET, "warm")
+            self.cache.pin(path.text)
             self.measures(path)
             self.fragments(path, range(len(self.elements)))
 
@@ -202,7 +220,8 @@ class ObjectSet:
 
     def measures(self, path: Path, budget: Optional[Budget] = None) -> list[tuple[tuple[Optional[str], float], ...]]:
         """Per object, the numeric values of the path as (family, base value); non-numbers left out."""
-        cached = self._measures.get(path.text)
+        columns = self.cache.columns(path.text)
+        cached = columns.measures
         if cached is None:
             budget = budget or Budget()
             cached = []
@@ -217,23 +236,28 @@ class ObjectSet:
                         family, factor = self._family(element.get("units") or default_units.get(element.tag))
                         values.append((family, number * factor))
                 cached.append(tuple(values))
-            self._measures[path.text] = cached
+            if columns.measures is None:
+                columns.measures = cached
+                self.cache.grew(path.text, columns, size_of_measures(cached))
         return cached
 
     def sorted_values(self, path: Path, family: Optional[str], budget: Optional[Budget] = None) -> tuple[list[float], list[int]]:
         """The path's numeric values of one unit family, ascending, with the object each belongs to."""
-        key = (path.text, family)
-        cached = self._sorted.get(key)
+        measures = self.measures(path, budget)
+        columns = self.cache.columns(path.text)
+        cached = columns.sorted.get(family)
         if cached is None:
-            measures = self.measures(path, budget)
             (budget or Budget()).check(f"sorting the numbers of {path.text[:80]}")
             pairs = sorted((value, i) for i, values in enumerate(measures) for f, value in values if f == family)
-            cached = self._sorted[key] = ([v for v, _ in pairs], [i for _, i in pairs])
+            cached = ([v for v, _ in pairs], [i for _, i in pairs])
+            if columns.sorted.setdefault(family, cached) is cached:
+                self.cache.grew(path.text, columns, size_of_sorted(len(pairs)))
         return cached
 
     def values(self, path: Path, budget: Optional[Budget] = None) -> list[tuple[tuple[str, Optional[float], Optional[str]], ...]]:
         """Per object, each selected element as (stripped text, number or None, units or None)."""
-        cached = self._values.get(path.text)
+        columns = self.cache.columns(path.text)
+        cached = columns.values
         if cached is None:
             budget = budget or Budget()
             matches = self.matches(path, budget)
@@ -241,30 +265,42 @@ class ObjectSet:
             for part in budget.slices(len(matches), f"reading the values of {path.text[:80]}"):
                 cached.extend([tuple((text.strip(), _number_of(text), self.unit_of(e)) for e in matches[i] for text in _texts(e))
                                for i in part])
-            self._values[path.text] = cached
+            if columns.values is None:
+                columns.values = cached
+                self.cache.grew(path.text, columns, size_of_values(cached))
         return cached
 
     def text_only(self, path: Path, budget: Optional[Budget] = None) -> list[int]:
         """Objects that have the path but no numeric value in it."""
-        cached = self._text_only.get(path.text)
+        columns = self.cache.columns(path.text)
+        cached = columns.text_only
         if cached is None:
-            cached = self._text_only[path.text] = [
-                i for i, (values, found) in enumerate(zip(self.measures(path, budget), self.matches(path, budget), strict=True))
-                if found and not values]
+            cached = [i for i, (values, found) in enumerate(zip(self.measures(path, budget), self.matches(path, budget), strict=True))
+                      if found and not values]
+            if columns.text_only is None:
+                columns.text_only = cached
+                self.cache.grew(path.text, columns, size_of_indices(len(cached)))
         return cached
 
     def fragments(self, path: Path, chosen: Sequence[int], budget: Optional[Budget] = None) -> list[bytes]:
         """For the chosen objects, the serialized elements the path selects (concatenated)."""
-        cached = self._fragments.get(path.text)
+        columns = self.cache.columns(path.text)
+        cached = columns.fragments
         if cached is None:
-            cached = self._fragments[path.text] = [None] * len(self.elements)
+            cached = [None] * len(self.elements)
+            if columns.fragments is None:
+                columns.fragments = cached
+                self.cache.grew(path.text, columns, size_of_slots(len(cached)))
         missing = [i for i in chosen if cached[i] is None]
         if missing:
             budget = budget or Budget()
             matches = self.matches(path, budget)
             for part in budget.slices(len(missing), f"writing {path.text[:80]}"):
+                written = []
                 for i in (missing[n] for n in part):  # each entry filled whole: an interrupted fill is still a valid cache
-                    cached[i] = b"".join([etree.tostring(e, encoding="UTF-8", with_tail=False) for e in matches[i]])
+                    text = cached[i] = b"".join([etree.tostring(e, encoding="UTF-8", with_tail=False) for e in matches[i]])
+                    written.append(text)
+                self.cache.grew(path.text, columns, size_of_fragments(written))
         return [cached[i] or b"" for i in chosen]  # all filled above; `or` tells the type checker
 
     def whole(self, budget: Optional[Budget] = None) -> list[bytes]:
@@ -281,6 +317,9 @@ def _select_children(parents: Sequence[etree._Element], step: tuple[str, tuple[t
     tag, predicates = step
     if not predicates:
         return tuple(child for parent in parents for child in parent.iterchildren(tag))
+    if len(predicates) == 1:  # the usual Extension[@name='X']: one comparison per child, twice as fast as all()
+        (name, value), = predicates
+        return tuple(child for parent in parents for child in parent.iterchildren(tag) if child.get(name) == value)
     return tuple(child for parent in parents for child in parent.iterchildren(tag)
                  if all(child.get(name) == value for name, value in predicates))
 
