@@ -327,6 +327,11 @@ class QueueState:
     nodes: list[NodeAllocation] = field(default_factory=list)  # the scheduler's view of the queue's nodes
     collected_at: float = 0.0
     error: Optional[str] = None  # why the state is (partly) unknown
+    # The batch system answered and has no queue called ``queue`` (a mistyped [ce:NAME] queue); then
+    # ``existing_queues`` are the ones it has, no count is known and the status is Closed
+    # (glueinfo.lrms.queues).
+    queue_missing: bool = False
+    existing_queues: tuple[str, ...] = ()
 
     def counts_of_vo(self, vo: str) -> Optional[VoJobCounts]:
         """The VO's jobs in this queue (GLUE 1.3 VOView, GLUE 2 ComputingShare), or None when unknown:

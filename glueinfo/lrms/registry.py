@@ -12,11 +12,18 @@ never raises: a plugin that fails, hangs past its deadline or is unknown
 gives ``QueueState(lrms_type=..., error="one line")`` with every unknown field
 None, and the failure is logged once (one WARNING per call).  Renderers leave
 None fields out, so a broken batch system never publishes stale or invented
-numbers.
+numbers.  A queue the batch system does not have (glueinfo.lrms.queues) is
+one ERROR instead, naming the CE's ``[ce:NAME] queue`` and the closest queue
+that exists.
+
+:func:`resolve_lrms` checks a CE's ``lrms`` when the site model is read: a
+name no plugin has is a config error listing the plugins, and ``torque`` is
+the pbs plugin reading Torque (``pbs_flavour = torque``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import threading
@@ -30,6 +37,7 @@ from glueinfo.core.errors import ConfigurationError, UpstreamError
 from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
 from glueinfo.core.options import Option
 from glueinfo.core.text import one_line
+from glueinfo.lrms.queues import mark_missing, missing_message
 from glueinfo.lrms.vo_map import VoMap
 
 log = logging.getLogger(__name__)
@@ -46,6 +54,13 @@ def builtin_module_names() -> tuple[str, ...]:
 
     package = importlib.import_module(BUILTIN_PACKAGE)
     return tuple(sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")))
+
+# The key under which the site model puts a CE's [ce:NAME] NAME in its options (LrmsContext.ce_config):
+# the ERROR of a queue the batch system does not have names the section to fix.
+SECTION_OPTION = "ce_section"
+
+# LRMS names that are a dialect of another plugin: (plugin, the options that choose the dialect).
+DIALECTS: dict[str, tuple[str, dict[str, str]]] = {"torque": ("pbs", {"pbs_flavour": "torque"})}
 
 # Extra time a plugin gets beyond ctx.timeout_s before it is abandoned: the
 # built-ins bound every command by the deadline themselves, this only catches
@@ -126,7 +141,25 @@ def find_plugin(lrms_type: str, plugins: Optional[Sequence[LrmsPlugin]] = None,
         if plugin.name == lrms_type:
             return plugin
     known = ", ".join(sorted(p.name for p in plugins))
-    raise LrmsError(f"unknown LRMS {lrms_type!r} (known: {known})")
+    dialects = ", ".join(f"{name} (= {plugin})" for name, (plugin, _) in sorted(DIALECTS.items()))
+    raise LrmsError(f"unknown LRMS {lrms_type!r} (known: {known}; also {dialects})")
+
+
+def resolve_lrms(lrms: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A CE's ``lrms`` and options as the plugin that serves it reads them: (plugin name, options).
+
+    ``torque`` (:data:`DIALECTS`) is the pbs plugin with ``pbs_flavour = torque``; a section that
+    sets another flavour contradicts it.  A name no built-in or installed plugin has is refused.
+    Raises LrmsError (a ConfigurationError: exit 2) whose one line lists the plugins."""
+    if lrms in DIALECTS:
+        plugin, chosen = DIALECTS[lrms]
+        for key, value in chosen.items():
+            current = str(options.get(key) or "auto")
+            if current not in ("auto", value):
+                raise LrmsError(f"{lrms!r} is the {plugin} plugin with {key} = {value}, but {key} = {current} is set")
+        return plugin, {**options, **chosen}
+    find_plugin(lrms)  # LrmsError naming the known plugins
+    return lrms, dict(options)
 
 
 # GlueCEInfoLRMSType is GLUE's word for the batch system (EGI's validator checks it), which is not
@@ -149,9 +182,15 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
 
     The plugin runs in a daemon thread: one that hangs past ``ctx.timeout_s``
     (plus a short grace) is abandoned and its late answer never read.  A
-    failure is logged once at WARNING and returned as the state's ``error``.
+    failure is logged once at WARNING and returned as the state's ``error``;
+    a queue the batch system does not have (``queue_missing``) is logged once
+    at ERROR, and its ``error`` is that line (glueinfo.lrms.queues.missing_message),
+    with no count kept whatever the plugin left in the state.
     """
     try:
+        if lrms_type in DIALECTS:  # asked by a dialect's name (a config's is resolved by the site model)
+            lrms_type, options = resolve_lrms(lrms_type, ctx.ce_config)
+            ctx = dataclasses.replace(ctx, ce_config=options)
         plugin = find_plugin(lrms_type, plugins, on_error=log.warning)
     except Exception as exc:
         state = failed_state(lrms_type, ctx, str(exc))
@@ -181,6 +220,10 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
             state.lrms_type = glue_lrms_type(lrms_type)
         if not state.collected_at:
             state.collected_at = ctx.clock()
+        if state.queue_missing:  # whatever a plugin left in it: such a queue has no figure
+            mark_missing(state, state.existing_queues)
+            state.error = missing_message(str(ctx.ce_config.get(SECTION_OPTION) or ""), ctx.queue or "",
+                                          plugin.name, state.existing_queues)
         if state.error:
             state.error = one_line(state.error)
         if state.total_jobs is not None:
@@ -189,7 +232,9 @@ def queue_state(lrms_type: str, ctx: LrmsContext, plugins: Optional[Sequence[Lrm
             reachable = ctx.vo_map.vos_by(told)
             if any(vo not in state.vo_counts for vo in reachable):
                 state.vo_counts = dict(sorted({**{vo: VoJobCounts() for vo in reachable}, **state.vo_counts}.items()))
-    if state.error:
+    if state.queue_missing:
+        log.error("%s", state.error)
+    elif state.error:
         log.warning("LRMS %s queue %s: %s", lrms_type, ctx.queue or "-", state.error)
     return state
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from glueinfo.core.config import Config, ConfigError
+from glueinfo.lrms.registry import SECTION_OPTION, LrmsError, resolve_lrms
 from glueinfo.lrms.vo_map import VoMap, VoMapError
 from glueinfo.site.model import (
     DEFAULT_QUEUE,
@@ -130,11 +131,17 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
             unique_id = derived_id("GlueCEUniqueID", ce_unique_id(host, raw["port"], raw["jobmanager"], raw["lrms"], queue))
         if any(c.unique_id.lower() == unique_id.lower() for c in ces):
             raise ConfigError(f"{_where(config, section)}: [{section}]: CE id {unique_id!r} is used twice")
-        options = dict(raw)
+        # A name no plugin has is refused (never half a CE); a dialect's (torque) is its plugin's.  The
+        # id and contact string above keep the admin's word.
+        try:
+            lrms, options = resolve_lrms(raw["lrms"], raw)
+        except LrmsError as exc:
+            raise ConfigError(f"{_where(config, section, 'lrms')}: [{section}] lrms: {exc}") from None
         options["queue"] = queue
+        options[SECTION_OPTION] = name  # named by the ERROR of a queue the batch system does not have
         ces.append(CESpec(
             section=name, cluster=cluster.unique_id, unique_id=unique_id, host=host, port=raw["port"],
-            jobmanager=raw["jobmanager"], lrms=raw["lrms"], queue=queue, lrms_version=raw["lrms_version"],
+            jobmanager=raw["jobmanager"], lrms=lrms, queue=queue, lrms_version=raw["lrms_version"],
             lrms_timeout=raw["lrms_timeout"], status=raw["status"], implementation_name=raw["implementation_name"],
             implementation_version=raw["implementation_version"], gram_version=raw["gram_version"],
             contact_string=_tuple(raw["contact_string"]) or (f"{host}:{raw['port']}/{raw['jobmanager']}-{raw['lrms']}",),

@@ -15,7 +15,10 @@ SLURM_FIXTURES = FIXTURES / "slurm"
 def replay(version: str, overrides=None, calls=None):
     """A command runner answering from tests/fixtures/slurm/VERSION, as the real tools would.
 
-    ``overrides`` maps a tool name to (returncode, stdout, stderr) or to an exception to raise.
+    ``overrides`` maps a tool name to (returncode, stdout, stderr), to an exception to raise, or to
+    a function of the arguments giving one of those or None (then the recording answers).  sinfo
+    and squeue print nothing and exit 0 for a partition not recorded, as a real Slurm does for a
+    partition it does not have (test_slurm_live checks that).
     """
     directory = SLURM_FIXTURES / version
     overrides = overrides or {}
@@ -30,11 +33,16 @@ def replay(version: str, overrides=None, calls=None):
         assert env["TZ"] == "UTC" and env["SLURM_TIME_FORMAT"] == "standard"
         if tool in overrides:
             answer = overrides[tool]
+            if callable(answer) and not isinstance(answer, BaseException):
+                answer = answer(args)
             if isinstance(answer, BaseException):
                 raise answer
-            return answer
+            if answer is not None:
+                return answer
         if tool == "sinfo" and args == ["--version"]:
             return 0, read("sinfo_version.txt"), ""
+        if tool == "scontrol" and args == ["--all", "show", "partition", "-o"]:  # every partition, one line each
+            return 0, "".join(path.read_text() for path in sorted(directory.glob("scontrol_partition_*.txt"))), ""
         if tool == "scontrol":
             name = args[-1]
             if not (directory / f"scontrol_partition_{name}.txt").exists():
@@ -45,6 +53,8 @@ def replay(version: str, overrides=None, calls=None):
             if not (directory / f"sinfo_{partition}.json").exists():
                 return 1, "", read("sinfo_json_unsupported.txt")
             return 0, read(f"sinfo_{partition}.json"), ""
+        if tool in ("sinfo", "squeue") and not (directory / f"{tool}_{partition}.txt").exists():
+            return 0, "", ""
         if tool == "sinfo":
             return 0, read(f"sinfo_{partition}.txt"), ""
         if tool == "squeue":

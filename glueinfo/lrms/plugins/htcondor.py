@@ -36,6 +36,11 @@ Jobs: JobStatus 1 Idle, 2 Running, 3 Removed, 4 Completed, 5 Held,
 scheduler, grid and local universes (DAGMan, routed copies, helpers) run on
 no slot of this pool and are neither counted nor listed.
 
+A queue that names a schedd the collector does not list is a queue this pool
+does not have: Closed, no count (not even the pool's CPUs), one ERROR naming
+the schedds there are (glueinfo.lrms.queues).  When the collector lists no
+schedd at all (an empty answer), every count of the queue is unknown.
+
 A schedd that does not answer while others do: its jobs are missing, so the
 job counts of a queue spanning it (``all``, or an accounting group) are left
 unknown (None) and ``QueueState.error`` names it; the jobs of the schedds that
@@ -58,7 +63,7 @@ from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
-from glueinfo.lrms import commands
+from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots
 from glueinfo.lrms.names import host_matcher, site_host
@@ -568,9 +573,6 @@ def query(ctx: LrmsContext) -> QueueState:
     if schedds is not None:
         if queue_by == "schedd" and queue != ALL_SCHEDDS:
             in_scope = [s for s in schedds if s.name == queue]
-            if not in_scope:
-                known = ", ".join(s.name for s in schedds) or "none"
-                errors.append(f"no schedd named {queue!r} in the collector (schedds: {known})")
         else:
             in_scope = list(schedds)
             if not in_scope:
@@ -629,6 +631,12 @@ def query(ctx: LrmsContext) -> QueueState:
         idle = sum(1 for j in jobs if j.glue_status == "SCHEDULED")
         if state.free_cpus > 0 and idle == 0:
             state.estimated_response_time_s = state.worst_response_time_s = 0
+    # The pool's CPUs are the queue's only while the collector lists the schedds it names: a schedd
+    # it does not list is a queue this pool does not have (glueinfo.lrms.queues); 'all' and an
+    # accounting group exist in any pool with a schedd, so nothing listed leaves them unknown.
+    one_schedd = queue_by == "schedd" and queue != ALL_SCHEDDS
+    queues.settle(state, bool(in_scope),
+                  lambda: [s.name for s in schedds or ()] if one_schedd else (), errors, "schedd")
     if errors:
         state.error = "htcondor: " + "; ".join(dict.fromkeys(errors))
     return state

@@ -7,6 +7,9 @@ Commands (each bounded by what is left of the query's deadline):
 - LSF >= 10.1.0.2 (Fix Pack 2, which added ``-json`` to bjobs/bhosts/bqueues and ``-hms`` to bjobs):
   ``bhosts -o "FIELDS" -json [HOSTS]`` and ``bjobs -u all -q QUEUE -o "FIELDS" -json -hms``
 - older: ``bhosts -w [HOSTS]`` and ``bjobs -u all -q QUEUE -w``
+- ``bqueues -w``                            -> the queues LSF has, asked only when neither ``bqueues -l``
+                                               nor a job names the queue: a queue LSF does not have is
+                                               Closed with no count and one ERROR (glueinfo.lrms.queues)
 
 The queue is always read from ``bqueues -l``: it prints every limit in one
 documented unit (RUNLIMIT and CPULIMIT in minutes, ``720.0 min``) in every
@@ -38,7 +41,7 @@ from typing import Any, Optional
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
-from glueinfo.lrms import commands
+from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -260,6 +263,17 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
                         cpu_limit_min=limits.get("CPULIMIT"), hosts=hosts or ["all"])
     except ValueError as exc:
         raise LsfOutputError(f"bqueues -l {name}: {exc}") from None
+
+
+def queue_names(text: str) -> list[str]:
+    """``bqueues -w``: the name of every queue (the first word of each line below the
+    ``QUEUE_NAME`` header)."""
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    if lines[0][0] != "QUEUE_NAME":
+        raise LsfOutputError(f"bqueues -w: unexpected output {one_line(' '.join(lines[0]), 120)!r}")
+    return [words[0] for words in lines[1:]]
 
 
 def bhosts_arguments(queue: Optional[LsfQueue]) -> list[str]:
@@ -703,6 +717,9 @@ def query(ctx: LrmsContext) -> QueueState:
     if jobs is not None and state.free_cpus is not None and state.status == "Production":
         limit = queue.run_limit_min * 60 if queue is not None and queue.run_limit_min is not None else None
         state.estimated_response_time_s, state.worst_response_time_s = response_times(jobs, state.free_cpus, usable, limit)
+    # Without the queue, bhosts is asked about every host: never kept for a queue no answer named
+    # (bqueues -l prints it, or a job of it is listed; glueinfo.lrms.queues).
+    queues.settle(state, queue is not None or bool(jobs), lambda: queue_names(tools("bqueues", "-w")), errors, "queue")
     state.error = step.error("lsf")
     return state
 

@@ -18,6 +18,11 @@ line above), ``openpbs`` or ``torque``; ``pbs_bin_dir`` is where the tools
 are.  Commands run with ``TZ=UTC`` (OpenPBS prints job times as local ctime
 strings) and without ``PBS_*``/``QSTAT_*`` settings that change their output.
 
+A queue no answer names (``qstat -Q -f QUEUE`` fails, no job of it is
+listed) is looked for in ``qstat -Q -f``, every queue the server has: absent
+there, it is a queue the server does not have (Closed, no count, one ERROR:
+glueinfo.lrms.queues); with no list either, its counts are unknown.
+
 Failures: the flavour cannot be decided -> LrmsQueryError (nothing else can
 be read).  Any other step that fails (server down, command missing, malformed
 JSON or XML) leaves the fields it feeds None and adds a one-line reason to
@@ -55,7 +60,7 @@ from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
-from glueinfo.lrms import commands
+from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -328,6 +333,11 @@ def parse_queue_text(text: str, name: str) -> PbsQueue:
     if not seen:
         raise PbsOutputError(f"qstat -Q -f: no queue {name!r} in output")
     return _queue_from(name, lambda key: attributes.get(key))
+
+
+def queue_names(text: str) -> list[str]:
+    """``qstat -Q -f`` (both families, text): the name of every queue the server has."""
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Queue:")]
 
 
 def parse_queue_json(text: str, name: str) -> PbsQueue:
@@ -1205,6 +1215,8 @@ def _query(ctx: LrmsContext) -> QueueState:
             jobs, counted = None, step(lambda: count_jobs_xml(tools("qstat", "-f", "-x", "-t", queue_name)))
     if jobs is not None and not ctx.with_jobs:  # OpenPBS's counts: its job records into columns
         counted, jobs = JobColumns.of(jobs), None
+    # qstat -Q -f names the queue, or a job of it is listed: an empty job list alone says nothing of it
+    named = queue is not None or bool(jobs) or bool(counted is not None and counted.glue_statuses)
 
     if queue is not None:
         state.status = glue_status_of_queue(queue.enabled, queue.started)
@@ -1248,6 +1260,8 @@ def _query(ctx: LrmsContext) -> QueueState:
         elif counted is not None:
             state.estimated_response_time_s, state.worst_response_time_s = columns_response_times(
                 counted, state.free_cpus, usable, queue, now)
+    # Without the queue every node would count as its (queue_nodes): never kept for a queue nothing named.
+    queues.settle(state, named, lambda: queue_names(tools("qstat", "-Q", "-f")), errors, "queue")
     if errors:
         state.error = f"{state.lrms_type}: " + "; ".join(dict.fromkeys(errors))
     return state

@@ -17,6 +17,10 @@ variables that change output (all ``SGE_*`` but the cell's own are dropped):
 - ``qhost -xml``                           -> each host's processors (num_proc) and whether its
                                               execd reports (``-`` values: it does not)
 - ``qconf -sq QUEUE``                      -> MaxWallClockTime (h_rt/s_rt), MaxCPUTime (h_cpu/s_cpu)
+- ``qconf -sql``                           -> the cluster queues there are, asked only when neither
+                                              qstat (an instance) nor qconf -sq names the queue: a
+                                              queue Grid Engine does not have is Closed with no count
+                                              and one ERROR (glueinfo.lrms.queues)
 
 A qmaster that cannot be reached (qstat's ``error: commlib error: ...``) is
 fatal: every figure unknown, one line.  Any other step that fails leaves the
@@ -59,7 +63,7 @@ from glueinfo.core.job import JobInfo
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml
-from glueinfo.lrms import commands
+from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -748,18 +752,22 @@ def _query(ctx: LrmsContext) -> QueueState:
 
     if report is not None:
         with collector_paused():
-            _fill_jobs(state, ctx, report, hosts, config is not None, default_wall_s, now, errors)
+            _fill_jobs(state, ctx, report, hosts, default_wall_s, now, errors)
+    # A job that requested no queue waits in every queue: only the queue's instances or its
+    # configuration name it (glueinfo.lrms.queues), and qconf -sql lists the cluster queues there are.
+    named = any(i.cluster_queue == queue for i in report.instances) if report is not None else False
+    queues.settle(state, named or (config is not None and config.get("qname") == queue),
+                  lambda: [line.strip() for line in tools("qconf", "-sql").splitlines() if line.strip()], errors,
+                  "cluster queue")
     state.error = step.error("sge")
     return state
 
 
 def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: Optional[dict[str, HostInfo]],
-               config_known: bool, default_wall_s: Optional[int], now: float, errors: list[str]) -> None:
+               default_wall_s: Optional[int], now: float, errors: list[str]) -> None:
     """The queue's nodes, status, job counts, per-VO counts, jobs and response times from qstat's report."""
     queue = state.queue or ""
     mine = [i for i in report.instances if i.cluster_queue == queue]
-    if not mine and not config_known:
-        errors.append(f"no cluster queue {queue!r} in qstat's output")
     free_slots = _fill_nodes_and_status(state, ctx, report, mine, hosts, errors)
     jobs, state.waiting_shared = _jobs_of_queue(report.jobs, queue)
     state.running_jobs = sum(1 for j in jobs if j.running)

@@ -9,6 +9,10 @@ Commands (each bounded by what is left of the query's deadline):
 - ``squeue -h -r -t all -p NAME -O ...``      -> jobs, Running/Waiting/TotalJobs, response times
 - ``sacctmgr -nP show qos NAME ...``          -> MaxRunningJobs, MaxTotalJobs, MaxCPUTime (only when
                                                  the partition has a QoS, i.e. with slurmdbd)
+- ``scontrol --all show partition -o``        -> the partitions Slurm has, asked only when no answer
+                                                 above named the partition (glueinfo.lrms.queues):
+                                                 ``sinfo``/``squeue -p lng`` print nothing for a
+                                                 partition Slurm does not have
 
 ``--json`` is used for the node side only: its schema changes with every
 Slurm release (openapi v0.0.37/38/39 node lists, v0.0.40+ ``sinfo`` groups,
@@ -58,7 +62,7 @@ from glueinfo.core.hostrange import expand_list
 from glueinfo.core.job import JobInfo, private_fields
 from glueinfo.core.model import NodeAllocation, QueueState
 from glueinfo.core.text import one_line
-from glueinfo.lrms import commands
+from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -269,6 +273,18 @@ def parse_partition(text: str, name: str) -> PartitionInfo:
         except (KeyError, ValueError) as exc:
             raise SlurmOutputError(f"scontrol show partition {name}: unexpected output ({exc})") from None
     raise SlurmOutputError(f"scontrol show partition: no partition {name!r} in output")
+
+
+def partition_names(text: str) -> list[str]:
+    """``scontrol --all show partition -o``: the name of every partition Slurm has, hidden ones too."""
+    names = []
+    for line in text.splitlines():
+        if line.strip():
+            name = split_key_values(line).get("PartitionName")
+            if not name:
+                raise SlurmOutputError(f"scontrol show partition: a line without PartitionName: {one_line(line, 120)!r}")
+            names.append(name)
+    return names
 
 
 # -- nodes ---------------------------------------------------------------------------
@@ -848,6 +864,10 @@ def query(ctx: LrmsContext) -> QueueState:
         qos_name = partition.qos
         qos = step(lambda: parse_qos(tools("sacctmgr", "-nP", "show", "qos", qos_name, f"format={QOS_FORMAT}"), qos_name))
 
+    if partition is not None and nodes == [] and partition.nodes.upper() not in _NONE_WORDS:
+        # scontrol names the partition's nodes and sinfo lists none of them: sinfo's answer is not about it
+        errors.append(f"sinfo lists no node of partition {queue} (scontrol: Nodes={partition.nodes}): its CPUs are unknown")
+        nodes = None
     usable = None
     if partition is not None:
         state.status = PARTITION_STATUS.get(partition.state)
@@ -889,6 +909,10 @@ def query(ctx: LrmsContext) -> QueueState:
     if jobs is not None and nodes is not None and state.status == "Production":
         state.estimated_response_time_s, state.worst_response_time_s = response_times(
             jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)
+    # An empty sinfo or squeue answer is also what Slurm prints for a partition it does not have:
+    # only scontrol's partition, a node or a job names it (glueinfo.lrms.queues).
+    queues.settle(state, partition is not None or bool(nodes) or bool(jobs),
+                  lambda: partition_names(tools("scontrol", "--all", "show", "partition", "-o")), errors, "partition")
     state.error = step.error("slurm")  # each reason once: sinfo runs twice
     return state
 

@@ -59,6 +59,56 @@ def test_unknown_lrms_is_an_error_state_naming_the_known_ones(caplog):
     assert len(caplog.records) == 1
 
 
+def test_a_queue_missing_is_one_error_naming_the_section_and_its_plugin_cannot_leave_a_count(caplog):
+    """Issue 25: whatever figures a plugin left in a state saying the queue does not exist, none is
+    kept; the ERROR names the [ce:NAME] the site model put in the options, and is the only record."""
+    def sloppy(context: LrmsContext) -> QueueState:
+        return QueueState(queue=context.queue, total_cpus=0, free_cpus=0, running_jobs=0, total_jobs=0,
+                          free_job_slots=0, max_wall_clock_time_min=60, status="Production", error="tool said so",
+                          queue_missing=True, existing_queues=("long", "short", "debug"))
+
+    plugin = LrmsPlugin(name="mybatch", query=sloppy)
+    state = queue_state("mybatch", ctx(queue="lng", ce_config={"ce_section": "grid"}), plugins=[plugin])
+    assert_all_unknown_but_status(state)
+    assert state.status == "Closed" and state.existing_queues == ("debug", "long", "short")
+    assert state.error == "[ce:grid] queue 'lng': mybatch has no such queue; did you mean 'long'? (its queues: debug, long, short)"
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("ERROR", state.error)]
+
+
+def assert_all_unknown_but_status(state: QueueState) -> None:
+    for name in UNKNOWN_FIELDS:
+        if name != "status":
+            assert getattr(state, name) is None, name
+
+
+def test_torque_is_the_pbs_plugins_torque_dialect():
+    """`lrms = torque` asks the pbs plugin with pbs_flavour = torque; a section that sets another
+    flavour contradicts it; a name no plugin has is refused naming them (a config error, exit 2)."""
+    from glueinfo.core.errors import ConfigurationError
+    from glueinfo.lrms.registry import resolve_lrms
+
+    assert resolve_lrms("torque", {"queue": "batch", "pbs_flavour": "auto"}) == \
+        ("pbs", {"queue": "batch", "pbs_flavour": "torque"})
+    assert resolve_lrms("slurm", {"queue": "short"}) == ("slurm", {"queue": "short"})
+    with pytest.raises(ConfigurationError, match="'torque' is the pbs plugin with pbs_flavour = torque, "
+                                                 "but pbs_flavour = openpbs is set"):
+        resolve_lrms("torque", {"pbs_flavour": "openpbs"})
+    with pytest.raises(ConfigurationError) as refused:
+        resolve_lrms("moab", {})
+    assert str(refused.value) == ("unknown LRMS 'moab' (known: fork, htcondor, lsf, pbs, sge, slurm; "
+                                  "also torque (= pbs))")
+    seen = []
+
+    def torque(argv, timeout, env):
+        seen.append([os.path.basename(argv[0]), *argv[1:]])
+        return 1, "", "qstat: cannot connect to server torque-head (errno=111) Connection refused\n"
+
+    state = queue_state("torque", ctx(queue="batch", run=torque))
+    assert seen == [["qstat", "--version"], ["qstat", "-Q", "-f", "batch"], ["pbsnodes", "-x"],  # Torque's forms
+                    ["qstat", "-f", "-x", "-t", "batch"], ["qstat", "-Q", "-f"]]
+    assert state.lrms_type == "torque" and state.total_jobs is None
+
+
 def test_entry_point_plugin_is_found_and_run(tmp_path, monkeypatch):
     (tmp_path / "glueinfo_fakelrms.py").write_text(textwrap.dedent("""
         from glueinfo.lrms import LrmsPlugin  # the documented plugin API paths

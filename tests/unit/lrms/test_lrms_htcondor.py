@@ -185,11 +185,34 @@ def test_one_schedd_is_its_own_queue():
     assert [c[2] for c in calls if c[0] == "condor_q"] == ["ce01.example.org"]
 
 
-def test_unknown_schedd_is_an_error_not_an_empty_queue():
-    state = state_of("nosuch.example.org")
-    assert state.running_jobs is None and state.total_jobs is None and state.status is None
-    assert "no schedd named 'nosuch.example.org'" in state.error and "ce01.example.org" in state.error
-    assert state.total_cpus == 157  # the pool is still read
+def test_unknown_schedd_is_a_queue_the_pool_does_not_have(caplog):
+    """Issue 25/26: a schedd the collector does not list publishes no number, not even the pool's
+    CPUs (157 in the README's table) a queue of it would have had; it is Closed, with one ERROR
+    naming the schedds the collector lists and the one meant."""
+    state = state_of("sched2.example.org")
+    for name in ("running_jobs", "waiting_jobs", "total_jobs", "total_cpus", "free_cpus", "free_job_slots",
+                 "max_running_jobs", "estimated_response_time_s"):
+        assert getattr(state, name) is None, name
+    assert state.status == "Closed" and state.queue_missing and state.existing_queues == SCHEDDS
+    assert state.error == ("queue 'sched2.example.org': htcondor has no such schedd; did you mean 'sched1.example.org'? "
+                           "(its schedds: ce01.example.org, sched1.example.org, sched3@sub.example.org)")
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    # a name like none of them gets no suggestion, however alike their domains are
+    assert "did you mean" not in state_of("nosuch.example.org").error
+
+
+@pytest.mark.parametrize(("queue", "by"), [("ce01.example.org", "schedd"), ("all", "schedd"),
+                                           ("group_atlas", "accounting_group")])
+def test_tools_that_print_nothing_publish_no_count(queue, by):
+    """Issue 26, finding 4: condor_status and condor_q exit 0 printing nothing (HTCondor prints nothing
+    for no ads).  Before, "no schedd named" still came with FreeCPUs and TotalCPUs 0."""
+    empty = (0, "", "")
+    state = state_of(queue, by=by, overrides={"condor_status slots": empty, "condor_status -schedd": empty,
+                                              "condor_version": empty, "condor_q": empty})
+    for name in ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+                 "estimated_response_time_s"):
+        assert getattr(state, name) is None, name
+    assert state.status is None and not state.queue_missing and state.hosts == [] and state.nodes == []
 
 
 def test_accounting_group_queue_holds_its_subgroups_only():

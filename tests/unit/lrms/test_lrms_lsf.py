@@ -52,6 +52,8 @@ def replay(directory, overrides=None, calls=None):
             return answer
         if tool == "lsid":
             return 0, (directory / "lsid.txt").read_text(), ""
+        if tool == "bqueues" and args == ["-w"]:
+            return 0, (directory / "bqueues_w.txt").read_text(), ""
         if tool == "bqueues":
             path = directory / f"bqueues_l_{args[-1]}.txt"
             if not path.exists():
@@ -239,10 +241,35 @@ def test_garbage_bhosts_and_missing_tool():
     assert slow.status is None and "bqueues timed out" in slow.error
 
 
-def test_unknown_queue_and_no_queue():
-    state = state_of(LSF10, "nosuch", overrides={"bjobs": (255, "", "No unfinished job found\n")})
-    assert state.status is None and "nosuch: No such queue" in state.error
+COUNTS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+          "estimated_response_time_s", "worst_response_time_s")
+
+
+def test_a_queue_lsf_does_not_have_publishes_no_count(caplog):
+    """Issue 25/26: bqueues -l and bjobs -q answer "grd: No such queue"; without the queue bhosts is
+    asked about every host, whose 80 slots were the queue's TotalCPUs.  No count, Closed, one
+    ERROR naming bqueues -w's queues and the one meant."""
+    calls = []
+    state = state_of(LSF10, "grd", calls=calls, overrides={"bjobs": (255, "", "grd: No such queue\n")})
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.hosts == [] and state.vo_counts == {} and state.max_wall_clock_time_min is None
+    assert state.status == "Closed" and state.queue_missing and state.existing_queues == ("express", "grid", "night")
+    assert state.error == "queue 'grd': lsf has no such queue; did you mean 'grid'? (its queues: express, grid, night)"
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert ["bqueues", "-w"] in calls
     assert "no queue named" in state_of(LSF10, None).error
+
+
+def test_tools_that_print_nothing_publish_no_count():
+    """Issue 26, finding 4: every LSF tool exits 0 printing nothing: no job count (it was 0), no
+    CPUs, and no claim that the queue does not exist."""
+    empty = (0, "", "")
+    state = state_of(LSF9, "short", overrides={tool: empty for tool in ("lsid", "bqueues", "bhosts", "bjobs")})
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.status is None and not state.queue_missing
+    assert "counts left out: no answer names queue 'short' or lists the queues there are" in state.error
 
 
 # -- parsers -----------------------------------------------------------------------------------

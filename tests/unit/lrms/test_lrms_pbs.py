@@ -60,13 +60,19 @@ def replay(directory, overrides=None, calls=None):
         if args == ["--version"]:
             return 0, (directory / "qstat_version.txt").read_text(), ""
         json_mode = "json" in args
+        if key == "qstat-Q" and args == ["-Q", "-f"]:  # every queue, text in both families
+            return 0, (directory / "qstat_Q_all.txt").read_text(), ""
         if key == "qstat-Q":
             path = directory / (f"qstat_Q_{args[-1]}.json" if json_mode else f"qstat_Q_{args[-1]}.txt")
             if not path.exists():
                 return 170, "", f"qstat: Unknown queue {args[-1]}\n"
             return 0, path.read_text(), ""
         if key == "qstat-jobs":
-            return 0, (directory / (f"qstat_jobs_{args[-1]}.json" if json_mode else f"qstat_jobs_{args[-1]}.xml")).read_text(), ""
+            path = directory / (f"qstat_jobs_{args[-1]}.json" if json_mode else f"qstat_jobs_{args[-1]}.xml")
+            if not path.exists() and not (directory / f"qstat_Q_{args[-1]}.txt").exists() \
+                    and not (directory / f"qstat_Q_{args[-1]}.json").exists():
+                return 170, "", f"qstat: Unknown queue {args[-1]}\n"
+            return 0, path.read_text(), ""
         if tool == "pbsnodes":
             return 0, (directory / ("pbsnodes.json" if json_mode else "pbsnodes.xml")).read_text(), ""
         raise AssertionError(f"unexpected command {argv}")
@@ -472,6 +478,41 @@ def test_auto_flavour_undecidable_is_fatal_in_one_line():
     state = state_of(OPENPBS, "workq", overrides={"qstat": (0, "qstat: illegal option -- -\nusage: ...\n", "")})
     assert state.status is None and state.total_jobs is None
     assert state.error == "qstat --version: unexpected output 'qstat: illegal option -- - usage: ...'"
+
+
+COUNTS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+          "estimated_response_time_s", "worst_response_time_s")
+
+
+@pytest.mark.parametrize(("directory", "queue", "meant", "existing"), [
+    (OPENPBS, "wrkq", "workq", ("closed", "express", "route", "workq")),
+    (TORQUE, "lng", "long", ("batch", "express", "long")),
+])
+def test_a_queue_the_server_does_not_have_publishes_no_count(caplog, directory, queue, meant, existing):
+    """Issue 25/26: qstat answers "Unknown queue"; without the queue every node was counted as its
+    (queue_nodes).  No count, Closed, one ERROR naming qstat -Q -f's queues and the one meant."""
+    calls = []
+    state = state_of(directory, queue, calls=calls)
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.hosts == [] and state.nodes == [] and state.vo_counts == {} and state.max_wall_clock_time_min is None
+    assert state.status == "Closed" and state.queue_missing and state.existing_queues == existing
+    assert state.error == (f"queue {queue!r}: pbs has no such queue; "
+                           f"did you mean {meant!r}? (its queues: {', '.join(existing)})")
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert ["qstat", "-Q", "-f"] in calls
+
+
+@pytest.mark.parametrize("flavour", ["openpbs", "torque"])
+def test_tools_that_print_nothing_publish_no_count(flavour):
+    """Issue 26, finding 4: qstat and pbsnodes exit 0 printing nothing: nothing counted, nothing
+    claimed about the queue's existence."""
+    empty = (0, "", "")
+    state = state_of(OPENPBS, "workq", flavour=flavour,
+                     overrides={key: empty for key in ("qstat", "qstat-Q", "qstat-jobs", "pbsnodes")})
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.status is None and not state.queue_missing and state.hosts == []
 
 
 def test_bad_flavour_and_missing_queue():

@@ -39,6 +39,8 @@ def recorded(argv: Sequence[str]) -> Optional[tuple[int, str, str]]:
         return answer("qstat.xml")
     if tool == "qhost" and args == ["-xml"]:
         return answer("qhost.xml")
+    if tool == "qconf" and args == ["-sql"]:
+        return answer("qconf_sql.txt")
     if tool == "qconf" and args[:1] == ["-sq"] and (DIR / f"qconf_sq_{args[1]}.txt").exists():
         return answer(f"qconf_sq_{args[1]}.txt")
     if tool == "qconf" and args[:1] == ["-sq"]:
@@ -52,6 +54,8 @@ def handmade(argv: Sequence[str]) -> Optional[tuple[int, str, str]]:
         return answer("qstat_states.xml")
     if tool == "qhost":
         return answer("qhost_states.xml")
+    if tool == "qconf" and args == ["-sql"]:
+        return answer("qconf_sql_states.txt")
     return recorded(argv)
 
 
@@ -275,6 +279,57 @@ def test_partial_failures_keep_what_was_read():
     assert state.free_cpus is None and state.lrms_version is None and state.max_wall_clock_time_min is None
     assert "qhost -xml: not well-formed" in state.error and "qstat -help: unexpected first line" in state.error
     assert "qconf -sq short exited 1: No cluster queue" in state.error
+
+
+COUNTS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+          "estimated_response_time_s", "worst_response_time_s")
+
+
+def test_a_cluster_queue_grid_engine_does_not_have_publishes_no_count(caplog):
+    """Issue 25/26: qconf -sq shrt finds nothing and qstat lists no shrt instance.  Before, the
+    queue was Closed with TotalCPUs 0 and job 12, which requested no queue (it waits in every
+    queue), as its one waiting job.  Now: no count, one ERROR naming qconf -sql's queues."""
+    calls: list[Any] = []
+    state = state_of("shrt", calls=calls)
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.hosts == [] and state.nodes == [] and state.jobs == [] and state.vo_counts == {}
+    assert state.status == "Closed" and state.queue_missing and state.existing_queues == ("closed", "long", "short")
+    assert state.error == ("queue 'shrt': sge has no such cluster queue; did you mean 'short'? "
+                           "(its cluster queues: closed, long, short)")
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert any(argv[1:] == ["-sql"] for argv, _env in calls)
+
+
+def test_a_cluster_queue_without_jobs_has_0_jobs():
+    """The other side: qstat lists the queue's instance, so no job is 0 jobs."""
+    qstat = """<?xml version='1.0'?>
+<job_info xmlns:xsd="http://arc.liv.ac.uk/repos/darcs/sge/source/dist/util/resources/schemas/qstat/qstat.xsd">
+  <queue_info>
+    <Queue-List>
+      <name>spare@vm</name><qtype>BI</qtype><slots_used>0</slots_used><slots_resv>0</slots_resv>
+      <slots_total>2</slots_total><arch>lx-amd64</arch>
+    </Queue-List>
+  </queue_info>
+  <job_info>
+  </job_info>
+</job_info>
+"""
+    state = state_of("spare", overrides={"qstat": (0, qstat, ""),
+                                         "qconf": (1, "", 'No cluster queue or queue instance matches the phrase "x"\n')})
+    assert not state.queue_missing and state.status == "Production"
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (0, 0, 0)
+    assert (state.total_cpus, state.free_cpus) == (2, 2)  # vm's 2 processors (qhost.xml), nothing held
+
+
+def test_tools_that_print_nothing_publish_no_count():
+    """Issue 26, finding 4: qstat, qhost and qconf exit 0 printing nothing."""
+    empty = (0, "", "")
+    state = state_of("short", overrides={key: empty for key in ("help", "qstat", "qhost", "qconf")})
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.status is None and not state.queue_missing
+    assert "no answer names cluster queue 'short'" in state.error
 
 
 def test_missing_command_and_no_queue():

@@ -284,10 +284,64 @@ def test_truncated_squeue_output_is_an_error():
     assert "does not end with a complete job record" in state.error and state.total_jobs is None
 
 
-def test_unknown_partition():
-    state = slurm_state("22.05", "nope")
-    assert "Partition nope not found" in state.error
-    assert state.status is None and state.max_wall_clock_time_min is None
+# Every figure a broker reads as a count of the queue (GLUE 1.3 GlueCEInfoTotalCPUs, GlueCEState*;
+# GLUE 2 Share and Manager figures): none is published for a queue no answer names.
+COUNTS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+          "estimated_response_time_s", "worst_response_time_s")
+
+
+def test_a_partition_slurm_does_not_have_publishes_no_count(caplog):
+    """Issue 25/26: `queue = lng` for Slurm's long.  scontrol says "Partition lng not found", sinfo
+    and squeue print nothing and exit 0 (the recorded 22.05 answers; the live test checks them):
+    no count, not 0; Closed; one ERROR naming the partitions scontrol lists and the one meant."""
+    calls = []
+    state = slurm_state("22.05", "lng", calls=calls)
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.hosts == [] and state.nodes == [] and state.jobs == [] and state.vo_counts == {}
+    assert state.status == "Closed" and state.max_wall_clock_time_min is None
+    assert state.queue_missing and state.existing_queues == ("long", "short")  # the two scontrol_partition_*.txt
+    assert state.error == "queue 'lng': slurm has no such partition; did you mean 'long'? (its partitions: long, short)"
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("ERROR", state.error)]
+    assert ["scontrol", "--all", "show", "partition", "-o"] in calls
+
+
+def test_a_partition_without_jobs_has_0_jobs_and_a_named_one_is_not_looked_for():
+    """The other side of the rule: scontrol names the partition, so squeue's empty answer is 0 jobs."""
+    calls = []
+    state = slurm_state("22.05", "short", calls=calls, overrides={"squeue": (0, "", "")})
+    assert state.error is None and not state.queue_missing
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (0, 0, 0)
+    assert (state.total_cpus, state.status) == (2, "Production")  # sinfo_short.txt: vm, 2 CPUs
+    assert not any(call[:2] == ["scontrol", "--all"] for call in calls)
+
+
+def test_a_partition_only_squeue_names_keeps_its_counts():
+    """scontrol fails for another reason, but squeue lists the partition's jobs: it exists."""
+    state = slurm_state("22.05", "short", overrides={"scontrol": lambda args: None if args[0] == "--all" else
+                                                     (1, "", "slurm_load_partitions: Socket timed out\n")})
+    assert not state.queue_missing and state.status is None
+    assert (state.running_jobs, state.total_jobs) == (2, 9) and state.total_cpus == 2
+
+
+def test_sinfo_naming_no_node_of_a_partition_with_nodes_is_not_0_cpus():
+    """scontrol's Nodes=vm and an empty sinfo answer disagree: the CPUs are unknown, never 0."""
+    state = slurm_state("22.05", "short", slurm_json="no",
+                        overrides={"sinfo": lambda args: (0, "", "") if "-N" in args else None})
+    assert state.total_cpus is None and state.free_cpus is None and state.free_job_slots is None
+    assert "sinfo lists no node of partition short (scontrol: Nodes=vm)" in state.error
+    assert state.total_jobs == 9  # squeue's answer still counts
+
+
+def test_unknown_partition_when_the_partitions_cannot_be_listed():
+    """Nothing names the partition and scontrol cannot list the partitions: every count unknown,
+    and no claim that Slurm does not have it."""
+    state = slurm_state("22.05", "lng", overrides={"scontrol": (1, "", "slurm_load_partitions: Unable to contact slurm "
+                                                                        "controller (connect failure)\n")})
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert not state.queue_missing and state.status is None
+    assert "counts left out: no answer names partition 'lng' or lists the partitions there are" in state.error
 
 
 def test_no_partition_named():
@@ -322,6 +376,16 @@ def assert_nothing_known(state):
                  "estimated_response_time_s", "worst_response_time_s", "max_wall_clock_time_min", "lrms_version"):
         assert getattr(state, name) is None, name
     assert state.hosts == [] and state.jobs == []
+
+
+def test_tools_that_print_nothing_publish_no_count(tmp_path):
+    """Issue 26, finding 4: every tool exits 0 with no output.  That names no partition: nothing is
+    counted (it was 0 jobs and 0 CPUs), and nothing says the partition does not exist either."""
+    fake_tools(tmp_path, "exit 0")
+    state = live_state(tmp_path)
+    assert_nothing_known(state)
+    assert not state.queue_missing and state.nodes == [] and state.vo_counts == {}
+    assert "counts left out: no answer names partition 'short' or lists the partitions there are" in state.error
 
 
 def test_commands_missing(tmp_path):
