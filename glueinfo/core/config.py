@@ -25,6 +25,35 @@ DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
 
 
+def _group_facts(whose: str, unset: str) -> dict[str, Option]:
+    """The host facts a [cluster:NAME] or [subcluster:NAME] may state for all its hosts (named as in
+    [glue] aggregation_key; glueinfo/site/from_config.py reads them): what the GLUE 2
+    ExecutionEnvironment and the GLUE 1.3 SubCluster publish, over what the hosts report."""
+    def fact(kind: str, says: str, minimum: Optional[int] = None) -> Option:
+        return Option(kind, "" if kind == "str" else None, f"Every host of {whose} {says}; unset: {unset}", minimum=minimum)
+
+    return {
+        "inbound_ip": fact("bool", "accepts inbound connections (GLUE2 ConnectivityIn, GlueHostNetworkAdapterInboundIP; "
+                                   "not known: GLUE 2 undefined)"),
+        "outbound_ip": fact("bool", "may open outbound connections (GLUE2 ConnectivityOut, GlueHostNetworkAdapterOutboundIP; "
+                                    "not known: GLUE 2 undefined)"),
+        "platform": fact("str", "has this platform, e.g. x86_64 (GLUE2 Platform, GlueHostArchitecturePlatformType)"),
+        "os_name": fact("str", "runs this OS, e.g. AlmaLinux (GLUE2 OSName, GlueHostOperatingSystemName)"),
+        "os_release": fact("str", "has this OS release, e.g. 9.4 (GLUE2 OSVersion, GlueHostOperatingSystemRelease)"),
+        "os_version": fact("str", "has this OS version text (GlueHostOperatingSystemVersion)"),
+        "ram": fact("int", "has at least this much RAM in MB (GLUE2 MainMemorySize, GlueHostMainMemoryRAMSize)", 1),
+        "virtual_memory": fact("int", "has at least this much virtual memory in MB (GLUE2 VirtualMemorySize, "
+                                      "GlueHostMainMemoryVirtualSize)", 1),
+        "cpu_vendor": fact("str", "has CPUs of this vendor (GLUE2 CPUVendor, GlueHostProcessorVendor)"),
+        "cpu_model": fact("str", "has this CPU model (GLUE2 CPUModel, GlueHostProcessorModel)"),
+        "cpu_version": fact("str", "has this CPU version (GLUE2 CPUVersion, GlueHostProcessorVersion)"),
+        "cpu_clock": fact("int", "has CPUs of this clock speed in MHz (GLUE2 CPUClockSpeed, GlueHostProcessorClockSpeed)", 1),
+        "logical_cpus": fact("int", "has this many logical CPUs (GLUE2 LogicalCPUs, GlueHostArchitectureSMPSize)", 1),
+        "physical_cores": fact("int", "has this many physical cores (GLUE2 CPUMultiplicity)", 1),
+        "sockets": fact("int", "has this many CPU sockets (GLUE2 PhysicalCPUs, CPUMultiplicity)", 1),
+    }
+
+
 # section -> key -> Option.  Keep etc/glueinfo.conf.example in step with it.
 SCHEMA: dict[str, dict[str, Option]] = {
     "glueinfo": {
@@ -94,6 +123,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "hosts": Option("list", [], "Host names or shell patterns this cluster covers (default: every host no other cluster names)"),
         "tmp_dir": Option("str", "", "GlueClusterTmpDir (and SubCluster TmpDir)"),
         "wn_tmp_dir": Option("str", "", "GlueClusterWNTmpDir (and SubCluster WNTmpDir)"),
+        **_group_facts("this cluster", "what all its hosts report"),
     },
     "subcluster:*": {
         "cluster": Option("str", "", "The [cluster:NAME] this SubCluster belongs to (default: the only cluster)"),
@@ -102,6 +132,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "name": Option("str", "", "GlueSubClusterName (default: the unique id)"),
         "tmp_dir": Option("str", "", "GlueSubClusterTmpDir (default: the cluster's)"),
         "wn_tmp_dir": Option("str", "", "GlueSubClusterWNTmpDir (default: the cluster's)"),
+        **_group_facts("this SubCluster", "its cluster's, else what all its hosts report"),
     },
     "ce:*": {
         "cluster": Option("str", "", "The [cluster:NAME] whose hosts serve this CE (default: the only cluster)"),
@@ -133,10 +164,13 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "unique_id": Option("str", "", "GlueCEUniqueID (default: HOST:PORT/JOBMANAGER-LRMS-QUEUE)"),
         "status": Option("str", None, "GlueCEStateStatus when the LRMS does not report one",
                          choices=("Queueing", "Production", "Closed", "Draining")),
-        "implementation_name": Option("str", "", "GlueCEImplementationName, e.g. CREAM, ARC-CE, HTCondorCE"),
+        "implementation_name": Option("str", "", "The CE's middleware, e.g. HTCondorCE, ARC-CE, CREAM (GlueCEImplementationName; "
+                                    "its GLUE 2 type, interface and URL); unset: none is claimed, GLUE 2 publishes "
+                                    "place-holders"),
         "implementation_version": Option("str", "", "GlueCEImplementationVersion"),
         "gram_version": Option("str", "", "GlueCEInfoGRAMVersion"),
-        "contact_string": Option("list", [], "GlueCEInfoContactString values (default: HOST:PORT/JOBMANAGER-LRMS)"),
+        "contact_string": Option("list", [], "GlueCEInfoContactString values (default with implementation_name: "
+                                 "HOST:PORT/JOBMANAGER-LRMS; without: none)"),
         "application_dir": Option("str", "", "GlueCEInfoApplicationDir"),
         "data_dir": Option("str", "", "GlueCEInfoDataDir"),
         "default_se": Option("str", "", "GlueCEInfoDefaultSE"),
@@ -159,10 +193,11 @@ SCHEMA: dict[str, dict[str, Option]] = {
                                 "atlas* cms*; each session of their processes counts as one running job"),
         # GLUE 2 (glueinfo/glue/glue2, docs/glue2-mapping.md): values the CE type's defaults do not give
         "endpoint_url": Option("str", "", "GLUE2EndpointURL (default from implementation_name: HTCondorCE condor://HOST:PORT, "
-                               "ARC-CE https://HOST:PORT/arex, CREAM https://HOST:PORT/ce-cream/services)"),
-        "interface_name": Option("str", "", "GLUE2EndpointInterfaceName (default from implementation_name)"),
+                               "ARC-CE https://HOST:PORT/arex, CREAM https://HOST:PORT/ce-cream/services; else the place-holder "
+                               "https://your-ce.example.org/, not health-checked)"),
+        "interface_name": Option("str", "", "GLUE2EndpointInterfaceName (default from implementation_name; else UNDEFINEDVALUE)"),
         "interface_version": Option("str", "", "GLUE2EndpointInterfaceVersion"),
-        "service_type": Option("str", "", "GLUE2ServiceType (default from implementation_name)"),
+        "service_type": Option("str", "", "GLUE2ServiceType (default from implementation_name; else UNDEFINEDVALUE)"),
         "quality_level": Option("str", "production", "GLUE2 Service and Endpoint QualityLevel",
                                 choices=("development", "testing", "pre-production", "production")),
         "daemon_process": Option("str", "", "Process name of the CE daemon, looked for when the CE runs on this host "
@@ -185,8 +220,10 @@ SCHEMA: dict[str, dict[str, Option]] = {
     },
     # -- jobs to VOs (glueinfo/lrms/vo_map.py): per-VO counts of every LRMS plugin ------------
     "vos": {
-        "map": Option("list", [], "Rules KIND:PATTERN=VO, first match wins: KIND user, group or account, PATTERN a "
-                      "shell pattern, e.g. group:atlas*=atlas user:cms???=cms account:dteam=dteam; unmapped jobs are local"),
+        "map": Option("list", [], "Rules KIND:PATTERN=VO, first match wins: KIND user, group, account, or for jobs "
+                      "that came with a token issuer or token_group, PATTERN a shell pattern, e.g. group:atlas*=atlas "
+                      "user:cms???=cms account:dteam=dteam issuer:https://atlas-auth.web.cern.ch/=atlas "
+                      "token_group:/cms=cms; unmapped jobs are local"),
         "proxy_vo": Option("bool", True, "Take the VO the LRMS reports from a job's proxy (HTCondor x509userproxyvoname) "
                            "before the rules"),
     },

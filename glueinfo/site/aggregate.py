@@ -18,6 +18,9 @@ Rules (GLUE CE schema 1.1, "Sub-Clusters"):
   RAM falls in one granularity bucket the SubCluster publishes the smallest
   member's RAM, the amount every member has at least.  Run-time environment
   tags shared are the tags every member has.
+- Over those, the facts its ``[subcluster:NAME]`` (else its
+  ``[cluster:NAME]``) states for all its hosts (``inbound_ip = yes``;
+  site.model.GROUP_FACTS): the admin's word wins over what hosts report.
 - PhysicalCPUs (sockets) and LogicalCPUs (hardware threads) are sums over
   the members; unknown (None) as soon as one member's count is unknown,
   never an undercount.
@@ -32,7 +35,7 @@ import functools
 import re
 import unicodedata
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -326,8 +329,12 @@ def cluster_members(site: SiteModel, snapshots: Iterable[HostSnapshot]) -> dict[
     return members
 
 
-def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tuple[Any, ...]]) -> SubClusterGroup:
+def _finish(group: SubClusterGroup, ram_granularity_mb: int, facts: dict[int, tuple[Any, ...]],
+            stated: Mapping[str, Any]) -> SubClusterGroup:
+    """The group's shared facts, then what the admin states for all its hosts (``stated``, its
+    [subcluster:NAME] or [cluster:NAME] facts) over them; its CPU sums."""
     group.shared = shared_facts(group.hosts, ram_granularity_mb, [facts[id(h)] for h in group.hosts])
+    group.shared.update(stated)
     group.physical_cpus = sum_known(h.cpu.sockets if h.cpu else None for h in group.hosts)
     group.logical_cpus = sum_known(h.cpu.logical_cpus if h.cpu else None for h in group.hosts)
     return group
@@ -389,7 +396,7 @@ def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot], ids: Optional[
                 continue
             groups.append(_finish(SubClusterGroup(unique_id=pin.unique_id, name=pin.name, cluster_id=spec.unique_id,
                                                   hosts=pinned[pin.unique_id], pinned=True, tmp_dir=pin.tmp_dir,
-                                                  wn_tmp_dir=pin.wn_tmp_dir), granularity, facts))
+                                                  wn_tmp_dir=pin.wn_tmp_dir), granularity, facts, pin.facts))
 
         keys = sorted(automatic, key=lambda k: min(h.hostname.casefold() for h in automatic[k]))
         names = [readable_summary(dict(zip(key_names, key, strict=True)), granularity) for key in keys]
@@ -399,7 +406,7 @@ def aggregate(site: SiteModel, snapshots: Iterable[HostSnapshot], ids: Optional[
         for key, name, unique_id in zip(keys, names, given, strict=True):
             groups.append(_finish(SubClusterGroup(unique_id=unique_id, name=name, cluster_id=spec.unique_id,
                                                   hosts=automatic[key], tmp_dir=spec.tmp_dir, wn_tmp_dir=spec.wn_tmp_dir),
-                                  granularity, facts))
+                                  granularity, facts, spec.facts))
         groups.sort(key=lambda g: g.unique_id.casefold())
         clusters.append(ClusterGroup(spec=spec, subclusters=groups))
     memory.forget_cluster_except(c.unique_id for c in site.clusters)

@@ -14,6 +14,7 @@ from glueinfo.lrms.registry import SECTION_OPTION, LrmsError, resolve_lrms
 from glueinfo.lrms.vo_map import VoMap, VoMapError
 from glueinfo.site.model import (
     DEFAULT_QUEUE,
+    GROUP_FACTS,
     KEY_NAMES,
     MAX_RDN_BYTES,
     POLICY_KEYS,
@@ -43,6 +44,21 @@ def _check_id(config: Config, section: str, key: str, attr: str, value: str) -> 
 
 def _tuple(values: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
+
+
+def _facts(raw: dict[str, Any]) -> dict[str, Any]:
+    """The GROUP_FACTS a [cluster:NAME] or [subcluster:NAME] section states (unset ones left out)."""
+    return {name: raw[name] for name in GROUP_FACTS if raw.get(name) not in (None, "")}
+
+
+def _contact_strings(raw: dict[str, Any], host: str) -> tuple[str, ...]:
+    """GlueCEInfoContactString: the configured ones; else the GRAM-style HOST:PORT/JOBMANAGER-LRMS only
+    for a CE whose type is declared (implementation_name): for one of unknown type it would claim a
+    gatekeeper that does not exist, and the attribute is optional."""
+    configured = _tuple(raw["contact_string"])
+    if configured or not raw["implementation_name"]:
+        return configured
+    return (f"{host}:{raw['port']}/{raw['jobmanager']}-{raw['lrms']}",)
 
 
 def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
@@ -76,7 +92,8 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
         unique_id = raw["unique_id"] or name
         _check_id(config, f"cluster:{name}", "unique_id", "GlueClusterUniqueID", unique_id)
         spec = ClusterSpec(section=name, unique_id=unique_id, name=raw["name"] or unique_id,
-                           host_patterns=_tuple(raw["hosts"]), tmp_dir=raw["tmp_dir"], wn_tmp_dir=raw["wn_tmp_dir"])
+                           host_patterns=_tuple(raw["hosts"]), tmp_dir=raw["tmp_dir"], wn_tmp_dir=raw["wn_tmp_dir"],
+                           facts=_facts(raw))
         if any(c.unique_id.lower() == unique_id.lower() for c in clusters):
             raise ConfigError(f"{_where(config, f'cluster:{name}')}: [cluster:{name}] unique_id: {unique_id!r} is used twice")
         clusters.append(spec)
@@ -113,7 +130,8 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
             raise ConfigError(f"{_where(config, section)}: [{section}] unique_id: {unique_id!r} is used twice")
         pins.append(SubClusterPin(section=name, cluster=cluster.unique_id, unique_id=unique_id,
                                   name=raw["name"] or unique_id, host_patterns=_tuple(raw["hosts"]),
-                                  tmp_dir=raw["tmp_dir"] or cluster.tmp_dir, wn_tmp_dir=raw["wn_tmp_dir"] or cluster.wn_tmp_dir))
+                                  tmp_dir=raw["tmp_dir"] or cluster.tmp_dir, wn_tmp_dir=raw["wn_tmp_dir"] or cluster.wn_tmp_dir,
+                                  facts={**cluster.facts, **_facts(raw)}))
 
     ces: list[CESpec] = []
     raw_ces = config.sections("ce")
@@ -144,7 +162,7 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
             jobmanager=raw["jobmanager"], lrms=lrms, queue=queue, lrms_version=raw["lrms_version"],
             lrms_timeout=raw["lrms_timeout"], status=raw["status"], implementation_name=raw["implementation_name"],
             implementation_version=raw["implementation_version"], gram_version=raw["gram_version"],
-            contact_string=_tuple(raw["contact_string"]) or (f"{host}:{raw['port']}/{raw['jobmanager']}-{raw['lrms']}",),
+            contact_string=_contact_strings(raw, host),
             application_dir=raw["application_dir"], data_dir=raw["data_dir"], default_se=raw["default_se"],
             capability=_tuple(raw["capability"]), access=_tuple(raw["access"]),
             policies={key: raw[key] for key in POLICY_KEYS}, publish_jobs=raw["publish_jobs"], options=options))

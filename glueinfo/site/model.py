@@ -38,6 +38,11 @@ KEY_NAMES = ("platform", "cpu_vendor", "cpu_model", "cpu_version", "cpu_clock", 
              "physical_cores", "sockets", "ram", "virtual_memory", "os_name", "os_release", "os_version",
              "inbound_ip", "outbound_ip", "runtime_environment", "si00", "sf00")
 
+# Facts a [cluster:NAME] or [subcluster:NAME] may state for all its hosts (the keys of those names),
+# published for its SubClusters over what the hosts report (glueinfo.site.aggregate).
+GROUP_FACTS = ("inbound_ip", "outbound_ip", "platform", "os_name", "os_release", "os_version", "ram", "virtual_memory",
+               "cpu_vendor", "cpu_model", "cpu_version", "cpu_clock", "logical_cpus", "physical_cores", "sockets")
+
 
 @dataclass(frozen=True)
 class SiteInfo:
@@ -68,6 +73,7 @@ class ClusterSpec:
     host_patterns: tuple[str, ...] = ()  # empty: every host no other cluster names
     tmp_dir: str = ""
     wn_tmp_dir: str = ""
+    facts: Mapping[str, Any] = field(default_factory=dict)  # GROUP_FACTS the admin states for all its hosts
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,7 @@ class SubClusterPin:
     host_patterns: tuple[str, ...]
     tmp_dir: str = ""
     wn_tmp_dir: str = ""
+    facts: Mapping[str, Any] = field(default_factory=dict)  # GROUP_FACTS stated for its hosts, its cluster's included
 
 
 @dataclass(frozen=True)

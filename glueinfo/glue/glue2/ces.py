@@ -32,7 +32,8 @@ class CloseStorage:
 
 @dataclass(frozen=True)
 class CeView:
-    """One CE as GLUE 2 sees it."""
+    """One CE as GLUE 2 sees it.  ``url``, ``interface_name`` and ``service_type`` are "" when
+    neither its CE type nor its ``[ce:NAME]`` section says them (``known`` is then False)."""
 
     spec: CESpec
     kind: CeKind
@@ -51,6 +52,11 @@ class CeView:
     wall_scaling: Optional[float]
     limits: Mapping[str, Optional[int]]  # default_wall_clock_time ... guaranteed_virtual_memory
 
+    @property
+    def known(self) -> bool:
+        """Whether its endpoint's URL, interface and service type are all known."""
+        return bool(self.url and self.interface_name and self.service_type)
+
 
 LIMIT_KEYS = ("default_wall_clock_time", "default_cpu_time", "max_main_memory", "guaranteed_main_memory",
               "max_virtual_memory", "guaranteed_virtual_memory")
@@ -66,8 +72,8 @@ def ce_view(ce: CESpec) -> CeView:
     options = ce.options
     section = f"[ce:{ce.section or 'NAME'}]"
     kind = ce_kind(ce.implementation_name)
-    url = _option(options, "endpoint_url", "") or kind.url_form.format(host=ce.host, port=ce.port, jobmanager=ce.jobmanager,
-                                                                       lrms=ce.lrms)
+    url = _option(options, "endpoint_url", "") or (kind.url_form.format(host=ce.host, port=ce.port, jobmanager=ce.jobmanager,
+                                                                        lrms=ce.lrms) if kind.url_form else "")
     benchmarks = []
     for item in _option(options, "benchmarks", ()):
         name, sep, value = str(item).partition("=")
@@ -106,9 +112,12 @@ def ce_views(site: SiteModel) -> list[CeView]:
 
 def health_targets(site: SiteModel, local_fqdn: str) -> list[HealthTarget]:
     """What the publish step checks before rendering (glueinfo.glue.glue2.health.check_endpoints):
-    one target per endpoint URL, with the daemon looked for when the CE host is ``local_fqdn``."""
+    one target per endpoint URL, with the daemon looked for when the CE host is ``local_fqdn``.  A CE
+    whose URL is not known has none (its endpoint's health is unknown, not checked)."""
     targets: dict[str, HealthTarget] = {}
     for view in ce_views(site):
+        if not view.url:
+            continue
         local = view.spec.host.lower() == local_fqdn.lower()
         targets.setdefault(view.url, HealthTarget(view.url, local=local, process=view.daemon if local else "",
                                                   timeout_s=view.health_timeout))

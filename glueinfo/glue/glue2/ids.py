@@ -16,7 +16,9 @@ source):
 - ``CREAM`` (gLite CREAM's GLUE 2 provider): Service
   ``<host>_ComputingElement``, Endpoint ``<host>_org.glite.ce.CREAM``,
   Share ``<queue>_<vo>_<service>``;
-- anything else: the host-based forms of CREAM with the admin's values.
+- anything else: the host-based forms of CREAM with the admin's values, and no
+  middleware claimed: type, interface and URL unknown unless ``[ce:NAME]``
+  ``service_type``, ``interface_name`` and ``endpoint_url`` say them.
 
 Functions here only format strings; nothing is looked up.
 """
@@ -47,8 +49,10 @@ ARC_CE = CeKind("arc", "org.nordugrid.arex", "org.nordugrid.arcrest", "nordugrid
                 "https://{host}:{port}/arex", "arched", ("nordugrid:xrsl", "emies:adl"))
 CREAM_CE = CeKind("cream", "org.glite.ce.CREAM", "org.glite.ce.CREAM", "CREAM", "gLite", "webservice",
                   "https://{host}:{port}/ce-cream/services", "", ("glite:jdl",))
-GENERIC_CE = CeKind("generic", "org.glite.ce.CREAM", "org.globus.gram", "", "", "",
-                    "gram://{host}:{port}/{jobmanager}-{lrms}", "")
+# A CE whose type is neither declared nor found: nothing about its middleware is known, so none
+# is claimed (no CREAM, no GRAM); the renderer writes GLUE's place-holders where the schema
+# requires a value (glueinfo.glue.glue2.render).
+GENERIC_CE = CeKind("generic", "", "", "", "", "", "", "")
 
 # implementation_name as admins write it (case, spaces, dashes and underscores ignored) -> kind
 _KINDS = {"htcondorce": HTCONDOR_CE, "condorce": HTCONDOR_CE, "arcce": ARC_CE, "arc": ARC_CE, "nordugridarc": ARC_CE,
@@ -84,6 +88,7 @@ class Ids:
         return f"{self.host}_ComputingElement"
 
     def endpoint(self, url: str, interface: str) -> str:
+        """``interface``: the InterfaceName published (a place-holder when it is not known)."""
         if self.kind is ARC_CE:
             return f"urn:ogf:ComputingEndpoint:{self.host}:rest:{url}"
         if self.kind is HTCONDOR_CE:

@@ -22,12 +22,22 @@ source)::
 or ``GLUE2GroupID=resource,GLUE2DomainID=<site>,o=glue`` below the
 AdminDomain at ``GLUE2DomainID=<site>,o=glue`` (``dit = site``).
 
-Unknown values are left out, never replaced by a placeholder; an entity
-the schema cannot take without a value that is unknown (an
-ExecutionEnvironment without platform, memory, OS family or connectivity, a
-Share or Endpoint without a serving state) is left out with a warning and
-nothing refers to it.  Without ``[site] id`` no GLUE 2 tree is published
-(every Service must name its AdminDomain): one warning, no entries.
+Unknown values are left out, never replaced by an invented one.  Where the
+schema requires a value glueinfo cannot know, GLUE's own word for unknown is
+published (GLUE 2.1 Appendix A, the place-holders for unknown data), so no
+entity others point at is dropped: ExecutionEnvironment ConnectivityIn/Out
+``undefined`` (A.3, ExtendedBoolean_t), and for a CE whose type is neither
+declared nor found (no ``[ce:NAME] implementation_name``) ServiceType and
+EndpointInterfaceName ``UNDEFINEDVALUE`` (A.4), EndpointURL
+``https://your-ce.example.org/`` (A.5, A.11: a value not configured) and
+HealthState ``unknown``, with one warning naming the keys that set them: no
+middleware is claimed.  No number is ever a place-holder (A.8's all-nines
+are what EGI's profile flags): an entity that cannot be written without an
+unknown number, or without platform, main memory or OS (an
+ExecutionEnvironment, unless ``[cluster:NAME]``/``[subcluster:NAME]`` state
+them), a Share or Endpoint without a serving state, is left out with a
+warning and nothing refers to it.  Without ``[site] id`` no GLUE 2 tree is
+published (every Service must name its AdminDomain): one warning, no entries.
 """
 
 from __future__ import annotations
@@ -60,6 +70,9 @@ OS_NAMES = {"debian gnu/linux": "Debian", "centos linux": "CentOS", "centos stre
             "scientific linux": "ScientificSL", "scientific linux cern slc": "ScientificCERNSLC",
             "red hat enterprise linux": "RedhatEnterpriseAS", "red hat enterprise linux server": "RedhatEnterpriseAS",
             "fedora": "Fedoracore", "fedora linux": "Fedoracore", "gentoo": "Gentoo", "suse linux": "SUSE LINUX"}
+# GLUE 2.1 Appendix A: a required string (A.4) and a URL not configured (A.5, A.11) whose value is unknown.
+UNDEFINED = "UNDEFINEDVALUE"
+UNDEFINED_URL = "https://your-ce.example.org/"
 SERVING = {"production": "production", "queueing": "queueing", "closed": "closed", "draining": "draining"}
 SERVING_ORDER = ("production", "queueing", "draining", "closed")  # an endpoint serves as its best queue
 
@@ -114,8 +127,9 @@ def cpu_multiplicity(sockets: Optional[int], cores: Optional[int]) -> Optional[s
     return f"{'multicpu' if sockets > 1 else 'singlecpu'}-{'multicore' if per_socket > 1 else 'singlecore'}"
 
 
-def _bool(value: Any) -> Optional[str]:
-    return None if value is None else ("true" if value else "false")
+def extended_bool(value: Optional[bool]) -> str:
+    """GLUE 2's ExtendedBoolean_t: ``true``, ``false``, or ``undefined`` when not known."""
+    return "undefined" if value is None else ("true" if value else "false")
 
 
 class _Tree:
@@ -165,23 +179,49 @@ def glue2_entries(site: AssembledSite, options: Glue2Options = Glue2Options(), *
     else:
         base = RESOURCE_GROUP
         domain_dn = make_dn("GLUE2DomainID", site_id, base)
-    _admin_domain(tree, model, domain_dn)
+    _admin_domain(tree, model, domain_dn, warnings)
     if options.dit == "site":
         tree.add(base, ("GLUE2Group",), [("GLUE2GroupID", "resource")])
 
     views = ce_views(model)
+    _warn_unknown_types(views, warnings)
     services: dict[tuple[str, str], list[CeView]] = {}
     for view in views:
         services.setdefault((view.spec.host.lower(), view.kind.key), []).append(view)
+    unbenchmarked: list[str] = []
     for ces in services.values():
-        _service(tree, site, ces, base, site_id, health, warnings, views)
+        _service(tree, site, ces, base, site_id, health, warnings, views, unbenchmarked)
+    if unbenchmarked:
+        warnings.append(f"GLUE 2: no Benchmark for {len(unbenchmarked)} ExecutionEnvironment(s) ({unbenchmarked[0]}"
+                        f"{', ...' if len(unbenchmarked) > 1 else ''}): nothing states one; set [ce:NAME] benchmarks, "
+                        f"e.g. HEP-SPEC06=12.5")
     entries = tree.entries
     return (times or CreationTimes()).stamp(entries, now, options.validity_s)
 
 
-def _admin_domain(tree: _Tree, model: Any, dn: str) -> None:
+def _warn_unknown_types(views: Sequence[CeView], warnings: list[str]) -> None:
+    """One warning for every CE whose type is not known (their endpoints carry GLUE's place-holders),
+    naming the keys that set it."""
+    unknown = [f"[ce:{v.spec.section}]" if v.spec.section else "the implicit fork CE" for v in views if not v.known]
+    if unknown:
+        warnings.append(f"GLUE 2: CE type not known for {', '.join(unknown)}: no middleware claimed, ServiceType, "
+                        f"EndpointInterfaceName and EndpointURL published as GLUE's place-holders ({UNDEFINED}, "
+                        f"{UNDEFINED_URL}); set [ce:NAME] implementation_name (HTCondorCE, ARC-CE), or "
+                        f"service_type, interface_name and endpoint_url")
+
+
+def _admin_domain(tree: _Tree, model: Any, dn: str, warnings: list[str]) -> None:
+    """The AdminDomain with its Location and Contacts; a warning when it has neither of one kind
+    (EGI's profile wants both: glue-validator E025), naming the [site] keys that give them."""
     info = model.site
     site_id = info.unique_id
+    lacking = []
+    if not (info.location or info.latitude or info.longitude):
+        lacking.append("Location ([site] location, latitude, longitude)")
+    if not any((info.email, info.sysadmin_contact, info.user_support_contact, info.security_contact)):
+        lacking.append("Contact ([site] email, sysadmin_contact, user_support_contact, security_contact)")
+    if lacking:
+        warnings.append(f"GLUE 2: AdminDomain {site_id} has no {' and no '.join(lacking)}: EGI's profile requires them")
     tree.add(dn, ("GLUE2Entity", "GLUE2Domain", "GLUE2AdminDomain"), [
         ("GLUE2DomainID", site_id), ("GLUE2EntityName", info.name), ("GLUE2DomainDescription", info.description),
         ("GLUE2DomainWWW", info.web)], other_info=list(info.other_info))
@@ -218,6 +258,9 @@ class _Service:
         self.states: dict[str, Optional[QueueState]] = {view.spec.unique_id: site.states.get(view.spec.unique_id) for view in ces}
 
 
+NOT_CHECKABLE = EndpointHealth("unknown", "not checked: the CE's URL is not known ([ce:NAME] implementation_name or endpoint_url)")
+
+
 class _Endpoint(NamedTuple):
     """A ComputingEndpoint to write: one per URL, served as its best queue."""
 
@@ -229,9 +272,11 @@ class _Endpoint(NamedTuple):
 
 
 def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, site_id: str,
-             health: Mapping[str, EndpointHealth], warnings: list[str], every_ce: list[CeView]) -> None:
+             health: Mapping[str, EndpointHealth], warnings: list[str], every_ce: list[CeView],
+             unbenchmarked: list[str]) -> None:
     """The ComputingService of ``ces`` (the CEs of one host and kind) and every entity below it, in
-    the module docstring's order; an entity the schema cannot take is left out with a warning."""
+    the module docstring's order; an entity the schema cannot take is left out with a warning.
+    ``unbenchmarked`` collects the ExecutionEnvironments written without a Benchmark."""
     service = _Service(site, ces, base)
     managers = _managers(service)
     environments = _environments(site, service)
@@ -248,7 +293,8 @@ def _service(tree: _Tree, site: AssembledSite, ces: list[CeView], base: str, sit
     # ExecutionEnvironments with their Benchmarks
     for ee_id, sc in published_ees.items():
         view = environments[ee_id][1]
-        _environment(tree, service.ids, ee_id, sc, view, managers[view.spec.lrms], service.dn, every_ce)
+        if not _environment(tree, service.ids, ee_id, sc, view, managers[view.spec.lrms], service.dn, every_ce):
+            unbenchmarked.append(ee_id)
     _close_storage(tree, service, warnings)
 
 
@@ -277,16 +323,16 @@ def _environments(site: AssembledSite, service: _Service) -> dict[str, tuple[Sub
 def _publishable_environments(environments: dict[str, tuple[SubClusterGroup, CeView]],
                               warnings: list[str]) -> dict[str, SubClusterGroup]:
     """The ExecutionEnvironments the schema can take (EE id -> SubCluster); each other one left out
-    with a warning naming what is not known."""
+    with a warning naming what is not known and the keys that can state it.  Unknown connectivity
+    is no reason: it is published ``undefined``."""
     published_ees: dict[str, SubClusterGroup] = {}
     for ee_id, (sc, _lead) in environments.items():
-        missing = [name for name, value in (("platform", sc.shared.get("platform")), ("RAM", sc.shared.get("ram")),
-                                            ("OS", sc.shared.get("os_name")),
-                                            ("inbound connectivity", sc.shared.get("inbound_ip")),
-                                            ("outbound connectivity", sc.shared.get("outbound_ip"))) if value is None]
+        missing = [key for key in ("platform", "ram", "os_name") if sc.shared.get(key) is None]
         if missing:
-            warnings.append(f"GLUE 2: ExecutionEnvironment {ee_id} left out: {', '.join(missing)} not known for all "
-                            f"its hosts (the schema requires them)")
+            keys = ", ".join(missing)
+            warnings.append(f"GLUE 2: ExecutionEnvironment {ee_id} left out: {keys} not known for all its hosts (the "
+                            f"schema requires them); state them with {keys} in [cluster:{sc.cluster_id}] or a "
+                            f"[subcluster:NAME] for its hosts")
             continue
         published_ees[ee_id] = sc
     return published_ees
@@ -319,10 +365,10 @@ def _endpoints(service: _Service, health: Mapping[str, EndpointHealth], warnings
             warnings.append(f"GLUE 2: endpoint {url} left out: no serving state (its batch system did not answer "
                             f"and [ce:...] status is not set)")
             continue
-        checked = health.get(url, EndpointHealth("unknown", "not checked"))
+        checked = health.get(url, EndpointHealth("unknown", "not checked") if url else NOT_CHECKABLE)
         rules = list(dict.fromkeys(rule for m in members for rule in m.spec.access))
-        endpoints.append(_Endpoint(service.ids.endpoint(url, lead.interface_name), lead, min(known, key=SERVING_ORDER.index),
-                                   checked, rules))
+        endpoints.append(_Endpoint(service.ids.endpoint(url, lead.interface_name or UNDEFINED), lead,
+                                   min(known, key=SERVING_ORDER.index), checked, rules))
     return endpoints
 
 
@@ -341,7 +387,7 @@ def _service_entry(tree: _Tree, service: _Service, site_id: str, endpoints: int,
     shares_planned = sum(len(vos_of(v.spec.access)) for v in ces)
     tree.add(service.dn, ("GLUE2Entity", "GLUE2Service", "GLUE2ComputingService"), [
         ("GLUE2ServiceID", service.id), ("GLUE2EntityName", f"Computing Service {first.spec.host}"),
-        ("GLUE2ServiceCapability", JOB_EXECUTION), ("GLUE2ServiceType", first.service_type),
+        ("GLUE2ServiceCapability", JOB_EXECUTION), ("GLUE2ServiceType", first.service_type or UNDEFINED),
         ("GLUE2ServiceQualityLevel", first.quality_level),
         ("GLUE2ServiceComplexity", f"endpointType={endpoints}, share={shares_planned}, "
                                    f"resource={environments}"),
@@ -358,10 +404,11 @@ def _endpoint_entry(tree: _Tree, service: _Service, endpoint: _Endpoint) -> None
     endpoint_id, lead, serving, checked, rules = endpoint
     service_id = service.id
     endpoint_dn = make_dn("GLUE2EndpointID", endpoint_id, service.dn)
+    interface = lead.interface_name or UNDEFINED
     tree.add(endpoint_dn, ("GLUE2Entity", "GLUE2Endpoint", "GLUE2ComputingEndpoint"), [
-        ("GLUE2EndpointID", endpoint_id), ("GLUE2EntityName", f"{lead.spec.host} {lead.interface_name}"),
-        ("GLUE2EndpointURL", lead.url), ("GLUE2EndpointCapability", JOB_EXECUTION),
-        ("GLUE2EndpointTechnology", lead.kind.technology), ("GLUE2EndpointInterfaceName", lead.interface_name),
+        ("GLUE2EndpointID", endpoint_id), ("GLUE2EntityName", f"{lead.spec.host} {interface}"),
+        ("GLUE2EndpointURL", lead.url or UNDEFINED_URL), ("GLUE2EndpointCapability", JOB_EXECUTION),
+        ("GLUE2EndpointTechnology", lead.kind.technology), ("GLUE2EndpointInterfaceName", interface),
         ("GLUE2EndpointInterfaceVersion", lead.interface_version), ("GLUE2EndpointImplementor", lead.kind.implementor),
         ("GLUE2EndpointImplementationName", lead.implementation_name),
         ("GLUE2EndpointImplementationVersion", lead.implementation_version),
@@ -531,7 +578,8 @@ def _instances(sc: SubClusterGroup) -> tuple[Optional[int], Optional[int]]:
 
 
 def _environment(tree: _Tree, ids: Ids, ee_id: str, sc: SubClusterGroup, view: CeView, manager_id: str, service_dn: str,
-                 ces: list[CeView]) -> None:
+                 ces: list[CeView]) -> bool:
+    """The ExecutionEnvironment with its Benchmarks; returns whether it has any."""
     shared = sc.shared
     used, unavailable = _instances(sc)
     os_name = shared.get("os_name")
@@ -560,8 +608,8 @@ def _environment(tree: _Tree, ids: Ids, ee_id: str, sc: SubClusterGroup, view: C
         ("GLUE2ExecutionEnvironmentOSFamily", "linux" if os_name else None),
         ("GLUE2ExecutionEnvironmentOSName", OS_NAMES.get(str(os_name).lower(), os_name) if os_name else None),
         ("GLUE2ExecutionEnvironmentOSVersion", shared.get("os_release")),
-        ("GLUE2ExecutionEnvironmentConnectivityIn", _bool(shared.get("inbound_ip"))),
-        ("GLUE2ExecutionEnvironmentConnectivityOut", _bool(shared.get("outbound_ip"))),
+        ("GLUE2ExecutionEnvironmentConnectivityIn", extended_bool(shared.get("inbound_ip"))),
+        ("GLUE2ExecutionEnvironmentConnectivityOut", extended_bool(shared.get("outbound_ip"))),
         ("GLUE2ResourceManagerForeignKey", manager_id),
         ("GLUE2ExecutionEnvironmentComputingManagerForeignKey", manager_id)])
     benchmarks: dict[str, str] = {}
@@ -577,3 +625,4 @@ def _environment(tree: _Tree, ids: Ids, ee_id: str, sc: SubClusterGroup, view: C
             ("GLUE2BenchmarkType", kind), ("GLUE2BenchmarkValue", text),
             ("GLUE2BenchmarkExecutionEnvironmentForeignKey", ee_id),
             ("GLUE2BenchmarkComputingManagerForeignKey", manager_id)])
+    return bool(benchmarks)

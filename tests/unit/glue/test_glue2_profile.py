@@ -9,6 +9,8 @@ import time
 import pytest
 from glue_sites import CLASSES, make_host
 from test_glue2 import CE_IDS, EXAMPLE, NOW, example_site
+from test_minimal_site import MINIMAL, SITE_ID
+from test_minimal_site import documents as minimal_documents
 
 from glueinfo.core.config import load
 from glueinfo.core.model import QueueState
@@ -223,3 +225,52 @@ def test_I051_I053_no_cpu_count_for_a_cluster_without_a_known_host():
     for manager in managers:
         assert "GLUE2ComputingManagerTotalPhysicalCPUs" not in manager
         assert "GLUE2ComputingManagerTotalLogicalCPUs" not in manager
+
+
+# glue-validator's ObjectTest (E025): when the first class is published, the second must be too.
+E025_PAIRS = (("GLUE2Domain", "GLUE2Location"), ("GLUE2Domain", "GLUE2Contact"),
+              ("GLUE2ComputingService", "GLUE2Service"), ("GLUE2ComputingEndpoint", "GLUE2Endpoint"),
+              ("GLUE2ComputingShare", "GLUE2Share"), ("GLUE2Share", "GLUE2MappingPolicy"),
+              ("GLUE2Endpoint", "GLUE2AccessPolicy"), ("GLUE2ComputingService", "GLUE2ComputingManager"),
+              ("GLUE2ComputingManager", "GLUE2ExecutionEnvironment"))
+
+
+def e025_missing(entries):
+    published = {name for e in entries for name in e.object_classes}
+    return [(present, absent) for present, absent in E025_PAIRS if present in published and absent not in published]
+
+
+def test_E025_every_class_the_profile_requires_beside_another_is_published(entries):
+    assert e025_missing(entries) == []
+
+
+def test_E025_a_minimal_site_misses_only_what_no_one_can_know_without_its_contacts_and_says_which_keys_give_them():
+    # [site] id, two queues, access rules: the manager has its ExecutionEnvironment although nothing states
+    # connectivity; a Location and a Contact need the admin's word (a contact cannot be guessed).
+    docs = minimal_documents()
+    assert e025_missing(docs.glue2.entries) == [("GLUE2Domain", "GLUE2Location"), ("GLUE2Domain", "GLUE2Contact")]
+    (said,) = [w for w in docs.warnings if "AdminDomain" in w]
+    assert SITE_ID in said and "[site] location" in said and "[site] email" in said
+    told = minimal_documents(MINIMAL.replace(f"id = {SITE_ID}", f"id = {SITE_ID}\nlocation = Geneva, Switzerland\n"
+                                                               "email = grid-admin@example.org"))
+    assert e025_missing(told.glue2.entries) == []
+    assert not [w for w in told.warnings if "AdminDomain" in w]
+
+
+def test_W037_a_minimal_site_uses_the_vocabularies_and_extended_boolean_undefined():
+    for e in minimal_documents().glue2.entries:
+        if "GLUE2ExecutionEnvironment" in e.object_classes:
+            assert e.first("GLUE2ExecutionEnvironmentConnectivityIn") == "undefined"
+            assert e.first("GLUE2ExecutionEnvironmentConnectivityOut") == "undefined"
+            assert e.first("GLUE2ExecutionEnvironmentOSFamily") in ("linux", "macosx", "solaris", "windows")
+        if "GLUE2EndpointHealthState" in e:
+            assert e.first("GLUE2EndpointHealthState") in ("critical", "ok", "other", "unknown", "warning")
+        for name in ("GLUE2EndpointServingState", "GLUE2ComputingShareServingState"):
+            if name in e:
+                assert e.first(name) in ("closed", "draining", "production", "queueing")
+
+
+def test_E022_E023_E024_a_minimal_site_publishes_no_placeholder_number():
+    for e in minimal_documents().glue2.entries:
+        for values in e.attributes.values():
+            assert not {"444444", "2146660842", "999999999"} & {str(v) for v in values}, e.dn
