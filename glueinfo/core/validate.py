@@ -13,19 +13,30 @@ holds everywhere:
   said it), with one line naming host and field: a number that is NaN,
   infinite, negative or beyond physical belief (1e9 CPUs, 1e23 kB of RAM, a
   load of 1e308), a text holding control characters (NUL, ESC, a newline in
-  a CPU model) or longer than 64 KiB, a list longer than 10,000 items, and
+  a CPU model), a list longer than 10,000 items, and
   facts that contradict each other (more memory or disk available than
   there is, more cores than hardware threads, a boot time in the future:
   the dependent figure is dropped).  An item of a list (an adapter, a file
   system) whose own name is bad is dropped whole.
+- **Every text has a maximum length** (:data:`TEXT_BOUNDS`; the table in
+  docs/admin-guide.md, "Text lengths", is the same): names as DNS allows them
+  (253), tokens such as an instruction set or a kernel release 64, descriptive
+  texts (a CPU model, an OS name) 256, paths 4,096, anything else 4,096.  A
+  longer descriptive text is **cut** (its first characters, ending in
+  ``...``); a longer name or token is **dropped** as a bad field is, since a
+  cut one would name something else; a host name or source name that is too
+  long refuses the snapshot.  All of one snapshot's texts over their bound
+  are named in **one** line (field, length, bound, what was done).
 - A Node published by other software keeps its parts as given
   (``snapshot.published``): a part or figure of it that could not have been
   read from a Node is dropped, with one line: an element the SSS Node spec
   does not define, a figure that is not a finite, non-negative decimal
   number (a whole one for Processors), a consumptionRate that is not one, a
-  wallDuration that is neither seconds nor an ISO 8601 duration, a text
-  longer than 64 KiB, more than 10,000 parts.  Its texts may hold line
-  breaks (a Description): the Node XML writer makes any text safe.
+  wallDuration that is neither seconds nor an ISO 8601 duration, more than
+  10,000 parts; its texts and attributes have their bounds too (an Opsys or
+  Description is cut, any other part or figure over its bound is dropped).
+  Its texts may hold line breaks (a Description): the Node XML writer makes
+  any text safe.
 - The rest of the snapshot, and the rest of the site, is always kept.
 
 Host names that are valid but too long to name an LDAP entry are not a
@@ -47,7 +58,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.model import HostSnapshot
+from glueinfo.core.model import (
+    CollectorResult,
+    CpuInfo,
+    FileSystem,
+    HostSnapshot,
+    NetworkAdapter,
+    OsInfo,
+    PublishedAmount,
+    PublishedNode,
+    PublishedPart,
+    StaticFacts,
+)
+from glueinfo.core.text import ELLIPSIS
 
 # Largest believable value per field name; anything above is an absurd report, not a host.
 _LIMITS: dict[str, float] = {
@@ -63,7 +86,6 @@ _LIMITS: dict[str, float] = {
 }
 # Any other number (times, plugin facts): beyond this it is garbage whatever it means.
 _DEFAULT_LIMIT = 1e15
-_MAX_TEXT = 65536
 _MAX_ITEMS = 10_000
 _CLOCK_SLACK_S = 300.0  # boot times this far in the future are a wrong clock, not a report
 # C0 and C1 controls, DEL, lone surrogates and the two non-characters XML 1.0 refuses.
@@ -72,10 +94,100 @@ _LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _DNS_NAME = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?")
 
 
+CUT = "cut"
+DROPPED = "dropped"
+REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class TextBound:
+    """How many characters (Unicode code points) one text may have, and what becomes of a longer
+    one: ``cut`` (its first ``maximum - 3`` characters and ``...``, so a reader sees the cut),
+    ``dropped`` (unknown, as any bad field; an item that cannot be without it, such as an adapter
+    without its name, goes with it) or ``refused`` (the whole snapshot)."""
+
+    maximum: int
+    longer: str = DROPPED
+
+
+_DNS_NAME_BOUND = TextBound(253)  # RFC 1035 as resolvers read it; a cut name is another host's
+_TOKEN = TextBound(64)  # one word a machine reports: struct utsname's fields hold 64 characters
+_DESCRIPTION = TextBound(256, CUT)  # free text for people: the start is what they read
+_TAG = TextBound(256)  # a name an admin or a plugin gives (a feature, a runtime environment, a key)
+_PATH = TextBound(4096)  # PATH_MAX
+OTHER_TEXT = TextBound(4096)  # any text no row names: a plugin's facts, an opaque Extension value
+
+# Every text fact of the model, by (class, field); for a list or dict field, the bound of each
+# item (and of a dict's values).  docs/admin-guide.md "Text lengths" is this table for admins.
+TEXT_BOUNDS: dict[tuple[type, str], TextBound] = {
+    (HostSnapshot, "hostname"): TextBound(253, REFUSED),
+    (HostSnapshot, "source"): TextBound(64, REFUSED),
+    (HostSnapshot, "host_root"): _PATH,
+    (CpuInfo, "vendor"): _TOKEN,
+    (CpuInfo, "model_name"): _DESCRIPTION,
+    (CpuInfo, "version"): _DESCRIPTION,
+    (CpuInfo, "instruction_set"): _TOKEN,
+    (CpuInfo, "features"): _TOKEN,
+    (OsInfo, "name"): _DESCRIPTION,
+    (OsInfo, "release"): _TOKEN,
+    (OsInfo, "version"): _TOKEN,
+    (OsInfo, "pretty_name"): _DESCRIPTION,
+    (OsInfo, "kernel_release"): _TOKEN,
+    (OsInfo, "kernel_version"): _DESCRIPTION,
+    (OsInfo, "platform_type"): _TOKEN,
+    (NetworkAdapter, "name"): _TOKEN,
+    (NetworkAdapter, "ipv4"): _TOKEN,
+    (NetworkAdapter, "ipv6"): _TOKEN,
+    (NetworkAdapter, "mac"): _TOKEN,
+    (FileSystem, "mount_point"): _PATH,
+    (FileSystem, "device"): _PATH,
+    (FileSystem, "fs_type"): _TOKEN,
+    (FileSystem, "server"): _DNS_NAME_BOUND,
+    (StaticFacts, "runtime_environment"): _TAG,
+    (StaticFacts, "features"): _TAG,
+    (StaticFacts, "extensions"): OTHER_TEXT,
+    (CollectorResult, "name"): _TAG,
+    (CollectorResult, "error"): TextBound(1024, CUT),
+    (CollectorResult, "source"): _TAG,
+    (PublishedNode, "name"): _DNS_NAME_BOUND,
+    (PublishedNode, "state"): _TOKEN,
+    (PublishedNode, "features"): _TAG,
+    (PublishedAmount, "text"): _TOKEN,
+    (PublishedAmount, "units"): _TAG,
+    (PublishedAmount, "metric"): _TAG,
+    (PublishedAmount, "wall_duration"): _TAG,
+    (PublishedAmount, "consumption_rate"): _TAG,
+    (PublishedAmount, "name"): _TAG,
+    (PublishedAmount, "type"): _TAG,
+    (PublishedPart, "name"): _TAG,
+    (PublishedPart, "type"): _TAG,
+    (PublishedPart, "aggregation"): _TAG,
+    (PublishedPart, "delimiter"): _TAG,
+    (PublishedPart, "count"): _TAG,
+}
+KEY_BOUND = _TAG  # a dict's keys: a static extension's or a plugin fact's name
+# A published part's text, by its element: what people read is cut, the rest is dropped with the part.
+PART_TEXT_BOUNDS: dict[str, TextBound] = {
+    "Opsys": _DESCRIPTION, "Description": _DESCRIPTION, "Arch": _TOKEN,
+    "Feature": TextBound(65536),  # the spec's comma-delimited features, each a _TAG
+    "Extension": OTHER_TEXT,
+}
+_SHOWN_LONG = 8  # texts over their bound named in a snapshot's one line; the rest counted
+
+
+def cut(text: str, maximum: int) -> str:
+    """``text`` in at most ``maximum`` characters: unchanged when it fits, else its start and ``...``."""
+    if len(text) <= maximum:
+        return text
+    return text[:maximum - len(ELLIPSIS)] + ELLIPSIS
+
+
 @dataclass
 class Validated:
     """The outcome for one snapshot: the snapshot to keep (None: refused), why it was
-    refused, and one line per field dropped (``host: field: why``)."""
+    refused, and one line per field dropped (``host NAME: field why: dropped``), and one line
+    more naming every text over its bound (``host NAME: field is N characters long (at most
+    M): cut; ...``)."""
 
     snapshot: Optional[HostSnapshot]
     refused: Optional[str] = None
@@ -108,6 +220,7 @@ def host_name_problem(name: Any) -> Optional[str]:
 
 
 def _scalar_problem(name: str, value: Any) -> Optional[str]:
+    """Why a number (or any non-text scalar) cannot be believed, or None; texts go to _Walk.text."""
     kind = value.__class__
     if kind is int or kind is float:
         if kind is float and not math.isfinite(value):
@@ -116,18 +229,14 @@ def _scalar_problem(name: str, value: Any) -> Optional[str]:
             return f"is negative ({value})"
         if value > _LIMITS.get(name, _DEFAULT_LIMIT):
             return f"= {value:.6g} is beyond belief"
-    elif kind is str:
-        if len(value) > _MAX_TEXT:
-            return f"is {len(value)} characters long"
-        if _CONTROL.search(value):
-            return "holds control characters"
     return None
 
 
 @functools.cache
-def _fields(kind: type) -> tuple[tuple[str, bool], ...]:
-    """A model class's fields as (name, may be unknown): the walk asks for them 20,000 times a cycle at 10,000 hosts."""
-    return tuple((f.name, f.default is None) for f in dataclasses.fields(kind))
+def _fields(kind: type) -> tuple[tuple[str, bool, TextBound], ...]:
+    """A model class's fields as (name, may be unknown, bound of its texts): the walk asks for them
+    20,000 times a cycle at 10,000 hosts."""
+    return tuple((f.name, f.default is None, TEXT_BOUNDS.get((kind, f.name), OTHER_TEXT)) for f in dataclasses.fields(kind))
 
 
 @functools.cache
@@ -141,19 +250,45 @@ class _Walk:
     def __init__(self, fix: bool) -> None:
         self.fix = fix
         self.problems: list[str] = []
+        self.long: list[str] = []  # texts over their bound, each ``path is N characters long (at most M): cut``
 
     def found(self, path: str, why: str) -> None:
         self.problems.append(f"{path} {why}")
 
+    def text(self, value: str, bound: TextBound, path: str, controls: bool = True) -> Optional[str]:
+        """``value`` as it may be kept: itself, cut to its bound, or None (to be dropped), the
+        problem recorded.  ``controls``: whether control characters make it bad (not in a
+        published Node's texts, which may hold line breaks)."""
+        if controls and _CONTROL.search(value):
+            self.found(path, "holds control characters")
+            return None
+        if len(value) <= bound.maximum:
+            return value
+        self.long.append(f"{path} is {len(value)} characters long (at most {bound.maximum}): {bound.longer}")
+        return cut(value, bound.maximum) if bound.longer == CUT else None
+
     def dataclass(self, obj: Any, path: str) -> bool:
         """Check a model dataclass; False when a field that cannot be unknown is bad (drop the whole item)."""
         keep = True
-        for name, optional in _fields(obj.__class__):
+        for name, optional, bound in _fields(obj.__class__):
             value = getattr(obj, name)
             if value is None or value.__class__ is bool:
                 continue
             kind = value.__class__
-            if kind is int or kind is float or kind is str:  # most facts: no path built unless bad
+            if kind is str:  # most texts fit and are clean: no path built unless not
+                if len(value) <= bound.maximum and _CONTROL.search(value) is None:
+                    continue
+                kept = self.text(value, bound, f"{path}{name}")
+                if kept is not None:
+                    if self.fix:
+                        setattr(obj, name, kept)
+                elif optional:
+                    if self.fix:
+                        setattr(obj, name, None)
+                else:  # a name the item cannot be without
+                    keep = False
+                continue
+            if kind is int or kind is float:  # most other facts: no path built unless bad
                 why = _scalar_problem(name, value)
                 if why is None:
                     continue
@@ -161,12 +296,12 @@ class _Walk:
                 if optional:
                     if self.fix:
                         setattr(obj, name, None)
-                else:  # a name or a flag the item cannot be without
+                else:  # a flag the item cannot be without
                     keep = False
                 continue
             where = f"{path}{name}"
             if isinstance(value, (list, dict)):
-                self.container(obj, name, value, where)
+                self.container(obj, name, value, where, bound)
                 continue
             if _is_model(kind):
                 if not self.dataclass(value, where + "."):
@@ -185,15 +320,20 @@ class _Walk:
                 keep = False
         return keep
 
-    def container(self, owner: Any, name: str, value: Any, path: str) -> None:
+    def container(self, owner: Any, name: str, value: Any, path: str, bound: TextBound = OTHER_TEXT) -> None:
+        """A list or dict field; ``bound``: of each text item (a dict's values; its keys: KEY_BOUND)."""
         if len(value) > _MAX_ITEMS:
             self.found(path, f"has {len(value)} items")
             if self.fix:
                 setattr(owner, name, value.__class__())
             return
         if isinstance(value, dict):
-            bad = [key for key, item in value.items() if not self.plain(item, f"{path}[{str(key)[:40]!r}]")
-                   or _scalar_problem("", key) is not None]
+            bad = []
+            for key, item in value.items():
+                where = f"{path}[{str(key)[:40]!r}]"
+                # every item is looked at (each bad one named), its key only when the item is good
+                if not self.plain(item, where, bound) or not self.plain(key, f"{where} (a name)", KEY_BOUND):
+                    bad.append(key)
             if self.fix:
                 for key in bad:
                     del value[key]
@@ -206,22 +346,29 @@ class _Walk:
                 if not ok:
                     self.found(where, "(the whole item)")
             else:
-                ok = self.plain(item, where)
+                ok = self.plain(item, where, bound)
             if ok:
                 keep.append(item)
         if self.fix and len(keep) != len(value):
             value[:] = keep
 
-    def plain(self, value: Any, path: str) -> bool:
-        """A plain value (plugin facts, feature names): False when it must be dropped."""
+    def plain(self, value: Any, path: str, bound: TextBound = OTHER_TEXT) -> bool:
+        """A plain value (plugin facts, feature names): False when it must be dropped (a text over
+        its bound is dropped, never cut: a list item or a plugin's value cut would be another one)."""
         if value is None or value.__class__ is bool:
             return True
         if isinstance(value, (list, dict)):
             if len(value) > _MAX_ITEMS:
                 self.found(path, f"has {len(value)} items")
                 return False
-            items = value.values() if isinstance(value, dict) else value
-            return all([self.plain(item, path) for item in items])  # a list: report every bad item
+            if isinstance(value, dict):  # a plugin's nested facts: their names are bounded too
+                return all([self.plain(item, path, bound) and self.plain(key, f"{path} (a name)", KEY_BOUND)
+                            for key, item in value.items()])
+            return all([self.plain(item, path, bound) for item in value])  # a list: report every bad item
+        if isinstance(value, str):
+            if len(value) <= bound.maximum and _CONTROL.search(value) is None:
+                return True
+            return self.text(value, TextBound(bound.maximum), path) is not None
         why = _scalar_problem("", value)
         if why is not None:
             self.found(path, why)
@@ -301,36 +448,46 @@ def _amount_problem(amount: Any) -> Optional[str]:
         why = _decimal_problem(amount.consumption_rate)
     if why is None and amount.wall_duration is not None and not _WALL.match(str(amount.wall_duration)):
         why = f"wallDuration {str(amount.wall_duration)[:40]!r} is neither seconds nor an ISO 8601 duration"
-    if why is None:
-        texts = (amount.units, amount.metric, amount.wall_duration, amount.consumption_rate, amount.name, amount.type)
-        if any(text is not None and len(text) > _MAX_TEXT for text in texts):
-            why = "has an attribute longer than 64 KiB"
     return why
 
 
-def _published_problems(snapshot: HostSnapshot, fix: bool) -> list[str]:
-    """The parts of ``snapshot.published`` no Node could have given (see the module docstring)."""
+def _attributes_fit(obj: Any, where: str, walk: _Walk, skip: str = "") -> bool:
+    """Whether every text of a published part or amount but ``skip`` is within its bound; each one
+    over it is named in ``walk.long`` (the part or amount is dropped: a cut attribute would be another)."""
+    fits = True
+    for name, _, bound in _fields(obj.__class__):
+        value = getattr(obj, name)
+        if name != skip and value.__class__ is str and len(value) > bound.maximum:
+            walk.long.append(f"{where}.{name} is {len(value)} characters long (at most {bound.maximum}): {DROPPED}")
+            fits = False
+    return fits
+
+
+def _published_problems(snapshot: HostSnapshot, walk: _Walk) -> list[str]:
+    """The parts of ``snapshot.published`` no Node could have given (see the module docstring);
+    texts over their bound go to ``walk.long`` (cut, or dropped with their part)."""
     published = snapshot.published
     if published is None:
         return []
+    fix = walk.fix
     problems: list[str] = []
     if len(published.parts) > _MAX_ITEMS:
         problems.append(f"published.parts has {len(published.parts)} items")
         if fix:
             published.parts = []
     for text, what in ((published.name, "name"), (published.state, "state")):
-        if text is not None and len(text) > _MAX_TEXT:
-            problems.append(f"published.{what} is {len(text)} characters long")
-            if fix:
-                setattr(published, what, None)
+        if text is not None and walk.text(text, TEXT_BOUNDS[(PublishedNode, what)], f"published.{what}",
+                                          controls=False) is None and fix:
+            setattr(published, what, None)
+    if published.features:
+        walk.container(published, "features", published.features, "published.features",
+                       TEXT_BOUNDS[(PublishedNode, "features")])
     keep = []
     for index, part in enumerate(published.parts):
         where = f"published.parts[{index}] ({str(part.tag)[:40]})"
         why = None
         if part.tag not in _PART_TAGS:
             why = "is not an element of the SSS Node spec"
-        elif len(part.text) > _MAX_TEXT:
-            why = f"has a text of {len(part.text)} characters"
         elif part.tag not in _CATEGORY_TAGS and part.amounts:
             why = "holds amounts"
         elif len(part.amounts) > _MAX_ITEMS:
@@ -338,13 +495,23 @@ def _published_problems(snapshot: HostSnapshot, fix: bool) -> list[str]:
         if why is not None:
             problems.append(f"{where} {why}")
             continue
+        if not _attributes_fit(part, where, walk, skip="text"):
+            continue
+        text = walk.text(part.text, PART_TEXT_BOUNDS.get(part.tag, OTHER_TEXT), f"{where}.text", controls=False)
+        if text is None:
+            continue
+        if fix and text is not part.text:
+            part.text = text
         amounts = []
         for number, amount in enumerate(part.amounts):
+            at = f"{where}.amounts[{number}] ({str(amount.tag)[:40]})"
+            if amount.tag in _AMOUNT_TAGS and not _attributes_fit(amount, at, walk):
+                continue
             trouble = _amount_problem(amount)
             if trouble is None:
                 amounts.append(amount)
             else:
-                problems.append(f"{where}.amounts[{number}] ({str(amount.tag)[:40]}) {trouble}")
+                problems.append(f"{at} {trouble}")
         if fix and len(amounts) != len(part.amounts):
             part.amounts = amounts
         keep.append(part)
@@ -353,8 +520,13 @@ def _published_problems(snapshot: HostSnapshot, fix: bool) -> list[str]:
     return problems
 
 
-def _problems(snapshot: HostSnapshot, now: float, fix: bool) -> list[str]:
+def _problems(snapshot: HostSnapshot, now: float, fix: bool) -> tuple[list[str], list[str]]:
+    """(the problems of ``snapshot``'s fields, its texts over their bound); with ``fix`` both are
+    removed from it in place."""
     walk = _Walk(fix)
+    root = snapshot.host_root
+    if root is not None and walk.text(root, TEXT_BOUNDS[(HostSnapshot, "host_root")], "host_root") is None and fix:
+        snapshot.host_root = None
     for name in _FACTS:
         value = getattr(snapshot, name)
         if value is None:
@@ -365,7 +537,28 @@ def _problems(snapshot: HostSnapshot, now: float, fix: bool) -> list[str]:
             walk.found(name, "(the whole item)")
             if fix:
                 setattr(snapshot, name, None)
-    return walk.problems + _contradictions(snapshot, now, fix) + _published_problems(snapshot, fix)
+    problems = walk.problems + _contradictions(snapshot, now, fix)
+    problems += _published_problems(snapshot, walk)
+    return problems, walk.long
+
+
+def _long_line(hostname: str, long: list[str]) -> str:
+    """One line naming every text of a snapshot over its bound (the first few; the rest counted)."""
+    shown = "; ".join(long[:_SHOWN_LONG])
+    more = len(long) - _SHOWN_LONG
+    return f"host {hostname}: {shown}" + (f"; and {more} more texts over their bound" if more > 0 else "")
+
+
+def _source_problem(snapshot: HostSnapshot) -> Optional[str]:
+    source = snapshot.source
+    bound = TEXT_BOUNDS[(HostSnapshot, "source")]
+    if source.__class__ is not str:
+        return f"host {snapshot.hostname}: source {source!r} is not a name"
+    if len(source) > bound.maximum:
+        return f"host {snapshot.hostname}: source name is {len(source)} characters long (at most {bound.maximum})"
+    if _CONTROL.search(source):
+        return f"host {snapshot.hostname}: source name {source[:40]!r} holds control characters"
+    return None
 
 
 def validate_snapshot(snapshot: Any, now: float) -> Validated:
@@ -378,8 +571,15 @@ def validate_snapshot(snapshot: Any, now: float) -> Validated:
     at = snapshot.collected_at
     if at.__class__ not in (int, float) or not math.isfinite(at) or at < 0 or at > _DEFAULT_LIMIT:
         return Validated(None, refused=f"host {snapshot.hostname}: collection time {at!r} is not a time")
-    if not _problems(snapshot, now, fix=False):
+    problem = _source_problem(snapshot)
+    if problem is not None:
+        return Validated(None, refused=problem)
+    problems, long = _problems(snapshot, now, fix=False)
+    if not problems and not long:
         return Validated(snapshot)
     cleaned = copy.deepcopy(snapshot)
-    dropped = [f"host {snapshot.hostname}: {p}: dropped" for p in _problems(cleaned, now, fix=True)]
+    problems, long = _problems(cleaned, now, fix=True)
+    dropped = [f"host {snapshot.hostname}: {p}: dropped" for p in problems]
+    if long:
+        dropped.insert(0, _long_line(snapshot.hostname, long))
     return Validated(cleaned, dropped=dropped)
