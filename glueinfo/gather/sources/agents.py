@@ -22,6 +22,10 @@ short form); when listed by address, the first Id it reports is pinned to
 that address.  A Node claiming another host's Id (one that a different agent
 reports) is refused, so one broken or malicious worker cannot overwrite
 another host.  Pins are forgotten after ``drop_after`` without an answer.
+
+Names: an accepted Node is published under the name the agent is listed by
+(glueinfo.gather.naming): a host listed by FQDN keeps it whatever short Id
+it reports, and a ``<Name>`` naming another host is replaced by the listed name.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Union
 
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.identity import claim_problem
+from glueinfo.gather.naming import as_listed
 from glueinfo.gather.pull import AGENT_KEYS, Answer, Refused, listed_hosts, pull_and_pin
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
 
@@ -67,7 +72,7 @@ def read_answer(answer: Answer, max_body: int) -> Union[HostSnapshot, Refused]:
         return Refused(error, answer.expected or reported[:80], claim=True)
     if snapshot.collected_at <= 0:  # a Node without CollectedAt: as old as the answer
         snapshot.collected_at = answer.received_at
-    return snapshot
+    return as_listed(snapshot, answer.identity, answer.aliases)
 
 
 SOURCE = Source(SOURCE_NAME, gather, "Node XML pulled from `glueinfo serve` on workers ([sources] agents)",

@@ -48,6 +48,7 @@ def spool_candidates(directory: str) -> list[os.DirEntry[str]]:
 
 def gather(ctx: SourceContext) -> SourceReport:
     from glueinfo.gather.identity import answers_to, parse_aliases
+    from glueinfo.gather.naming import as_listed
     from glueinfo.sss.node_file_reader import NodeFileReader
     from glueinfo.sss.node_reader import NodeXMLError
 
@@ -117,6 +118,7 @@ def gather(ctx: SourceContext) -> SourceReport:
             continue
         if snapshot.collected_at <= 0:
             snapshot = dataclasses.replace(snapshot, collected_at=info.st_mtime)
+        snapshot = as_listed(snapshot, host, aliases)  # the file's name, as glueinfo.gather.naming says
         seen[name] = (signature, snapshot)
         report.snapshots.append(snapshot)
     for gone in set(seen) - present:
