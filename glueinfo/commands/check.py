@@ -15,7 +15,9 @@ What is checked, each against thresholds from options:
   the LDAP server rejected;
 - hosts stale or Unknown, as a count or a percentage of the hosts;
 - CEs whose batch system did not answer, and sources' targets that could
-  not be read;
+  not be read; a CE whose queue its batch system does not have (a mistyped
+  ``queue``: published Closed, without counts) is CRITICAL whatever the
+  thresholds;
 - with ``--bdii URL``: what a BDII (or any LDAP server) serves under
   ``[glue] base_dn`` against the LDIF glueinfo last published: entries
   missing there (which BDII drops with only a line in its own log), and a
@@ -282,7 +284,11 @@ def probe(args: argparse.Namespace, config: Config) -> tuple[int, str]:
                     result.problems.append((CRITICAL, "LDAP server not answering (retrying)"))
 
         ces = monitor.get("ces") or []
-        failing = [ce for ce in ces if ce.get("error")]
+        missing = [ce for ce in ces if ce.get("queue_missing")]
+        if missing:  # not a batch system down but a CE that cannot serve: no threshold makes it fine
+            result.problems.append((CRITICAL, f"{len(missing)} CE{'s' if len(missing) > 1 else ''} on a queue the batch "
+                                              f"system does not have ({missing[0].get('id')}: {missing[0].get('error')})"))
+        failing = [ce for ce in ces if ce.get("error") and not ce.get("queue_missing")]
         result.measure("lrms_failed", len(failing), "", args.lrms_warning.limit(len(ces)), args.lrms_critical.limit(len(ces)),
                        0, len(ces))
         if failing:

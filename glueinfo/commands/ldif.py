@@ -7,7 +7,11 @@ SubCluster ids when it exists), each CE's LRMS is asked once, and the trees
 ``[glue] versions`` names (or ``--glue``) are made by the publish layer
 (glueinfo.publish), checked against the installed GLUE schemas and printed.
 ``--snapshots`` renders exactly the given snapshot files instead.  Entries
-left out are reported on stderr by DN, and the exit code is then 1.
+left out are reported on stderr by DN, and the exit code is then 1.  So is a
+CE whose queue its batch system does not have (a mistyped ``queue``): its
+one ERROR line was logged when the LRMS was asked, and the LDIF is still
+printed whole (the CE Closed, without counts), so a BDII keeps the rest of
+the site (glueinfo.lrms.queues).
 
 `glueinfo ldif --check FILE` only checks an LDIF file (any provider's) the
 same way and prints one line per problem.
@@ -102,6 +106,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     from glueinfo.cli import long_lived_objects
     from glueinfo.commands.site_options import assemble_once, clock_from_environment, print_documents, publisher_for, site_config
+    from glueinfo.lrms.queues import missing_queues
 
     config = site_config(args, config)
     clock = clock_from_environment()
@@ -114,4 +119,4 @@ def run(args: argparse.Namespace, config: Config) -> int:
     report_warnings(documents.warnings, args.verbose)
     for problem in documents.errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
-    return 1 if documents.errors else 0
+    return 1 if documents.errors or missing_queues(site.states.values()) else 0

@@ -12,7 +12,9 @@ a run with nothing changed sends no writes.  --extra-base (or [ldap]
 extra_bases) adds further subtrees, e.g. GLUE2GroupID=resource,o=glue, kept
 equal to the entries below them in the same run.  Every write the server
 refuses is printed with its DN, result code and message, and the exit code
-is 1; the other writes still go ahead.  An unreachable server is one line on
+is 1; the other writes still go ahead.  A CE whose queue its batch system
+does not have is published (Closed, without counts) and makes the exit code
+1 too, after its one ERROR line (glueinfo.lrms.queues).  An unreachable server is one line on
 stderr and exit 1.
 
 On a terminal (stderr a TTY) a progress line counts the writes as the server
@@ -138,7 +140,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.core.errors import UsageError
     from glueinfo.glue.glue2.publish import load_times, save_times
     from glueinfo.glue.ldapsync import PublishError, default_state_file
-    from glueinfo.publish.outputs.ldap import ldap_targets, publish_bases, sync_site
+    from glueinfo.lrms.queues import missing_queues
+    from glueinfo.publish.outputs.ldap import infosys_target, ldap_targets, publish_bases, sync_site
 
     overrides = {key: value for key, value in (("url", args.ldap), ("bind_dn", args.bind_dn),
                                                  ("password_file", args.password_file)) if value is not None}
@@ -183,7 +186,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"glueinfo: left out {problem}", file=sys.stderr)
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() else None
     try:
-        report = sync_site(entries, targets, progress=progress)
+        report = sync_site(entries, targets, progress=progress, stats=infosys_target(settings))
     except PublishError as exc:
         if progress is not None:
             progress.clear()
@@ -198,4 +201,4 @@ def run(args: argparse.Namespace, config: Config) -> int:
     log.info("published to %s under %s: %s", url, " + ".join(bases), report.summary())
     if args.stats:  # the sync's own figures, and how long reading the hosts and building the tree took
         print(json.dumps({**report.as_dict(), "hosts_s": round(collected - started, 3), "build_s": round(built - collected, 3)}))
-    return 0 if report.ok and not left_out else 1
+    return 0 if report.ok and not left_out and not missing_queues(site.states.values()) else 1

@@ -498,7 +498,7 @@ class NodeStore:
                     waiting_jobs=queue.waiting_jobs if queue else None, total_jobs=queue.total_jobs if queue else None,
                     collected_at=queue.collected_at if queue else 0.0, error=queue.error if queue else "not asked yet",
                     query_duration_s=record.last_duration_s if record else None, query_runs=record.runs if record else 0,
-                    query_failures=record.failures if record else 0))
+                    query_failures=record.failures if record else 0, queue_missing=bool(queue and queue.queue_missing)))
             for cluster in site.groups.clusters:
                 for group in cluster.subclusters:
                     subclusters.append(SubClusterRow(group.unique_id, group.name, cluster.unique_id,

@@ -167,6 +167,7 @@ class CeStatus:
     query_duration_s: Optional[float] = None
     query_runs: int = 0
     query_failures: int = 0
+    queue_missing: bool = False  # the batch system has no such queue (``error`` names the ones it has)
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,8 @@ class Status:
             "hosts": {"total": self.hosts_total, "stale": self.hosts_stale, "unknown": self.states.get("Unknown", 0),
                       "dropped": self.hosts_dropped, "states": dict(self.states)},
             "ces": [{"id": c.unique_id, "lrms": c.lrms, "queue": c.queue, "status": c.status, "free_cpus": c.free_cpus,
-                     "running_jobs": c.running_jobs, "waiting_jobs": c.waiting_jobs, "error": c.error} for c in self.ces],
+                     "running_jobs": c.running_jobs, "waiting_jobs": c.waiting_jobs, "error": c.error,
+                     "queue_missing": c.queue_missing} for c in self.ces],
             "collectors": [row(r) for r in self.collectors],
             "sources": [{**row(r), "snapshots": r.snapshots, "failed_targets": r.failed_targets} for r in self.sources],
             "publish": None if self.publish is None else {

@@ -173,6 +173,8 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
         legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{esc(label)}</span>' for label, c in COLOURS)
         for ce in status.ces:
             state = esc(ce.status or "unknown")
+            if ce.queue_missing:  # published as not serving: the [ce:NAME] queue needs fixing
+                state = f'<span class="err">{state}: the batch system has no queue {esc(ce.queue)}</span>'
             figures = (f"<tr><th>LRMS</th><td>{esc(ce.lrms)} queue {esc(ce.queue)}</td></tr>"
                        f"<tr><th>state</th><td>{state}</td></tr>"
                        f"<tr><th>CPUs free / total</th><td>{number(ce.free_cpus)} / {number(ce.total_cpus)}</td></tr>"

@@ -140,6 +140,41 @@ def test_unreachable_qmaster_leaves_everything_unknown(cell):
     assert state.total_jobs is None and state.total_cpus is None and state.status is None
 
 
+def cluster_queues(cell: SgeCell) -> list[str]:
+    """The cluster queues ``qstat -g c`` lists (below its header and rule)."""
+    return sorted(line.split()[0] for line in cell.run("qstat", "-g", "c").splitlines()[2:] if line.strip())
+
+
+def test_a_mistyped_cluster_queue_is_closed_without_counts_and_names_the_real_ones(cell, busy, tmp_path: Path):
+    """Issue 25/26: `queue = shrt` for short.  Before, the CE was Closed with TotalCPUs 0 and the jobs
+    that requested no queue as its jobs.  Now no count is published, and `glueinfo ldif` exits 1 after
+    one ERROR naming the cluster queues `qstat -g c` lists and the one meant, printing the LDIF."""
+    from glueinfo.core.ldif import parse_ldif, value_text
+
+    queues = cluster_queues(cell)
+    assert "shrt" not in queues and "short" in queues
+    state = state_of(cell, "shrt", with_jobs=False)
+    for name in ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots"):
+        assert getattr(state, name) is None, name
+    assert state.status == "Closed" and state.queue_missing and list(state.existing_queues) == queues
+    assert state.error == (f"queue 'shrt': sge has no such cluster queue; did you mean 'short'? "
+                           f"(its cluster queues: {', '.join(queues)})")
+
+    config = tmp_path / "glueinfo.conf"
+    sections = "".join(f"[ce:{queue}]\nlrms = sge\nsge_root = {cell.root}\nsge_cell = {cell.cell}\n"
+                       f"lrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}\nlrms_timeout = 20\n"
+                       for queue in ("short", "shrt"))
+    config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n{sections}[run]\nstate_dir = {tmp_path / 'state'}\n")
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--glue", "1.3", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if "ERROR" in line] == [f"glueinfo: ERROR: [ce:shrt] {state.error}"]
+    ces = {value_text(e.first("GlueCEName")): e for e in parse_ldif(proc.stdout) if "GlueCE" in e.get("objectClass")}
+    assert value_text(ces["shrt"].first("GlueCEStateStatus")) == "Closed"
+    assert not [name for name in ces["shrt"].attributes if name.endswith(("Jobs", "CPUs", "Slots"))]
+    assert int(value_text(ces["short"].first("GlueCEInfoTotalCPUs"))) == min(summary(cell, "short")["total"], cell.nproc)
+
+
 def test_glueinfo_ldif_publishes_the_short_ce_as_qstat_shows_it(cell, busy, tmp_path: Path):
     from glueinfo.core.ldif import parse_ldif, value_text
 

@@ -158,6 +158,56 @@ def test_unreachable_controller_leaves_everything_unknown(slurm, tmp_path):
         assert getattr(state, name) is None, name
 
 
+COUNTS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
+          "estimated_response_time_s", "worst_response_time_s")
+
+
+def test_a_mistyped_partition_is_closed_without_counts_and_names_the_real_ones(slurm, busy, tmp_path):
+    """Issue 25/26: `queue = lng` for long.  Slurm's own tools answer a partition it does not have with
+    nothing (squeue and sinfo exit 0): no count is published, the CE is Closed, `glueinfo ldif` exits 1
+    after one ERROR naming the partitions `sinfo -h -o %R` lists and the one meant, and still prints
+    the rest of the site with its figures."""
+    partitions = sorted(set(slurm.run("sinfo", "-h", "-o", "%R").split()))
+    assert "lng" not in partitions and "long" in partitions
+    assert slurm.run("squeue", "-h", "-p", "lng") == "" and slurm.run("sinfo", "-h", "-N", "-p", "lng") == ""
+    state = state_of(slurm, "lng", with_jobs=False)
+    for name in COUNTS:
+        assert getattr(state, name) is None, name
+    assert state.status == "Closed" and state.queue_missing and list(state.existing_queues) == partitions
+    assert state.error == (f"queue 'lng': slurm has no such partition; did you mean 'long'? "
+                           f"(its partitions: {', '.join(partitions)})")
+
+    config = write_config(slurm, tmp_path)
+    with open(config, "a") as handle:
+        handle.write(f"[ce:lng]\nlrms = slurm\nslurm_conf = {slurm.conf}\nlrms_timeout = 20\n")
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--glue", "1.3", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert errors == [f"glueinfo: ERROR: [ce:lng] {state.error}"]
+    ces = {block.split("\nGlueCEName: ", 1)[1].split("\n", 1)[0]: block
+           for block in proc.stdout.replace("\n ", "").split("\n\n") if block.startswith("dn: GlueCEUniqueID=")}
+    assert set(ces) == {"short", "long", "lng"}
+    assert "GlueCEStateStatus: Closed" in ces["lng"]
+    assert not re.search(r"^GlueCE(State|Info)\w*(Jobs|CPUs|Slots):", ces["lng"], re.M)
+    assert f"GlueCEStateTotalJobs: {len(unfinished(squeue_rows(slurm, 'long')))}\n" in ces["long"]
+
+
+def test_a_partition_without_jobs_publishes_0_jobs(slurm, busy):
+    """The other side: a partition Slurm has, with no job, has 0 jobs (squeue prints nothing for it
+    too, but scontrol names it) and the CPUs sinfo gives it."""
+    slurm.run("scontrol", "create", "PartitionName=spare", f"Nodes={slurm.node}", "MaxTime=10", "State=UP")
+    try:
+        assert squeue_rows(slurm, "spare") == []
+        state = state_of(slurm, "spare", with_jobs=False)
+        assert state.error is None and not state.queue_missing and state.status == "Production"
+        assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (0, 0, 0)
+        allocated, idle, other, total = sinfo_cpus(slurm, "spare")
+        assert (state.total_cpus, state.free_cpus) == (total, idle)
+    finally:
+        slurm.run("scontrol", "delete", "PartitionName=spare", check=False)
+
+
 def write_config(slurm: SlurmCluster, directory: Path, publish_jobs: bool = False) -> Path:
     config = directory / "glueinfo.conf"
     config.write_text(f"""\
