@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs the Debian
 # packages the integration tests run for real (when root and missing), makes
-# a virtualenv with glueinfo and its test extras, runs ruff and pytest.
+# a virtualenv with glueinfo and its test extras (and one with DIRAC's GLUE 2 reader), runs ruff and pytest.
 # Extra arguments go to pytest (e.g. ./run-tests.sh -k ldif -x).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -37,6 +37,22 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+
+# DIRAC's GLUE 2 reader (DIRAC.Core.Utilities.Glue2.getGlue2CEInfo, from the dirac wheel) for
+# tests/integration/test_minimal_site.py, in an interpreter of its own: that module imports only these few
+# packages, not the wheel's whole requirements (gfal2-python and M2Crypto build against C libraries).
+DIRAC_VENV=${GLUEINFO_DIRAC_VENV:-.venv-dirac}
+if ! "$DIRAC_VENV/bin/python" -c 'import DIRAC.Core.Utilities.Glue2' 2>/dev/null; then
+  python3 -m venv "$DIRAC_VENV" &&
+    "$DIRAC_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps 'dirac==9.1.22' \
+      'DIRACCommon==9.1.22' diraccfg typing_extensions importlib_metadata lazy-importer zipp importlib_resources \
+      cachetools psutil ||
+    echo "run-tests: DIRAC's GLUE 2 reader not installed; its test will be skipped" >&2
+fi
+case "$DIRAC_VENV" in /*) dirac_python=$DIRAC_VENV/bin/python ;; *) dirac_python=$PWD/$DIRAC_VENV/bin/python ;; esac
+if "$dirac_python" -c 'import DIRAC.Core.Utilities.Glue2' 2>/dev/null; then
+  export GLUEINFO_DIRAC_PYTHON=$dirac_python
+fi
 
 "$VENV/bin/ruff" check .
 exec "$VENV/bin/python" -m pytest -ra "$@"

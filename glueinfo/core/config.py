@@ -257,7 +257,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
     "ldap": {
         "url": Option("str", "", "LDAP server `glueinfo publish` synchronises, e.g. ldap://127.0.0.1:2170"),
         "bind_dn": Option("str", "", "DN to bind as, or one DN per suffix separated by ';' as BDII lays its server out "
-                          "(e.g. o=grid; o=glue; o=infosys): each base is written bound as the DN sharing its suffix"),
+                          "(e.g. o=grid; o=glue; o=infosys): each base is written bound as the DN sharing its suffix, "
+                          "BDII's statistics entry (Hostname=HOST,o=infosys) as the one for o=infosys"),
         "password_file": Option("path", "", "File holding the bind password (first line); with several bind DNs, one "
                                 "file for all or one per DN in the same order, separated by ';'"),
         "timeout": Option("float", 10.0, "Seconds to wait for the server", minimum=0.1),

@@ -52,6 +52,7 @@ BDII_UPDATE = "/usr/sbin/bdii-update"
 BDII_SLAPD_CONF = "/etc/bdii/bdii-slapd.conf"
 BDII_CONF = "/etc/bdii/bdii.conf"
 BDII_DEFAULT_LDIF = ("/var/lib/bdii/gip/ldif/default.ldif", "/usr/share/bdii/default.ldif")
+BDII_SCHEMA = "/etc/bdii/BDII.schema"  # UpdateStats, the statistics entry BDII keeps under o=infosys
 
 BASE_LDIF = """\
 dn: o=grid
@@ -263,6 +264,8 @@ class Slapd:
     def _config(self) -> str:
         lines = [f"include {os.path.join(self.schema_dir, name)}" for name in self.schema_files
                  if os.path.exists(os.path.join(self.schema_dir, name))]
+        if self.layout == "bdii" and os.path.exists(BDII_SCHEMA):  # as bdii-slapd.conf includes it
+            lines.append(f"include {BDII_SCHEMA}")
         lines += [
             "modulepath /usr/lib/ldap",
             "moduleload back_mdb",

@@ -12,6 +12,16 @@ on any, the daemon logs them and counts them in ``/metrics``.
 In the daemon (:class:`LdapSync`) a server that cannot be used is retried
 with doubling waits while the other outputs keep publishing, and fully
 re-synchronised when it answers again.
+
+After each synchronisation the server's BDII statistics entry is written as
+bdii-update writes it each cycle (:func:`write_update_stats`):
+``Hostname=<the URL's host>,o=infosys``, objectClass ``UpdateStats`` of
+/etc/bdii/BDII.schema, every figure replaced, so its ``modifyTimestamp``
+says when the tree was last brought up to date (ARGO's org.bdii.Freshness
+reads it).  It is written bound as the identity for ``o=infosys``; a server
+without an o=infosys database or without BDII's schema (not a BDII), or a
+config with no identity for o=infosys, is skipped with a DEBUG line; any
+other refusal is one WARNING and never fails the publish.
 """
 
 from __future__ import annotations
@@ -22,8 +32,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
+from urllib.parse import urlsplit
 
-from glueinfo.core.ldif import DNError, dn_key, parse_dn
+from glueinfo.core.ldif import DNError, dn_key, make_dn, parse_dn
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 from glueinfo.glue.ldapsync import LdapTarget, PublishError, PublishReport, Rejection, below, sync_tree
@@ -35,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+INFOSYS = "o=infosys"  # BDII's third database: its own statistics
 
 
 @dataclass
@@ -225,11 +237,12 @@ def publish_bases(settings: PublishSettings, extra_bases: tuple[str, ...] = ()) 
 
 
 def sync_site(entries: Sequence[Entry], targets: Sequence[LdapTarget],
-              progress: Optional[Callable[[int, int], None]] = None) -> PublishReport:
+              progress: Optional[Callable[[int, int], None]] = None, stats: Optional[LdapTarget] = None) -> PublishReport:
     """Make each target's bases equal to the entries below them, bound as that target's identity,
     one after the other; one report for all.  Entries below none of the bases are not sent and
     are reported as refused.  PublishError when a server or identity cannot be used at all (the
-    targets synchronised before it stay written)."""
+    targets synchronised before it stay written).  ``stats`` (:func:`infosys_target`): where the
+    BDII statistics entry of this synchronisation is then written (:func:`write_update_stats`)."""
     total = PublishReport()
     keyed = [(dn_key(entry.dn), entry) for entry in entries]
     base_keys = [dn_key(base) for target in targets for base in target.bases]
@@ -246,7 +259,94 @@ def sync_site(entries: Sequence[Entry], targets: Sequence[LdapTarget],
             setattr(total, name, getattr(total, name) + getattr(report, name))
         total.rejected.extend(report.rejected)
         total.seconds += report.seconds
+    if stats is not None:
+        write_update_stats(stats, total)
     return total
+
+
+def infosys_target(settings: PublishSettings) -> Optional[LdapTarget]:
+    """The identity that writes BDII's statistics under o=infosys (as :func:`identity_for` picks
+    one for a base), or None, said at DEBUG, when the [ldap] bind DNs have none for it; None after
+    one WARNING when its password file cannot be read."""
+    ldap = settings.ldap
+    try:
+        bind = identity_for(INFOSYS, ldap.binds)
+    except PublishError:
+        log.debug("LDAP %s: no [ldap] bind_dn writes %s: BDII statistics not kept", ldap.url, INFOSYS)
+        return None
+    try:
+        password = read_password(bind.password_file)
+    except PublishError as exc:
+        log.warning("LDAP %s: BDII statistics (%s) not kept: %s", ldap.url, INFOSYS, one_line(exc))
+        return None
+    return LdapTarget(url=ldap.url, bind_dn=bind.dn, password=password, base_dn=INFOSYS, timeout_s=ldap.timeout_s)
+
+
+def update_stats(report: PublishReport) -> dict[str, int]:
+    """The UpdateStats figures (BDII.schema's MUST attributes) of one synchronisation, as bdii-update
+    counts a cycle: the entries the server now holds below the bases (TotalEntries), those added,
+    modified and deleted, the writes refused by kind, and whole seconds.  bdii-update's phases glueinfo
+    does not have (running providers and plugins, querying the result) took 0 s; reading what the
+    server held is part of the synchronisation (DBUpdateTime)."""
+    refused = {kind: sum(1 for r in report.rejected if r.operation == kind and r.result != "notSent")
+               for kind in ("add", "modify", "delete")}
+    seconds = int(report.seconds)
+    return {"TotalEntries": report.added + report.modified + report.unchanged, "UpdateTime": seconds,
+            "DBUpdateTime": seconds, "NewEntries": report.added, "ModifiedEntries": report.modified,
+            "DeletedEntries": report.deleted, "FailedAdds": refused["add"], "FailedModifies": refused["modify"],
+            "FailedDeletes": refused["delete"], "QueryTime": 0, "ProvidersTime": 0, "PluginsTime": 0, "ReadTime": 0}
+
+
+def write_update_stats(target: LdapTarget, report: PublishReport) -> bool:
+    """Write ``Hostname=<the URL's host>,o=infosys`` (objectClass UpdateStats) with this
+    synchronisation's figures: every value replaced, so slapd renews its modifyTimestamp; added
+    when missing, as bdii-update does.  Returns whether it was written.  Never raises: a server
+    that is no BDII (no o=infosys, no BDII.schema) is skipped at DEBUG, any other failure is one
+    WARNING."""
+    import ldap3
+    from ldap3.core.exceptions import LDAPException
+
+    from glueinfo.glue.ldapsync import connect
+
+    host = urlsplit(target.url).hostname or "localhost"
+    dn = make_dn("Hostname", host, INFOSYS)
+    figures = update_stats(report)
+    try:
+        conn = connect(target)
+    except PublishError as exc:
+        log.warning("LDAP %s: BDII statistics %s not written: %s", target.url, dn, one_line(exc))
+        return False
+    try:
+        # Read before writing: a server that is no BDII gets no write at all (its Hostname is no attribute
+        # there, so the DN does not parse: invalidDNSyntax; without o=infosys nothing matches above the entry).
+        conn.search(dn, "(objectClass=*)", search_scope=ldap3.BASE, attributes=["1.1"])
+        result = conn.result or {}
+        code = result.get("result")
+        if code == 0:
+            conn.modify(dn, {name: [(ldap3.MODIFY_REPLACE, [str(value)])]  # type: ignore[no-untyped-call]  # types-ldap3
+                             for name, value in figures.items()})
+        elif code == 32 and dn_key(str(result.get("dn") or "")) == dn_key(INFOSYS):  # the first time, bdii-update adds it
+            conn.add(dn, ["UpdateStats"],  # type: ignore[no-untyped-call]  # types-ldap3 leaves add unannotated
+                     {"Hostname": host, **{name: str(value) for name, value in figures.items()}})
+        else:
+            log.debug("LDAP %s: BDII statistics not kept, the server is no BDII (no %s database or no BDII.schema): "
+                      "%s (%s)", target.url, INFOSYS, result.get("description"), code)
+            return False
+        result = conn.result or {}
+    except (LDAPException, OSError) as exc:  # a connection lost midway: said, not the publish's concern
+        log.warning("LDAP %s: BDII statistics %s not written: %s: %s", target.url, dn, type(exc).__name__, one_line(exc))
+        return False
+    finally:
+        try:
+            conn.unbind()
+        except (LDAPException, OSError):  # the connection may already be gone; nothing to clean up
+            pass
+    code = result.get("result")
+    if code == 0:
+        return True
+    log.warning("LDAP %s: BDII statistics %s not written, bound as %s: %s (%s) %s", target.url, dn,
+                target.bind_dn or "anonymous", result.get("description", "error"), code, result.get("message", ""))
+    return False
 
 
 def make_ldap_sync(settings: PublishSettings, state_dir: str) -> Callable[[Sequence[Any]], LdapOutcome]:
@@ -256,7 +356,8 @@ def make_ldap_sync(settings: PublishSettings, state_dir: str) -> Callable[[Seque
 
     def sync(entries: Sequence[Any]) -> LdapOutcome:
         try:
-            report = sync_site(entries, ldap_targets(settings, publish_bases(settings), state_file))
+            report = sync_site(entries, ldap_targets(settings, publish_bases(settings), state_file),
+                               stats=infosys_target(settings))
         except PublishError as exc:
             return LdapOutcome(error=one_line(exc))
         return LdapOutcome(added=report.added, modified=report.modified, deleted=report.deleted,
