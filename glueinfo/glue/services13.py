@@ -1,7 +1,8 @@
 """GLUE 1.3 entries a site used to write by hand: its CE services, its resource BDII, its CE-SE bindings.
 
 - **GlueService** per CE endpoint of a CE whose type is declared (``implementation_name`` or
-  ``endpoint_url``; one per URL, as ``lcg-infosites`` and site BDIIs list them): UniqueID and
+  ``endpoint_url``, and the URL and service type are known: from a type glueinfo knows or from
+  ``endpoint_url`` and ``service_type``; one per URL, as ``lcg-infosites`` and site BDIIs list them): UniqueID and
   Endpoint the endpoint URL (``[ce:NAME] endpoint_url``, else the CE type's form:
   glueinfo.glue.glue2.ids), Type the CE type's service type, Version
   ``implementation_version``, Name ``<site>-<type>``, the CEs' access rules, a foreign key to
@@ -46,6 +47,8 @@ def service_entries(site: SiteModel) -> list[Entry]:
         if not ce.implementation_name and not ce.options.get("endpoint_url"):
             continue  # a CE whose type the admin did not declare: no service record to guess
         view = ce_view(ce)
+        if not view.url or not view.service_type:
+            continue  # a type glueinfo does not know, without endpoint_url and service_type: nothing true to write
         service_type, version, rules = services.setdefault(view.url, (view.service_type, view.implementation_version, []))
         rules.extend(rule for rule in ce.access if rule not in rules)
     entries = []

@@ -236,3 +236,17 @@ def test_counts_the_batch_system_did_not_give_are_left_out():
 
 def test_the_schema_check_ran():  # the checks above mean something only when GLUE20.schema was read
     assert load_glue2_schema("/etc/ldap/schema") is not None
+
+
+def test_a_ce_type_glueinfo_does_not_know_publishes_no_glue13_service_and_glue2_placeholders():
+    conf = MINIMAL.replace("lrms = slurm", "lrms = slurm\nimplementation_name = SomeNewCE")
+    docs = documents(conf)
+    assert of_class(docs.glue13.entries, "GlueService") == [] and not docs.glue13.errors
+    (endpoint,) = of_class(glue2(docs), "GLUE2ComputingEndpoint")
+    assert endpoint.first("GLUE2EndpointURL") == "https://your-ce.example.org/"
+    assert not docs.glue2.errors
+    stated = documents(conf.replace("implementation_name = SomeNewCE", "implementation_name = SomeNewCE\n"
+                                    "endpoint_url = https://ce.minimal.example.org:8443/new\nservice_type = org.example.newce"))
+    (service,) = of_class(stated.glue13.entries, "GlueService")
+    assert (service.first("GlueServiceEndpoint"), service.first("GlueServiceType")) == \
+        ("https://ce.minimal.example.org:8443/new", "org.example.newce")
