@@ -218,6 +218,17 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "max_virtual_memory": Option("int", None, "GLUE2ComputingShareMaxVirtualMemory in MB", minimum=0),
         "guaranteed_virtual_memory": Option("int", None, "GLUE2ComputingShareGuaranteedVirtualMemory in MB", minimum=0),
     },
+    # -- CEs found on this host, not declared (glueinfo/site/discovery/) --
+    "discovery": {
+        "enabled": Option("list", ["htcondor-ce", "arc"], "CE middleware looked for on this host: htcondor-ce (its Job "
+                          "Router routes), arc (arc.conf's queues); each CE found is published as a [ce:NAME], which a "
+                          "declared [ce:NAME] overrides key by key; empty: none", choices=("htcondor-ce", "arc")),
+        "condor_ce_bin_dir": Option("path", "", "Directory holding condor_ce_config_val (default: found on PATH; "
+                                    "HTCondor-CE is asked only when it is there)"),
+        "arc_conf": Option("path", "/etc/arc.conf", "ARC-CE's arc.conf (read only when it exists and has [arex])"),
+        "arc_bin_dir": Option("path", "", "Directory holding arched, asked for ARC's version (default: found on PATH)"),
+        "timeout": Option("float", 10.0, "Seconds all discovery commands together may take", minimum=0.1),
+    },
     # -- jobs to VOs (glueinfo/lrms/vo_map.py): per-VO counts of every LRMS plugin ------------
     "vos": {
         "map": Option("list", [], "Rules KIND:PATTERN=VO, first match wins: KIND user, group, account, or for jobs "

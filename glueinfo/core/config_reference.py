@@ -54,6 +54,9 @@ SECTION_INTROS = {
                     "See [Aggregation](glue-mapping.md#aggregation-which-hosts-share-a-subcluster).",
     "ce:*": "One section per Computing Element (a queue of a batch system). "
             "See [Batch systems](batch-systems.md).",
+    "discovery": "CEs found on this host, not declared: HTCondor-CE's Job Router routes and ARC-CE's "
+                 "queues, each published as a `[ce:NAME]` that a declared section of that NAME overrides key by key. "
+                 "See [CEs found on this host](admin-guide.md#ces-found-on-this-host).",
     "glue": "The GLUE 1.3 tree: aggregation, schema check, templates. "
             "See [GLUE 1.3 mapping](glue-mapping.md).",
     "ldap": "The LDAP server `glueinfo publish` and `[run] ldap_sync` write. "

@@ -12,6 +12,7 @@ from typing import Any, Optional
 from glueinfo.core.config import Config, ConfigError
 from glueinfo.lrms.registry import SECTION_OPTION, LrmsError, resolve_lrms
 from glueinfo.lrms.vo_map import VoMap, VoMapError
+from glueinfo.site.discovery import ce_sections
 from glueinfo.site.model import (
     DEFAULT_QUEUE,
     GROUP_FACTS,
@@ -134,7 +135,7 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
                                   facts={**cluster.facts, **_facts(raw)}))
 
     ces: list[CESpec] = []
-    raw_ces = config.sections("ce")
+    raw_ces = ce_sections(config, local_fqdn)  # discovery hook: declared [ce:NAME] + CEs found on this host
     if not raw_ces:
         raw_ces = {"": config.section("ce:*")}  # the defaults: fork on this host
     for name, raw in raw_ces.items():
