@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 from glueinfo.core.config import Config
 from glueinfo.site.discovery import arc, htcondor_ce
-from glueinfo.site.discovery.default_queue import default_queue
+from glueinfo.site.discovery.default_queue import ask_default_queue
 from glueinfo.site.discovery.found import ARC, HTCONDOR_CE, DiscoverySettings, FoundCE, Look, Runner
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def merge(config: Config, declared: Mapping[str, dict[str, Any]], found: Sequenc
         ce = found[index]
         if not ce.default_queue_of or (index in match and written[match[index]].get("queue")):
             return
-        queue, why = default_queue(ce.default_queue_of, options, look.deadline, look.run)
+        queue, why = ask_default_queue(ce.default_queue_of, options, look.deadline, look.run)
         if queue:
             bases[index]["queue"] = queue
         else:

@@ -45,7 +45,7 @@ def pbs_default(text: str) -> Optional[str]:
     return found.group(1) if found else None
 
 
-def default_queue(lrms: str, options: Mapping[str, Any], deadline: float, run: Optional[Runner] = None) -> tuple[str, str]:
+def ask_default_queue(lrms: str, options: Mapping[str, Any], deadline: float, run: Optional[Runner] = None) -> tuple[str, str]:
     """(queue, "") or ("", why not) for the batch system ``lrms`` reached as ``options`` say.
     Never raises."""
     runner = run or subprocess_runner  # bounded in time, bytes and processes (glueinfo.lrms.commands)

@@ -22,7 +22,7 @@ from paths import FIXTURES
 
 from glueinfo.core.config import ConfigError, parse_text
 from glueinfo.core.ldif import parse_ldif
-from glueinfo.site.discovery import arc, htcondor_ce
+from glueinfo.site.discovery import arc, default_queue, htcondor_ce
 from glueinfo.site.from_config import site_from_config
 
 DISCOVERY = FIXTURES / "discovery"
@@ -148,6 +148,17 @@ def test_a_default_queue_that_cannot_be_read_is_a_warning_naming_the_key(tmp_pat
         found = ces(site(tmp_path, f"[ce:Slurm_Cluster]\nslurm_bin_dir = {tmp_path / 'empty'}\n", ce_bin=tmp_path / "ce"))
     assert found["Slurm_Cluster"].queue == "Slurm_Cluster"
     assert "scontrol: command not found" in caplog.text and "set [ce:Slurm_Cluster] queue" in caplog.text
+
+
+def test_the_default_queue_each_batch_system_names():
+    batch = DISCOVERY / "batch"
+    assert default_queue.pbs_default((batch / "openpbs-23.06-qstat_Bf.txt").read_text(encoding="utf-8")) == "workq"
+    assert default_queue.pbs_default((batch / "torque-6.1.3-qstat_Bf.txt").read_text(encoding="utf-8")) == "batch"
+    partitions = (batch / "slurm-23.02-scontrol_show_partition_o.txt").read_text(encoding="utf-8")
+    assert default_queue.slurm_default(partitions) == "main"
+    no_default = partitions.replace("Default=YES", "Default=NO")
+    assert default_queue.slurm_default(no_default) is None  # three partitions, none the default: not guessed
+    assert default_queue.slurm_default(no_default.splitlines()[1]) == "long"  # the only one there is
 
 
 def test_a_declared_ce_overrides_what_was_found_key_by_key(tmp_path, batch_bin):
