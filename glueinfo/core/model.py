@@ -309,8 +309,13 @@ class QueueState:
     # Engine job that requested no queue, or several; a Slurm job submitted to several partitions):
     # a sum of queues' waiting jobs would overcount.
     waiting_shared: bool = False
+    # Seconds a job submitted now waits to start (GLUE 1.3 Estimated/WorstResponseTime, GLUE 2
+    # EstimatedAverage/WorstWaitingTime), and how they were made (glueinfo.lrms.waiting: free,
+    # forecast, measured or model); per VO, (estimated, worst) of the VOs whose own jobs told.
     estimated_response_time_s: Optional[int] = None
     worst_response_time_s: Optional[int] = None
+    response_basis: Optional[str] = None
+    vo_response_times: dict[str, tuple[int, int]] = field(default_factory=dict)
     max_wall_clock_time_min: Optional[int] = None
     max_cpu_time_min: Optional[int] = None
     # The same limits in seconds when the batch system gives seconds (Grid Engine's s_rt 172000 is
@@ -332,6 +337,11 @@ class QueueState:
     # (glueinfo.lrms.queues).
     queue_missing: bool = False
     existing_queues: tuple[str, ...] = ()
+
+    def response_times_of_vo(self, vo: str) -> tuple[Optional[int], Optional[int]]:
+        """(Estimated, Worst) waiting seconds of the VO's share: from its own jobs when they told
+        (``vo_response_times``), else the queue's (a job of any VO queues there); None: unknown."""
+        return self.vo_response_times.get(vo) or (self.estimated_response_time_s, self.worst_response_time_s)
 
     def counts_of_vo(self, vo: str) -> Optional[VoJobCounts]:
         """The VO's jobs in this queue (GLUE 1.3 VOView, GLUE 2 ComputingShare), or None when unknown:

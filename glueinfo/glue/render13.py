@@ -329,11 +329,13 @@ def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template
     """One GlueVOView per VO the CE admits, by a ``VO:`` or a ``VOMS:`` rule, as GLUE 2 has one
     ComputingShare (glueinfo.glue.access; lcg-info --vo and brokers select CEs by them): the
     VO's own job counts when they are known (QueueState.counts_of_vo: left out when the queue's
-    jobs were not counted or nothing maps a job to the VO), and the CE's free slots, response
-    times and status."""
+    jobs were not counted or nothing maps a job to the VO), the VO's own waiting times when its
+    jobs told them, else the CE's (QueueState.response_times_of_vo), and the CE's free slots and
+    status."""
     state = state or QueueState(error="not queried")
     for vo, rules in vos_of(ce.access).items():
         counts = state.counts_of_vo(vo)
+        estimated, worst = state.response_times_of_vo(vo)  # its own jobs' waits, else the queue's
         published = whole_vo_rule(vo, rules)
         if "ACCESS_RULE" not in template.multi:  # a site's own template from before FQAN VOViews: one rule
             published = published[:1]
@@ -342,7 +344,7 @@ def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template
             "STATUS": state.status or ce.status,
             "RUNNING_JOBS": counts.running if counts else None, "WAITING_JOBS": counts.waiting if counts else None,
             "TOTAL_JOBS": counts.total if counts else None, "FREE_JOB_SLOTS": state.free_job_slots,
-            "ESTIMATED_RESPONSE_TIME": state.estimated_response_time_s, "WORST_RESPONSE_TIME": state.worst_response_time_s,
+            "ESTIMATED_RESPONSE_TIME": estimated, "WORST_RESPONSE_TIME": worst,
             "DEFAULT_SE": ce.default_se, "APPLICATION_DIR": ce.application_dir, "DATA_DIR": ce.data_dir})
 
 

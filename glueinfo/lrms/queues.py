@@ -43,7 +43,7 @@ LISTED = 12
 
 # The figures that count the queue's jobs, CPUs and slots, or are derived from them.
 COUNT_FIELDS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
-                "estimated_response_time_s", "worst_response_time_s")
+                "estimated_response_time_s", "worst_response_time_s", "response_basis")
 # The queue's own limits: a queue that does not exist has none.
 LIMIT_FIELDS = ("max_wall_clock_time_min", "max_cpu_time_min", "max_wall_clock_time_s", "max_cpu_time_s",
                 "max_running_jobs", "max_total_jobs", "max_waiting_jobs", "priority")
@@ -55,6 +55,7 @@ def leave_counts_out(state: QueueState) -> None:
     for name in COUNT_FIELDS:
         setattr(state, name, None)
     state.vo_counts = {}
+    state.vo_response_times = {}
     state.hosts = []
     state.nodes = []
     state.jobs = []

@@ -550,8 +550,9 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
         ("GLUE2ComputingShareTotalJobs", counts.total if counts else None),
         ("GLUE2ComputingShareUsedSlots", counts.running if counts else None),
         ("GLUE2ComputingShareFreeSlots", state.free_job_slots if state else None),
-        ("GLUE2ComputingShareEstimatedAverageWaitingTime", state.estimated_response_time_s if state else None),
-        ("GLUE2ComputingShareEstimatedWorstWaitingTime", state.worst_response_time_s if state else None),
+        # the VO's own jobs' waits, else the queue's (glueinfo.lrms.waiting)
+        ("GLUE2ComputingShareEstimatedAverageWaitingTime", state.response_times_of_vo(vo)[0] if state else None),
+        ("GLUE2ComputingShareEstimatedWorstWaitingTime", state.response_times_of_vo(vo)[1] if state else None),
         ("GLUE2ShareServiceForeignKey", service_id), ("GLUE2ShareEndpointForeignKey", endpoint_id),
         ("GLUE2ShareResourceForeignKey", ee_ids),
         ("GLUE2ComputingShareComputingServiceForeignKey", service_id),

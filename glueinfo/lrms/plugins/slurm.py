@@ -42,7 +42,7 @@ Mappings (also in README.md, "Batch systems"):
 - FreeJobSlots = FreeCPUs (idle CPUs on usable nodes), capped by MaxRunningJobs
   minus RunningJobs when a QoS sets it, 0 when the partition is not Production
   (glueinfo.lrms.figures.free_job_slots).
-- Response times: see :func:`response_times`.
+- Response times (waiting times): see :func:`estimate_waits` and glueinfo.lrms.waiting.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts
-from glueinfo.lrms.vo_map import KINDS
+from glueinfo.lrms.vo_map import KINDS, VoMap
+from glueinfo.lrms.waiting import Observed, WaitRecord, settle
 
 # -- job states ----------------------------------------------------------------------
 
@@ -480,6 +481,8 @@ class SlurmJob:
     features: Optional[str] = None
     submit_host: Optional[str] = None
     tasks: Optional[int] = None
+    # The counts-only reading keeps SubmitTime as printed: only the waits of jobs started lately read it.
+    submit_text: str = ""
 
     @property
     def running(self) -> bool:
@@ -590,14 +593,15 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
                                        f"{one_line(record.replace(sep, '|'), 120)!r}")
             if not full:  # the counts read the first twelve fields: the others are not even split apart
-                job_id, state, reason, user, account, partition, _, start, _, limit, used, cpus, _ = record.split(sep, 12)
+                job_id, state, reason, user, account, partition, submit, start, _, limit, used, cpus, _ = record.split(sep, 12)
                 job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
                 if not job_id or not valid_state(state):
                     raise ValueError("no job id or state")
                 glue_status, sss_state, finished = mapping(f"{state}|{reason}")
                 jobs.append(SlurmJob(
                     job_id, state, reason, opt(user), opt(account), opt(partition), None, timestamp(start), None, duration(limit),
-                    duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished))
+                    duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished,
+                    submit_text=submit))
                 continue
             (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres,
              node_count, nodelist, qos, command, work_dir, exit_code, group, priority, dependency, features,
@@ -779,7 +783,9 @@ def parse_qos(text: str, name: str) -> QosLimits:
 
 def response_times(jobs: Sequence[SlurmJob], free_cpus: Optional[int], usable_cpus: Optional[int],
                    partition_max_time_s: Optional[int], now: float) -> tuple[Optional[int], Optional[int]]:
-    """(EstimatedResponseTime, WorstResponseTime) in seconds for a job submitted now.
+    """(EstimatedResponseTime, WorstResponseTime) in seconds for a job submitted now, by Slurm's
+    forecasts and time limits alone.  The query publishes it through :func:`estimate_waits`, which
+    puts the waits Slurm measured (jobs started lately) before step 3's drain model.
 
     1. Free CPUs and no job waiting for resources/priority: (0, 0), the job
        starts at the next scheduling pass.
@@ -817,6 +823,109 @@ def response_times(jobs: Sequence[SlurmJob], free_cpus: Optional[int], usable_cp
               if j.finished and (limit_s := limit(j)) and j.elapsed_s is not None]
     used = sum(ratios) / len(ratios) if ratios else 1.0
     return int(round(worst * used)), int(round(worst))
+
+
+# Slurm's accounting, asked for the waits of the jobs that started lately when squeue (which forgets
+# a finished job MinJobAge after it ended, 300 s by default) shows none and forecasts none.
+SACCT_FIELDS = ("JobIDRaw", "State", "Submit", "Start", "ElapsedRaw", "User", "Group", "Account")
+# What sacct says on a Slurm without accounting (AccountingStorageType=accounting_storage/none): no
+# history to read, not a failure.
+_NO_ACCOUNTING = "accounting storage is disabled"
+# The VO of a job by its (user, group, account): see vo_finder.
+VoOf = Callable[[Optional[str], Optional[str], Optional[str]], Optional[str]]
+
+
+def _started_lately(job: SlurmJob, since: float) -> bool:
+    """Whether the job started at or after ``since``: it runs or is suspended, or it ended having
+    run (TimeUsed above 0: a job cancelled while it waited has a StartTime too, its cancel time)."""
+    start = job.start_time
+    return (start is not None and start >= since
+            and (job.sss_state in ("Running", "Suspended") or (job.finished and bool(job.elapsed_s))))
+
+
+def wait_records(jobs: Iterable[SlurmJob], vo_of: VoOf, since: float) -> Iterable[WaitRecord]:
+    """The records glueinfo.lrms.waiting reads from squeue's jobs: each queued job that is not held
+    with the StartTime Slurm forecast for it (None when the backfill scheduler has not planned it),
+    and each job that started at or after ``since`` with its SubmitTime and StartTime.  A job's SubmitTime
+    is read only here, and only for those (see SlurmJob.submit_text)."""
+    for job in jobs:
+        if job.glue_status == "SCHEDULED":
+            yield vo_of(job.user, job.group, job.account), True, None, job.start_time
+        elif _started_lately(job, since):
+            submit = job.submit_time if job.submit_time is not None else fast_timestamp(job.submit_text)
+            yield vo_of(job.user, job.group, job.account), False, submit, job.start_time
+
+
+def sacct_args(partition: str, since: float) -> tuple[str, ...]:
+    """``sacct`` for the partition's jobs since ``since`` (allocations only, every user, no header,
+    ``|``-separated: no field asked for can hold a ``|``)."""
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))  # sacct reads it in TZ=UTC
+    return ("-a", "-X", "-n", "-P", "-r", partition, "-S", start, "-E", "now", "-o", ",".join(SACCT_FIELDS))
+
+
+def sacct_records(text: str, vo_of: VoOf, since: float) -> list[WaitRecord]:
+    """The jobs of ``sacct -P -o SACCT_FIELDS`` that started at or after ``since`` (a Start, and
+    ElapsedRaw above 0), as waiting records.  SlurmOutputError for a line not in that shape."""
+    records: list[WaitRecord] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != len(SACCT_FIELDS):
+            raise SlurmOutputError(f"sacct: unexpected output {one_line(line, 120)!r}")
+        _job, _state, submit_text, start_text, elapsed, user, group, account = fields
+        try:
+            submit, start = parse_timestamp(submit_text), parse_timestamp(start_text)
+        except ValueError as exc:
+            raise SlurmOutputError(f"sacct: unexpected output ({exc}): {one_line(line, 120)!r}") from None
+        if start is not None and start >= since and elapsed.strip().isdigit() and int(elapsed) > 0:
+            records.append((vo_of(_opt(user), _opt(group), _opt(account)), False, submit, start))
+    return records
+
+
+def accounting_records(tools: Tools, partition: str, since: float, vo_of: VoOf) -> Optional[list[WaitRecord]]:
+    """The partition's jobs that sacct saw start at or after ``since`` (:func:`sacct_records`), or
+    None when this Slurm keeps no accounting; LrmsQueryError when sacct fails otherwise (slurmdbd
+    down, timed out) or prints what it should not."""
+    code, out, err = tools.call("sacct", *sacct_args(partition, since), ok_codes=range(256))
+    if code == 0:
+        return sacct_records(out, vo_of, since)
+    if _NO_ACCOUNTING in err.lower():
+        return None
+    message = next((line for line in err.splitlines() if line.strip()), "") or "no message"
+    raise LrmsQueryError(f"sacct exited {code}: {one_line(message, 120)}")
+
+
+def estimate_waits(state: QueueState, jobs: Sequence[SlurmJob], usable: Optional[int], max_time_s: Optional[int],
+                   now: float, vo_map: VoMap, history: Callable[[float, VoOf], Optional[list[WaitRecord]]]) -> None:
+    """The partition's and its VOs' waiting times (glueinfo.lrms.waiting): a free CPU with no job
+    queued, else Slurm's forecasts, else the waits of the jobs squeue saw start in the last hour (or,
+    when it shows none, those of ``history(since, vo_of)``: sacct's, None without accounting), else
+    :func:`response_times`' drain rule."""
+    vo_of = vo_finder(vo_map)
+    seen = Observed(now)
+    seen.add(wait_records(jobs, vo_of, seen.since))
+    starts_now = bool(state.free_cpus) and not any(j.glue_status == "SCHEDULED" for j in jobs)
+    if not starts_now and not seen.told:
+        seen.add(history(seen.since, vo_of) or ())
+    settle(state, seen, starts_now, lambda: response_times(jobs, state.free_cpus, usable, max_time_s, now))
+
+
+def vo_finder(vo_map: VoMap) -> VoOf:
+    """The VO of a job by its (user, group, account), the map applied once per distinct owners."""
+    if not vo_map.rules:
+        return lambda user, group, account: None  # Slurm knows no proxy VO: without rules every job is local
+    found: dict[tuple[Optional[str], Optional[str], Optional[str]], Optional[str]] = {}
+
+    def vo_of(user: Optional[str], group: Optional[str], account: Optional[str]) -> Optional[str]:
+        key = (user, group, account)
+        try:
+            return found[key]
+        except KeyError:
+            vo = found[key] = vo_map.vo_of(user=user, group=group, account=account)
+            return vo
+
+    return vo_of
 
 
 # -- running the commands ------------------------------------------------------------
@@ -907,8 +1016,8 @@ def query(ctx: LrmsContext) -> QueueState:
             ctx.vo_map.assign(state.jobs)
     state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if jobs is not None and nodes is not None and state.status == "Production":
-        state.estimated_response_time_s, state.worst_response_time_s = response_times(
-            jobs, state.free_cpus, usable, partition.max_time_s if partition else None, now)
+        estimate_waits(state, jobs, usable, partition.max_time_s if partition else None, now, ctx.vo_map,
+                       lambda since, vo_of: step(lambda: accounting_records(tools, queue, since, vo_of)))
     # An empty sinfo or squeue answer is also what Slurm prints for a partition it does not have:
     # only scontrol's partition, a node or a job names it (glueinfo.lrms.queues).
     queues.settle(state, partition is not None or bool(nodes) or bool(jobs),

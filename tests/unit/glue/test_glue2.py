@@ -162,6 +162,22 @@ def test_unknown_counts_are_left_out_never_a_placeholder():
         assert placeholder not in text
 
 
+def test_each_share_has_its_vos_own_waiting_times_else_the_queues():
+    """Issue 25 item 5: EstimatedAverage/WorstWaitingTime of a VO's share are its own jobs' when they
+    told them (glueinfo.lrms.waiting), else the queue's: the example's state says 600 s and 3600 s."""
+    config, site, _ = example_site()
+    for ce in CE_IDS.values():
+        site.states[ce].vo_response_times = {"atlas": (120, 300)}
+    entries = glue2_entries(site, glue2_options(publish_settings(config)))
+    shares = {}
+    for share in by_class(entries, "GLUE2ComputingShare"):
+        vo = share.first("GLUE2EntityName").rsplit(" ", 1)[1]  # "<queue> <vo>"
+        shares.setdefault(vo, set()).add((share.first("GLUE2ComputingShareEstimatedAverageWaitingTime"),
+                                          share.first("GLUE2ComputingShareEstimatedWorstWaitingTime")))
+    assert shares["atlas"] == {("120", "300")}
+    assert all(pairs == {("600", "3600")} for vo, pairs in shares.items() if vo != "atlas") and len(shares) > 1
+
+
 def test_creation_time_is_kept_while_unchanged_and_renewed_at_half_validity_or_on_change():
     config, site, _ = example_site()
     options = glue2_options(publish_settings(config))

@@ -212,6 +212,24 @@ def test_lrms_state_wins_over_config_policies():
     assert ce.get("GlueCEStateEstimatedResponseTime") == [120]
 
 
+def test_each_voview_has_its_vos_own_waiting_times_else_the_ces():
+    """Issue 25 item 5: a VO whose own jobs told how long they wait (glueinfo.lrms.waiting) has those
+    in its VOView; another VO's job queues like any: the CE's.  Unknown is left out, never 2146660842."""
+    conf = "[ce:default]\naccess = VO:atlas, VO:cms\n"
+    states = {CE_ID: state(status="Production", estimated_response_time_s=600, worst_response_time_s=3600,
+                           vo_response_times={"atlas": (120, 300)})}
+    result = build(SMALL, conf=conf, states=states)
+    (ce,) = of_class(result, "GlueCE")
+    assert (ce.get("GlueCEStateEstimatedResponseTime"), ce.get("GlueCEStateWorstResponseTime")) == ([600], [3600])
+    views = {v.first("GlueVOViewLocalID"): (v.get("GlueCEStateEstimatedResponseTime"), v.get("GlueCEStateWorstResponseTime"))
+             for v in of_class(result, "GlueVOView")}
+    assert views == {"atlas": ([120], [300]), "cms": ([600], [3600])}
+    unknown = build(SMALL, conf=conf, states={CE_ID: state(status="Production")})
+    for entry in of_class(unknown, "GlueCE") + of_class(unknown, "GlueVOView"):
+        assert "GlueCEStateEstimatedResponseTime" not in entry and "GlueCEStateWorstResponseTime" not in entry
+    assert "2146660842" not in unknown.ldif()
+
+
 def test_no_access_rules_means_no_access_control_class_and_a_warning():
     result = build(SMALL, conf="")
     ce = of_class(result, "GlueCE")[0]

@@ -31,6 +31,7 @@ from glueinfo.lrms.plugins.slurm import (
     squeue_format,
 )
 from glueinfo.lrms.registry import LrmsContext, queue_state
+from glueinfo.lrms.vo_map import VoMap
 
 FIXTURES = FIXTURES / "slurm"
 
@@ -126,11 +127,75 @@ def test_2011_text_format_and_drain_model():
     assert state.hosts == ["n01.example.org", "n02.example.org", "n03.example.org", "n04.example.org"]
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 5, 7)
     assert state.free_job_slots == 4 and state.max_wall_clock_time_min == 1440
-    # Drain model: a CPU is free, so no wait for a running job; waiting CPU-seconds
+    # No forecast (N/A): the waits of the jobs that started in the hour before 22:13:20, submit to
+    # start: 101 21:00:00 -> 21:13:20 (800 s), 102 21:40 -> 21:43:20 (200), 107 21:29 -> 21:30 (60),
+    # 111 21:49 -> 21:50 (60); 108 started at 21:00, before the hour.
+    assert (state.estimated_response_time_s, state.worst_response_time_s) == ((800 + 200 + 60 + 60) // 4, 800)
+    assert state.response_basis == "measured"
+    assert not any(call[0] == "sacct" for call in calls)  # squeue showed them: no accounting asked
+
+
+def later_2011(hours: float = 2.0, overrides=None, calls=None, vo_map=None):
+    """Slurm 20.11's recorded partition read ``hours`` after its clock: squeue shows no job that
+    started in the last hour (and no forecast), so the history is asked of sacct."""
+    from slurm_records import now_of, replay
+
+    kwargs = {"vo_map": vo_map} if vo_map else {}
+    return queue_state("slurm", LrmsContext(queue="batch", ce_config={}, hosts=[], timeout_s=5.0,
+                                            clock=lambda: now_of("20.11") + hours * 3600,
+                                            run=replay("20.11", overrides, calls), **kwargs))
+
+
+def test_waits_from_sacct_when_squeue_shows_no_recent_start():
+    calls = []
+    state = later_2011(calls=calls)
+    assert state.error is None
+    (sacct,) = [call for call in calls if call[0] == "sacct"]
+    assert sacct[sacct.index("-S") + 1] == "2023-11-14T23:13:20" and sacct[sacct.index("-r") + 1] == "batch"
+    # tests/fixtures/slurm/20.11/README: 112, 113 and 115 waited 600, 120 and 900 s
+    assert (state.estimated_response_time_s, state.worst_response_time_s) == (540, 900)
+    assert state.response_basis == "measured"
+    vos = later_2011(vo_map=VoMap.from_values(["account:bio=bio", "account:physics=physics"])).vo_response_times
+    assert vos == {"bio": (510, 900), "physics": (600, 600)}  # 113 and 115 (bio), 112 (physics)
+
+
+def test_without_accounting_the_drain_model():
+    """Slurm without slurmdbd: sacct says so (recorded from the live harness) and that is no error:
+    the drain model on time limits, as before the waits were measured."""
+    state = later_2011(overrides={"sacct": (1, "", "Slurm accounting storage is disabled\n")})
+    assert state.error is None and state.response_basis == "model"
+    # A CPU is free, so no wait for a running job; waiting CPU-seconds
     # 103: 8x3600 + 104_1, 104_2: 2x1800 each + 105: 1x600 = 36600 over 16 usable CPUs = 2287.5 s.
     assert state.worst_response_time_s == 2288
     # Finished jobs ran 900/3600, 1800/1800 and 300/600 of their limits: mean 7/12.
     assert state.estimated_response_time_s == round(2287.5 * 7 / 12) == 1334
+
+
+def test_a_failing_sacct_is_named_and_the_drain_model_still_published():
+    refused = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
+               "host:db:6819: Connection refused\n")
+    state = later_2011(overrides={"sacct": (1, "", refused)})
+    assert state.error.startswith("slurm: sacct exited 1: sacct: error: slurm_persist_conn_open_without_init: failed to open")
+    assert (state.estimated_response_time_s, state.worst_response_time_s) == (1334, 2288)
+    assert state.total_jobs == 7  # the rest of the state is untouched
+
+
+def test_garbled_sacct_is_an_error_not_a_wait():
+    state = later_2011(overrides={"sacct": (0, "112|COMPLETED|2023-11-14T23:20:00|yesterday|600|alice|phys|physics\n", "")})
+    assert "sacct: unexpected output" in state.error and "yesterday" in state.error
+    assert state.response_basis == "model"
+
+
+def test_each_vo_queues_behind_its_own_forecasts():
+    """Slurm 23.02's gpu partition (now 16:00): erin's 202 (account ml) forecast at 18:00, frank's 203
+    (astro) at 20:00; 204 has no forecast, 201 started at 14:00 (before the hour)."""
+    vo_map = VoMap.from_values(["account:ml=ml", "account:astro=astro", "user:nobody=dteam"])
+    for with_jobs in (False, True):
+        state = slurm_state("23.02", "gpu", vo_map=vo_map, with_jobs=with_jobs)
+        assert (state.estimated_response_time_s, state.worst_response_time_s) == (10800, 14400)
+        assert state.vo_response_times == {"ml": (7200, 7200), "astro": (14400, 14400)}
+        assert state.response_times_of_vo("ml") == (7200, 7200)
+        assert state.response_times_of_vo("dteam") == (10800, 14400)  # no job of its own: the partition's
 
 
 def test_2011_jobs():
