@@ -34,6 +34,10 @@ from glueinfo.lrms.vo_map import VoMap, count_by_vo
 
 # (user, group, account, proxy VO, GLUE status): what the [vos] map and the per-VO counts read of a job.
 JobOwners = tuple[Optional[str], Optional[str], Optional[str], Optional[str], Optional[str]]
+# The same, then the job's token: (..., GLUE status, token issuer, token groups), for [vos] issuer: and
+# token_group: rules (a plugin that reads tokens, as HTCondor does from HTCondor-CE's jobs).
+TokenJobOwners = tuple[Optional[str], Optional[str], Optional[str], Optional[str], Optional[str], Optional[str],
+                       tuple[str, ...]]
 
 Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]
 
@@ -117,15 +121,19 @@ def environment(drop_prefixes: Sequence[str] = (), drop: Sequence[str] = (), **v
     return Environment(base, {"TZ": "UTC", "LC_ALL": "C", **{k: v for k, v in values.items() if v}})
 
 
-def vo_counts(vo_map: VoMap, jobs: Iterable[JobOwners]) -> dict[str, VoJobCounts]:
-    """Per-VO counts of jobs given as (user, group, account, proxy VO, GLUE status) tuples: exactly
-    what ``vo_map.assign`` then ``count_by_vo`` give for JobInfos with those fields, without making a
-    JobInfo per job (the counts-only refresh of 50,000 jobs).  Never raises for any tuple."""
+def vo_counts(vo_map: VoMap, jobs: Iterable[JobOwners | TokenJobOwners]) -> dict[str, VoJobCounts]:
+    """Per-VO counts of jobs given as (user, group, account, proxy VO, GLUE status) tuples, or those
+    followed by the token's (issuer, groups): exactly what ``vo_map.assign`` then ``count_by_vo``
+    give for JobInfos with those fields, without making a JobInfo per job (the counts-only refresh
+    of 50,000 jobs).  Never raises for any tuple."""
     counts: dict[str, VoJobCounts] = {}
     # Thousands of jobs share a few owners and states: apply the map and the counting rules once per
     # distinct tuple (through the same functions as per job) and scale by how often it occurs.
-    for (user, group, account, proxy_vo, status), times in Counter(jobs).items():
-        one = JobInfo(local_owner=user, local_group=group, account=account, proxy_vo=proxy_vo, glue_status=status)
+    for owners, times in Counter(jobs).items():
+        user, group, account, proxy_vo, status = owners[:5]
+        issuer, groups = (owners[5], owners[6]) if len(owners) == 7 else (None, ())
+        one = JobInfo(local_owner=user, local_group=group, account=account, proxy_vo=proxy_vo, glue_status=status,
+                      token_issuer=issuer, token_groups=groups)
         vo_map.assign([one])
         for vo, seen in count_by_vo([one]).items():
             entry = counts.setdefault(vo, VoJobCounts())
@@ -136,15 +144,17 @@ def vo_counts(vo_map: VoMap, jobs: Iterable[JobOwners]) -> dict[str, VoJobCounts
 
 
 def assign_vos(vo_map: VoMap, jobs: Iterable[JobInfo]) -> None:
-    """``vo_map.assign(jobs)`` with the map applied once per distinct (user, group, account, proxy VO)
-    rather than once per job (its rules are pure functions of those four)."""
-    seen: dict[tuple[Optional[str], Optional[str], Optional[str], Optional[str]], Optional[str]] = {}
+    """``vo_map.assign(jobs)`` with the map applied once per distinct (user, group, account, proxy VO,
+    token issuer, token groups) rather than once per job (its rules are pure functions of those)."""
+    seen: dict[tuple[Optional[str], Optional[str], Optional[str], Optional[str], Optional[str], tuple[str, ...]],
+               Optional[str]] = {}
     for job in jobs:
-        key = (job.local_owner, job.local_group, job.account, job.proxy_vo)
+        key = (job.local_owner, job.local_group, job.account, job.proxy_vo, job.token_issuer, job.token_groups)
         try:
             job.vo = seen[key]
         except KeyError:
-            job.vo = seen[key] = vo_map.vo_of(user=key[0], group=key[1], account=key[2], proxy_vo=key[3])
+            job.vo = seen[key] = vo_map.vo_of(user=key[0], group=key[1], account=key[2], proxy_vo=key[3],
+                                              token_issuer=key[4], token_groups=key[5])
 
 
 

@@ -29,10 +29,11 @@ Records with an unknown time are ignored, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 
+from glueinfo.core.job import JobInfo
 from glueinfo.core.model import QueueState
 from glueinfo.lrms.response import from_forecasts
 
@@ -124,3 +125,14 @@ def settle(state: QueueState, seen: Observed, starts_now: bool,
         figures = seen.vos[vo].figures()
         if figures is not None:
             state.vo_response_times[vo] = (figures[0], figures[1])
+
+
+def job_records(jobs: Iterable[JobInfo]) -> Iterator[WaitRecord]:
+    """The records of a plugin's JobInfos (``vo`` set by the [vos] map): a job in GLUE's SCHEDULED
+    state is queued (its ``start_time`` a forecast when ``start_is_estimate``); a job with an actual
+    ``start_time`` started then (running, suspended, or finished after it ran)."""
+    for job in jobs:
+        if job.glue_status == "SCHEDULED":
+            yield job.vo, True, None, job.start_time if job.start_is_estimate else None
+        elif job.start_time is not None and not job.start_is_estimate:
+            yield job.vo, False, job.submit_time, job.start_time

@@ -68,7 +68,8 @@ from glueinfo.lrms.commands import Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError, glue_lrms_type
-from glueinfo.lrms.vo_map import count_by_vo
+from glueinfo.lrms.vo_map import TOKEN_KINDS, count_by_vo
+from glueinfo.lrms.waiting import Observed, job_records, settle
 
 # -- what is asked for ---------------------------------------------------------------
 
@@ -82,6 +83,12 @@ JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobUniverse", "Owner", "AcctGr
              # removed or held.  Attributes every ad has and the counts never read (JobPrio, RemoteUserCpu,
              # Iwd, Arguments, Environment) are not asked for: each would cost every refresh (docs/lrms/htcondor.md).
              "Cmd", "ExitCode", "ExitBySignal", "ExitSignal", "RemoveReason", "HoldReasonCode")
+
+# The token a job was submitted with (HTCondor's job ClassAd attributes AuthTokenIssuer, AuthTokenGroups:
+# its wlcg.groups, comma-separated), asked for only when a [vos] map rule reads them (issuer:, token_group:).
+# HTCondor-CE's Job Router renames them orig_AuthToken* in the job it routes to the local pool (since 5.1.5),
+# which is what condor_q of the pool's schedds lists; a job submitted to a schedd directly keeps the names.
+TOKEN_ATTRS = ("AuthTokenIssuer", "AuthTokenGroups", "orig_AuthTokenIssuer", "orig_AuthTokenGroups")
 
 # Asked for only when [jobs] private_fields names the field (glueinfo.core.job.private_fields): the new
 # (V2) syntax first, the old one (Args, Env) for jobs submitted with it.
@@ -361,9 +368,10 @@ def in_group(group: Optional[str], prefix: str) -> bool:
 
 
 def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now: float,
-                private: frozenset[str] = frozenset()) -> Optional[JobInfo]:
+                private: frozenset[str] = frozenset(), tokens: bool = False) -> Optional[JobInfo]:
     """The model's view of one job ad; None for a job that uses no slot of the pool (its universe).
-    ``private``: the private fields (glueinfo.core.job.PRIVATE_FIELDS) to read too."""
+    ``private``: the private fields (glueinfo.core.job.PRIVATE_FIELDS) to read too; ``tokens``: read
+    its token's issuer and groups too (:data:`TOKEN_ATTRS`)."""
     cluster, proc, status = _int(ad, "clusterid"), _int(ad, "procid"), _int(ad, "jobstatus")
     if cluster is None or proc is None or status is None:
         raise HTCondorOutputError(f"condor_q -name {schedd}: a job ad without ClusterId, ProcId or JobStatus: "
@@ -398,6 +406,11 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
         info.executable = command
     if nodes and cpus is not None:
         info.node_processors = (cpus,)
+    if tokens:
+        info.token_issuer = _str(ad, "authtokenissuer") or _str(ad, "orig_authtokenissuer")
+        groups = _str(ad, "authtokengroups") or _str(ad, "orig_authtokengroups")
+        if groups:
+            info.token_groups = tuple(g for g in (part.strip() for part in groups.split(",")) if g)
     if private:
         if "arguments" in private:
             info.arguments = _str(ad, "arguments") or _str(ad, "args")
@@ -579,7 +592,9 @@ def query(ctx: LrmsContext) -> QueueState:
                 errors.append("the collector lists no schedd")
 
     private = private_fields(ctx.ce_config) if ctx.with_jobs else frozenset()
-    attributes = (*JOB_ATTRS, *(a for field in sorted(private) for a in PRIVATE_ATTRS.get(field, ())))
+    tokens = ctx.vo_map.matches_by("issuer") or ctx.vo_map.matches_by("token_group")
+    attributes = (*JOB_ATTRS, *(TOKEN_ATTRS if tokens else ()),
+                  *(a for field in sorted(private) for a in PRIVATE_ATTRS.get(field, ())))
     answers: list[ScheddAnswer] = (_run_all([functools.partial(ask_schedd, tools, s.name, attributes) for s in in_scope])
                                    if in_scope else [])
     jobs: list[JobInfo] = []
@@ -591,7 +606,8 @@ def query(ctx: LrmsContext) -> QueueState:
             if answer.ads is None:
                 continue
             try:
-                mine = [job for ad in answer.ads if (job := job_from_ad(ad, answer.schedd, lookup, now, private)) is not None]
+                mine = [job for ad in answer.ads
+                        if (job := job_from_ad(ad, answer.schedd, lookup, now, private, tokens)) is not None]
             except LrmsQueryError as exc:
                 failed[answer.schedd] = str(exc)
                 continue
@@ -627,10 +643,12 @@ def query(ctx: LrmsContext) -> QueueState:
     if ctx.with_jobs:
         state.jobs = jobs
     state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
-    if state.free_cpus is not None and state.status == "Production":
-        idle = sum(1 for j in jobs if j.glue_status == "SCHEDULED")
-        if state.free_cpus > 0 and idle == 0:
-            state.estimated_response_time_s = state.worst_response_time_s = 0
+    if state.status == "Production":
+        # HTCondor forecasts no start: a free CPU with no idle job, else the waits (QDate to
+        # JobCurrentStartDate) of the jobs started in the last hour (glueinfo.lrms.waiting).
+        observed = Observed(now)
+        observed.add(job_records(jobs))
+        settle(state, observed, bool(state.free_cpus) and not any(j.glue_status == "SCHEDULED" for j in jobs))
     # The pool's CPUs are the queue's only while the collector lists the schedds it names: a schedd
     # it does not list is a queue this pool does not have (glueinfo.lrms.queues); 'all' and an
     # accounting group exist in any pool with a schedd, so nothing listed leaves them unknown.
@@ -648,5 +666,5 @@ def iter_states() -> Iterable[tuple[int, str, str, str]]:
         yield status, word, glue, sss
 
 
-LRMS = LrmsPlugin(name="htcondor", query=query, owner_kinds=("user", "account"),
+LRMS = LrmsPlugin(name="htcondor", query=query, owner_kinds=("user", "account", *TOKEN_KINDS),
                   description="HTCondor pool via condor_status/condor_q: a schedd, all schedds, or an accounting group")

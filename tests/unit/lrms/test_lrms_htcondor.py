@@ -22,6 +22,7 @@ from glueinfo.lrms.plugins.htcondor import (
     JOB_ATTRS,
     SCHEDD_ATTRS,
     SLOT_ATTRS,
+    TOKEN_ATTRS,
     group_of,
     in_group,
     literal,
@@ -78,7 +79,8 @@ def replay(overrides=None, calls=None):
             return 0, read("condor_status_slots.json"), ""
         if tool == "condor_q":
             assert "-allusers" in args and "-json" in args
-            assert args[args.index("-attributes") + 1].split(",") == list(JOB_ATTRS)
+            # the token's attributes only for a [vos] map with issuer: or token_group: rules (test_tokens_...)
+            assert args[args.index("-attributes") + 1].split(",") in (list(JOB_ATTRS), [*JOB_ATTRS, *TOKEN_ATTRS])
             name = args[args.index("-name") + 1]
             return 0, read(f"condor_q_{name}.json"), ""
         raise AssertionError(f"unexpected command {argv}")
@@ -172,7 +174,9 @@ def test_all_schedds():
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (3 + 4, 2 + 2 + 3, 14)
     assert state.max_running_jobs == 10000 + 5 + 10000
     assert state.free_job_slots == 53
-    assert state.estimated_response_time_s is None  # jobs are idle: no forecast in HTCondor
+    # jobs are idle and HTCondor forecasts no start: the waits (QDate to JobCurrentStartDate) of the jobs
+    # started in the hour before now: 101.0 3600 s, 102.0 3200, 103.0 300, 2001 1000, 2002 2000, 2007 1000
+    assert (state.estimated_response_time_s, state.worst_response_time_s) == (11100 // 6, 3600)
 
 
 def test_one_schedd_is_its_own_queue():
@@ -291,6 +295,54 @@ def test_user_rules_map_the_owners():
     # by hand: bob's 3001.0 and 3001.1 idle; alice's 103.0 running, 104.0 completed (not counted) and
     # 105.0 a scheduler-universe job (JobUniverse 7: runs on the schedd, not a job of the pool)
     assert view == {"atlas": (0, 2, 2), "biomed": (1, 0, 1)}
+
+
+def test_waiting_times_per_vo_from_the_jobs_started_in_the_last_hour():
+    """Issue 25 item 5: each VO's share from its own jobs' waits (the example's map and proxies:
+    atlas 101.0 and 2001, cms 102.0 and 2007, lhcb 2002), a VO with none the queue's; one schedd
+    (ce01: 2001, 2002, 2007) its own.  Waits as in test_all_schedds."""
+    state = state_of("all")
+    assert state.response_basis == "measured"
+    assert state.vo_response_times == {"atlas": ((3600 + 1000) // 2, 3600), "cms": ((3200 + 1000) // 2, 3200),
+                                       "lhcb": (2000, 2000)}
+    assert state.response_times_of_vo("dteam") == (1850, 3600)  # its one job (2003) is idle: the queue's
+    ce01 = state_of("ce01.example.org")
+    assert (ce01.estimated_response_time_s, ce01.worst_response_time_s) == (round((1000 + 2000 + 1000) / 3), 2000)
+
+
+TOKEN_MAP = ["issuer:https://atlas-auth.web.cern.ch=atlas", "token_group:/cms=cms", "token_group:/dteam=dteam",
+             "token_group:/lhcb=lhcb"]
+
+
+def test_tokens_map_jobs_to_vos_by_issuer_and_groups():
+    """Issue 25 item 6: the VO from the token HTCondor-CE routed the job with (orig_AuthTokenIssuer,
+    orig_AuthTokenGroups: ce01's 2001 ATLAS and 2007 CMS) or a job was submitted with (AuthToken*:
+    sched3's 3002); README of the fixtures.  The issuer rule's trailing / is no matter.  lhcb has a
+    rule and no token: 0 jobs, counted."""
+    calls: list = []
+    state = state_of("all", calls=calls, with_jobs=True, vo_map=VoMap.from_values(TOKEN_MAP, proxy_vo=False))
+    assert state.error is None
+    view = {vo: (c.running, c.waiting, c.total) for vo, c in state.vo_counts.items()}
+    assert view == {"atlas": (1, 0, 1), "cms": (1, 0, 1), "dteam": (0, 1, 1), "lhcb": (0, 0, 0)}
+    jobs = jobs_by_id(state)
+    assert jobs["ce01.example.org#2001.0"].token_issuer == "https://atlas-auth.web.cern.ch/"
+    assert jobs["ce01.example.org#2007.0"].token_groups == ("/cms", "/cms/pilot")
+    assert jobs["sched3@sub.example.org#3002.0"].token_groups == ("/dteam",)
+    assert jobs["sched1.example.org#101.0"].token_issuer is None and jobs["sched1.example.org#101.0"].vo is None
+    asked = {tuple(c[c.index("-attributes") + 1].split(",")) for c in calls if c[0] == "condor_q"}
+    assert asked == {(*JOB_ATTRS, *TOKEN_ATTRS)}
+
+
+def test_the_proxy_vo_still_comes_first_and_no_token_is_asked_without_token_rules():
+    calls: list = []
+    state = state_of("all", calls=calls, with_jobs=True, vo_map=VoMap.from_values(["token_group:/cms/pilot=cmspilots"]))
+    jobs = jobs_by_id(state)
+    assert jobs["ce01.example.org#2007.0"].vo == "cms"  # its proxy's VO (x509userproxyvoname), before the token
+    assert state.vo_counts["cmspilots"].total == 0
+    calls.clear()
+    plain = jobs_by_id(state_of("all", calls=calls, with_jobs=True))  # VOS: an account rule only
+    assert {tuple(c[c.index("-attributes") + 1].split(",")) for c in calls if c[0] == "condor_q"} == {tuple(JOB_ATTRS)}
+    assert plain["ce01.example.org#2007.0"].token_groups == () and plain["ce01.example.org#2001.0"].token_issuer is None
 
 
 def test_job_states_table():

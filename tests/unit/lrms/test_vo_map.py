@@ -81,3 +81,22 @@ def test_token_rules_apply_to_jobs_as_the_plugins_report_them():
             JobInfo(local_id="3", local_owner="pilot03", glue_status="RUNNING")]
     VoMap.from_values(TOKEN_RULES[:2]).assign(jobs)
     assert [j.vo for j in jobs] == ["atlas", "cms", None]
+
+
+def test_the_counts_only_and_cached_paths_read_the_token_too():
+    """glueinfo.lrms.commands: the counts-only tuples may carry the token (issuer, groups) after the
+    GLUE status, and assign_vos (the map once per distinct owners) tells two tokens of one owner apart."""
+    from glueinfo.lrms.commands import assign_vos, vo_counts
+
+    vo_map = VoMap.from_values(TOKEN_RULES[:2])
+    counts = vo_counts(vo_map, [
+        ("pilot", None, None, None, "RUNNING", "https://atlas-auth.web.cern.ch/", ()),
+        ("pilot", None, None, None, "RUNNING", "https://atlas-auth.web.cern.ch/", ()),
+        ("pilot", None, None, None, "SCHEDULED", None, ("/cms", "/cms/pilot")),
+        ("pilot", None, None, None, "RUNNING")])  # no token: local
+    assert {vo: (c.running, c.waiting, c.total) for vo, c in counts.items()} == {"atlas": (2, 0, 2), "cms": (0, 1, 1)}
+    jobs = [JobInfo(local_id="1", local_owner="pilot", token_issuer="https://atlas-auth.web.cern.ch/"),
+            JobInfo(local_id="2", local_owner="pilot", token_groups=("/cms",)),
+            JobInfo(local_id="3", local_owner="pilot")]
+    assign_vos(vo_map, jobs)
+    assert [j.vo for j in jobs] == ["atlas", "cms", None]
