@@ -142,6 +142,9 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "lrms": Option("str", "fork", "LRMS plugin that reports the queue state (fork, slurm, htcondor, pbs, sge, lsf, ...)"),
         "lrms_version": Option("str", "", "GlueCEInfoLRMSVersion when the LRMS plugin does not report it"),
         "lrms_timeout": Option("float", 10.0, "Seconds the LRMS query may take", minimum=0.1),
+        "lrms_max_output_bytes": Option("int", None, "Bytes one LRMS command may print; past them its processes are killed "
+                                        "and nothing is read from it (default: per batch system, for 100,000 jobs; "
+                                        "see batch-systems.md)", minimum=4096),
         "slurm_bin_dir": Option("path", "", "Directory holding sinfo/squeue/scontrol/sacctmgr (default: found on PATH)"),
         "slurm_conf": Option("path", "", "slurm.conf the Slurm commands read (sets SLURM_CONF; default: theirs)"),
         "slurm_json": Option("str", "auto", "Read nodes with sinfo --json: auto (Slurm >= 21.08, text format if it fails), yes, no",

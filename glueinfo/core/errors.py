@@ -66,6 +66,10 @@ every exception class in the package, its parent and its built-in bases)::
             PullError               glueinfo.gather.pull
             RetryableError          glueinfo.gather.pull
             PrometheusError         glueinfo.gather.sources.prometheus
+            CommandError            glueinfo.core.bounded_run
+                CommandTimedOut     glueinfo.core.bounded_run
+                OutputTooLarge      glueinfo.core.bounded_run
+                NotText             glueinfo.core.bounded_run
             LrmsQueryError          glueinfo.lrms.registry
                 HTCondorOutputError glueinfo.lrms.plugins.htcondor
                 LsfOutputError      glueinfo.lrms.plugins.lsf

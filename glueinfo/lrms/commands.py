@@ -3,20 +3,25 @@
 :class:`Tools` calls ``[*prefix, bin_dir/TOOL, *args]`` (``[ce:NAME]
 lrms_command_prefix``, e.g. ``ssh slurm-head``; the plugin's ``*_bin_dir``)
 with the plugin's environment, within what is left of the query's deadline,
-and returns stdout.  Through an ``ssh`` prefix, which hands the remote shell
+and returns stdout.  Each command runs bounded (``glueinfo.core.bounded_run``):
+in a process group of its own that is killed whole when it ends, times out or
+prints more than ``[ce:NAME] lrms_max_output_bytes`` (default per batch system:
+:data:`MAX_OUTPUT_DEFAULTS`), so no child of a tool outlives the query and no
+tool's output outgrows its cap.  Through an ``ssh`` prefix, which hands the remote shell
 one command line and none of this process's environment, the command goes as
 one shell-quoted ``env NAME=value... TOOL ARGS`` with the variables the plugin
 set (``TZ=UTC`` above all: the head node's local time would be read as UTC),
 and the arguments reach the tool as they were given (a ``|`` in squeue's
 format is no pipe there).  Every failure is an :class:`LrmsQueryError` whose one
 line names the tool and what went wrong (not found, permission, timed out,
-non-zero exit with the first line of stderr), which the registry publishes
+output past its cap or not text, non-zero exit with the first line of stderr), which the registry publishes
 as the CE's error while the rest of the site goes on.  ``run`` is replaced by
 tests and benchmarks with recorded outputs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import subprocess
@@ -26,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.bounded_run import MIB, CommandTimedOut, NotText, OutputTooLarge, decode_text, run_bounded, size_text
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import NodeAllocation, QueueState, VoJobCounts, new_job_cpus
 from glueinfo.core.text import one_line
@@ -42,9 +48,41 @@ TokenJobOwners = tuple[Optional[str], Optional[str], Optional[str], Optional[str
 Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]
 
 
-def subprocess_runner(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> tuple[int, str, str]:
-    proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, env=dict(env), stdin=subprocess.DEVNULL)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+# The default of [ce:NAME] lrms_max_output_bytes: the bytes one command of a batch system may print
+# on stdout, sized for a queue of 100,000 jobs.  Keyed by the [ce:NAME] key of the plugin's tools'
+# directory (what tools_for is given; "" is fork's ps).  Each figure is the largest record its
+# plugin reads (bytes per job, per node or per process, measured on tests/fixtures/<lrms>/ and on
+# the benchmarks' generated outputs) times 100,000, with room to spare, and stays under 200 MB so
+# that a tool printing garbage is stopped before a refresh holds more than about 200 MB of it.
+# docs/batch-systems.md tables them with the estimates.
+MAX_OUTPUT_DEFAULTS: Mapping[str, int] = {
+    "": 32 * MIB,                 # ps -e -o user,group,sess: ~140 B per process
+    "slurm_bin_dir": 64 * MIB,    # squeue -O: ~280-310 B per job
+    "condor_bin_dir": 96 * MIB,   # condor_q -json: ~460-560 B per job (three commands run at once)
+    "lsf_bin_dir": 128 * MIB,     # bjobs -json: ~500-580 B per job
+    "sge_bin_dir": 176 * MIB,     # qstat -xml -f -r -ext: ~1.0-1.3 kB per job
+    "pbs_bin_dir": 176 * MIB,     # qstat -f -F json / -x: ~1.2-1.4 kB per job (2.1 kB with long Variable_Lists)
+}
+# A third-party plugin's commands.
+MAX_OUTPUT_OTHER = 64 * MIB
+
+
+def max_output(ce_config: Mapping[str, Any], bin_dir_key: str) -> int:
+    """The stdout cap of this CE's commands: ``[ce:NAME] lrms_max_output_bytes``, else the batch
+    system's default (:data:`MAX_OUTPUT_DEFAULTS`, by the key of its tools' directory)."""
+    value = ce_config.get("lrms_max_output_bytes")
+    return int(value) if value else MAX_OUTPUT_DEFAULTS.get(bin_dir_key, MAX_OUTPUT_OTHER)
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float, env: Mapping[str, str],
+                      max_output: int = MAX_OUTPUT_OTHER) -> tuple[int, str, str]:
+    """Run one command bounded (glueinfo.core.bounded_run.run_bounded: its own process group, killed
+    whole at its end, ``timeout_s``, ``max_output`` bytes of stdout) and give (exit code, stdout,
+    stderr) as text.  Raises what run_bounded and decode_text raise, which Tools.call reports."""
+    done = run_bounded(argv, timeout_s, max_output, env)
+    out = decode_text(done.stdout, str(argv[0]))
+    done.stdout.clear()  # the bytes go as soon as they are text: one copy of the output at a time
+    return done.returncode, out, done.stderr.decode("utf-8", "replace")
 
 
 @dataclass
@@ -81,8 +119,13 @@ class Tools:
             raise LrmsQueryError(f"{argv[0]}: command not found") from None
         except PermissionError:
             raise LrmsQueryError(f"{argv[0]}: permission denied") from None
-        except subprocess.TimeoutExpired:
-            raise LrmsQueryError(f"{tool} timed out after {left:.3g} s") from None
+        except (subprocess.TimeoutExpired, CommandTimedOut):
+            raise LrmsQueryError(f"{tool} timed out after {left:.3g} s (lrms_timeout); its processes were killed") from None
+        except OutputTooLarge as exc:
+            raise LrmsQueryError(f"{tool}: output passed the {size_text(exc.limit)} cap (lrms_max_output_bytes); "
+                                 "nothing published from it") from None
+        except NotText:
+            raise LrmsQueryError(f"{tool}: output is not text (not UTF-8); nothing published from it") from None
         except OSError as exc:
             raise LrmsQueryError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
         if code not in (ok_codes or self.ok_codes):
@@ -97,10 +140,12 @@ def command_prefix(ce_config: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def tools_for(ctx: LrmsContext, bin_dir_key: str, env: Environment, deadline: float) -> Tools:
-    """Tools for this CE: ``[ce:NAME] <bin_dir_key>`` and ``lrms_command_prefix``, the plugin's
-    environment, and the context's runner (tests) or subprocess."""
+    """Tools for this CE: ``[ce:NAME] <bin_dir_key>``, ``lrms_command_prefix`` and
+    ``lrms_max_output_bytes`` (default by ``bin_dir_key``: :func:`max_output`), the plugin's
+    environment, and the context's runner (tests) or the bounded subprocess runner."""
+    run = ctx.run or functools.partial(subprocess_runner, max_output=max_output(ctx.ce_config, bin_dir_key))
     return Tools(bin_dir=str(ctx.ce_config.get(bin_dir_key) or ""), prefix=command_prefix(ctx.ce_config), env=dict(env),
-                 settings=env.settings, deadline=deadline, run=ctx.run or subprocess_runner)
+                 settings=env.settings, deadline=deadline, run=run)
 
 
 class Environment(dict[str, str]):
