@@ -12,7 +12,7 @@ either, the fields used longest ago are forgotten, and asked again they are
 worked out again, with the same answer.  The bytes are an estimate made as
 the columns are filled (list slots, tuples, numbers, texts, serialized
 bytes, lxml element proxies), not a measurement; a single field larger
-than ``max_bytes`` is kept until the next field is filled.
+than ``max_bytes`` is kept until another field is asked for.
 
 Fields the server warms itself (:meth:`PathCache.pin`, a fixed list it
 chooses) are kept outside the bound: the common queries never pay again.
