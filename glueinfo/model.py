@@ -15,9 +15,10 @@ from glueinfo.core.model import (
     ModelError,
     NetworkAdapter,
     OsInfo,
+    QueueLimits,
     QueueState,
     StaticFacts,
 )
 
 __all__ = ["CollectorResult", "CpuInfo", "FileSystem", "HostSnapshot", "JobInfo", "LoadInfo", "MemoryInfo", "ModelError",
-           "NetworkAdapter", "OsInfo", "QueueState", "StaticFacts"]
+           "NetworkAdapter", "OsInfo", "QueueLimits", "QueueState", "StaticFacts"]

@@ -148,7 +148,8 @@ def subcluster_entry(sc: SubClusterGroup, cluster_dn: str, template: Template, i
 
 def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
                  cluster_logical_cpus: Optional[int]) -> dict[str, Any]:
-    """Template variables of a CE: config identity, LRMS state, policies (LRMS first, then config)."""
+    """Template variables of a CE: config identity, LRMS state, policies (LRMS first, then config,
+    for the times, job counts and priority; config first, then LRMS, for the other limits)."""
     state = state or QueueState(lrms_type=glue_lrms_type(ce.lrms), error="not queried")
     policy_from_state = {
         "max_wall_clock_time": state.max_wall_clock_time_min, "max_cpu_time": state.max_cpu_time_min,
@@ -157,6 +158,15 @@ def ce_variables(site: SiteModel, ce: CESpec, state: Optional[QueueState],
     }
     policies = {key: policy_from_state.get(key) if policy_from_state.get(key) is not None else value
                 for key, value in ce.policies.items()}
+    # The limits read from the batch system since (docs/batch-systems.md): a [ce:NAME] value stays
+    # the admin's word.  The batch system's maximum is also the most a job can obtain on request.
+    limits_from_state = {
+        "max_obtainable_wall_clock_time": state.max_wall_clock_time_min, "max_obtainable_cpu_time": state.max_cpu_time_min,
+        "max_slots_per_job": state.limits.max_slots_per_job,
+    }
+    for key, value in limits_from_state.items():
+        if policies.get(key) is None:
+            policies[key] = value
     status = state.status or ce.status
     # A batch system's CPUs are its own count (HTCondor's slots, LSF's job slots), never the hosts'
     # hardware threads (HTCondor-CE's old overcount): left out when it does not say; fork's are the threads.

@@ -30,7 +30,7 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 
 from glueinfo.core.errors import UpstreamError
-from glueinfo.core.model import QueueState
+from glueinfo.core.model import QueueLimits, QueueState
 
 # GLUE's status of a queue the batch system does not have: it takes no job and runs none.
 NOT_SERVING = "Closed"
@@ -44,7 +44,7 @@ LISTED = 12
 # The figures that count the queue's jobs, CPUs and slots, or are derived from them.
 COUNT_FIELDS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs", "free_job_slots",
                 "estimated_response_time_s", "worst_response_time_s", "response_basis")
-# The queue's own limits: a queue that does not exist has none.
+# The queue's own limits (and QueueState.limits): a queue that does not exist has none.
 LIMIT_FIELDS = ("max_wall_clock_time_min", "max_cpu_time_min", "max_wall_clock_time_s", "max_cpu_time_s",
                 "max_running_jobs", "max_total_jobs", "max_waiting_jobs", "priority")
 
@@ -68,6 +68,7 @@ def mark_missing(state: QueueState, existing: Iterable[str]) -> None:
     leave_counts_out(state)
     for name in LIMIT_FIELDS:
         setattr(state, name, None)
+    state.limits = QueueLimits()
     state.status = NOT_SERVING
     state.queue_missing = True
     state.existing_queues = tuple(sorted(set(existing)))

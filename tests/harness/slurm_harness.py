@@ -5,7 +5,9 @@ Everything lives under one work directory: a generated munge key and socket,
 slurm.conf (ClusterName, SlurmctldHost=<short hostname>(127.0.0.1), free
 non-default ports, state/spool/pid/log files, SlurmUser=root when run as
 root, proctrack/linuxproc, task/none, select/cons_tres, one NodeName for this
-host with CPUs=nproc, two partitions with different MaxTime).  munged runs as
+host with CPUs=nproc, two partitions with different MaxTime; ``long`` also has
+the per-job limits glueinfo publishes: DefaultTime, MaxNodes, MaxCPUsPerNode,
+MaxMemPerNode, DefMemPerCPU).  munged runs as
 user ``munge`` when we are root (it refuses root), as ourselves otherwise.
 Every daemon is started in the foreground and stopped by its PID; jobs are
 cancelled and waited for first, so no job process outlives the cluster.
@@ -87,10 +89,15 @@ def _memory_mb() -> int:
 
 class SlurmCluster:
     """One controller + one node on 127.0.0.1; partitions ``short`` (MaxTime 30 min,
-    default) and ``long`` (MaxTime 2 days)."""
+    default, no other limit) and ``long`` (MaxTime 2 days, DefaultTime 1 hour, one node of one
+    CPU per job, MaxMemPerNode 100 MB and DefMemPerCPU 50 MB: under the node's RealMemory, at
+    least 100 MB).  Memory is not a consumable resource here (CR_Core), so the memory limits
+    only bound what a job may ask for."""
 
     SHORT_MAX_MIN = 30
     LONG_MAX_MIN = 2 * 24 * 60
+    LONG_DEFAULT_MIN = 60
+    LONG_LIMITS = "MaxNodes=1 MaxCPUsPerNode=1 MaxMemPerNode=100 DefMemPerCPU=50"
 
     def __init__(self, workdir: os.PathLike, cpus: Optional[int] = None):
         self.dir = Path(workdir)
@@ -192,7 +199,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=60
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={memory} State=UNKNOWN
 PartitionName=short Nodes={self.node} MaxTime={self.SHORT_MAX_MIN} Default=YES State=UP
-PartitionName=long Nodes={self.node} MaxTime={self.LONG_MAX_MIN} State=UP
+PartitionName=long Nodes={self.node} MaxTime={self.LONG_MAX_MIN} DefaultTime={self.LONG_DEFAULT_MIN} {self.LONG_LIMITS} State=UP
 """)
 
     def _spawn(self, name: str, argv: list[str]) -> None:

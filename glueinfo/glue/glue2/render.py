@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 from glueinfo.core.ldif import Entry, make_dn
-from glueinfo.core.model import QueueState, VoJobCounts
+from glueinfo.core.model import QueueLimits, QueueState, VoJobCounts
 from glueinfo.glue.access import vos_of
 from glueinfo.glue.glue2.ces import CeView, ce_views
 from glueinfo.glue.glue2.health import EndpointHealth
@@ -110,6 +110,29 @@ def _limit_s(ce: CeView, key: str, seconds: Optional[int], minutes: Optional[int
     if seconds is not None:
         return seconds
     return _seconds(minutes if minutes is not None else ce.spec.policies.get(key))
+
+
+def _limits(ce: CeView, state: Optional[QueueState]) -> dict[str, Optional[int]]:
+    """A share's limits other than the maximum times and job counts: the ``[ce:NAME]`` key's value
+    (times in minutes, made seconds), else the batch system's (QueueState.limits: seconds, MB,
+    slots).  The admin's value wins: the batch system's are read under them (docs/batch-systems.md)."""
+    lrms = state.limits if state is not None else QueueLimits()
+    configured = ce.limits
+    return {
+        "default_wall_clock_time": _first_known(_seconds(configured.get("default_wall_clock_time")),
+                                                lrms.default_wall_clock_time_s),
+        "default_cpu_time": _first_known(_seconds(configured.get("default_cpu_time")), lrms.default_cpu_time_s),
+        "max_slots_per_job": _first_known(ce.spec.policies.get("max_slots_per_job"), lrms.max_slots_per_job),
+        "max_main_memory": _first_known(configured.get("max_main_memory"), lrms.max_main_memory_mb),
+        "guaranteed_main_memory": _first_known(configured.get("guaranteed_main_memory"), lrms.guaranteed_main_memory_mb),
+        "max_virtual_memory": _first_known(configured.get("max_virtual_memory"), lrms.max_virtual_memory_mb),
+        "guaranteed_virtual_memory": _first_known(configured.get("guaranteed_virtual_memory"),
+                                                  lrms.guaranteed_virtual_memory_mb),
+    }
+
+
+def _first_known(*values: Optional[int]) -> Optional[int]:
+    return next((value for value in values if value is not None), None)
 
 
 def _at_most(default: Optional[int], limit: Optional[int]) -> Optional[int]:
@@ -524,7 +547,7 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
     share_id = ids.share(spec.queue, vo, one_queue)
     # The same counts as the GLUE 1.3 VOView's, known or not by one rule (QueueState.counts_of_vo).
     counts: Optional[VoJobCounts] = state.counts_of_vo(vo) if state is not None else None
-    limits = view.limits
+    limits = _limits(view, state)
     max_wall = _limit_s(view, "max_wall_clock_time", state.max_wall_clock_time_s if state else None,
                         state.max_wall_clock_time_min if state else None)
     max_cpu = _limit_s(view, "max_cpu_time", state.max_cpu_time_s if state else None,
@@ -535,16 +558,16 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
         ("GLUE2ShareDescription", f"Share of {vo} on queue {spec.queue}"),
         ("GLUE2ComputingShareMappingQueue", spec.queue), ("GLUE2ComputingShareServingState", serving),
         ("GLUE2ComputingShareMaxWallTime", max_wall), ("GLUE2ComputingShareMaxCPUTime", max_cpu),
-        ("GLUE2ComputingShareDefaultWallTime", _at_most(_seconds(limits.get("default_wall_clock_time")), max_wall)),
-        ("GLUE2ComputingShareDefaultCPUTime", _at_most(_seconds(limits.get("default_cpu_time")), max_cpu)),
+        ("GLUE2ComputingShareDefaultWallTime", _at_most(limits["default_wall_clock_time"], max_wall)),
+        ("GLUE2ComputingShareDefaultCPUTime", _at_most(limits["default_cpu_time"], max_cpu)),
         ("GLUE2ComputingShareMaxRunningJobs", _policy(state, view, "max_running_jobs", state.max_running_jobs if state else None)),
         ("GLUE2ComputingShareMaxWaitingJobs", _policy(state, view, "max_waiting_jobs", state.max_waiting_jobs if state else None)),
         ("GLUE2ComputingShareMaxTotalJobs", _policy(state, view, "max_total_jobs", state.max_total_jobs if state else None)),
-        ("GLUE2ComputingShareMaxSlotsPerJob", spec.policies.get("max_slots_per_job")),
-        ("GLUE2ComputingShareMaxMainMemory", limits.get("max_main_memory")),
-        ("GLUE2ComputingShareGuaranteedMainMemory", limits.get("guaranteed_main_memory")),
-        ("GLUE2ComputingShareMaxVirtualMemory", limits.get("max_virtual_memory")),
-        ("GLUE2ComputingShareGuaranteedVirtualMemory", limits.get("guaranteed_virtual_memory")),
+        ("GLUE2ComputingShareMaxSlotsPerJob", limits["max_slots_per_job"]),
+        ("GLUE2ComputingShareMaxMainMemory", limits["max_main_memory"]),
+        ("GLUE2ComputingShareGuaranteedMainMemory", limits["guaranteed_main_memory"]),
+        ("GLUE2ComputingShareMaxVirtualMemory", limits["max_virtual_memory"]),
+        ("GLUE2ComputingShareGuaranteedVirtualMemory", limits["guaranteed_virtual_memory"]),
         ("GLUE2ComputingShareRunningJobs", counts.running if counts else None),
         ("GLUE2ComputingShareWaitingJobs", counts.waiting if counts else None),
         ("GLUE2ComputingShareTotalJobs", counts.total if counts else None),

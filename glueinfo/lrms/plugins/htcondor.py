@@ -3,7 +3,8 @@
 Commands (each bounded by what is left of the query's deadline; docs/lrms/htcondor.md has the why):
 
 - ``condor_version``                                          -> LRMSVersion
-- ``condor_status -json -attributes SLOT_ATTRS``              -> TotalCPUs, FreeCPUs, the pool's hosts and nodes
+- ``condor_status -json -attributes SLOT_ATTRS``              -> TotalCPUs, FreeCPUs, the pool's hosts and nodes,
+                                                              MaxSlotsPerJob (the CPUs of the largest slot)
 - ``condor_status -schedd -json -attributes SCHEDD_ATTRS``    -> the schedds, MaxJobsRunning
 - ``condor_q -name SCHEDD -allusers -json -attributes JOB_ATTRS``, once per schedd in scope, concurrently
                                                               -> jobs, Running/Waiting/TotalJobs, per-VO counts
@@ -61,7 +62,7 @@ from typing import Any, Optional
 
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Tools, environment
@@ -216,6 +217,7 @@ class Machine:
     owner_slots: int = 0
     unknown_states: set[str] = field(default_factory=set)
     reason: Optional[str] = None
+    largest_slot: int = 0  # CPUs of its largest slot (a partitionable slot's whole size): the most one job gets
 
     @property
     def offline(self) -> bool:
@@ -295,10 +297,12 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
                 # its partitionable parent is not in the collector (yet): count what it holds
                 machine.total += cpus
                 machine.allocated += cpus
+                machine.largest_slot = max(machine.largest_slot, cpus)
             continue
         machine.slots += 1
         if state == "Owner":
             machine.owner_slots += 1
+        machine.largest_slot = max(machine.largest_slot, total if kind == "Partitionable" and total is not None else cpus)
         if kind == "Partitionable":
             size = total if total is not None else cpus
             if cpus > size:
@@ -580,6 +584,8 @@ def query(ctx: LrmsContext) -> QueueState:
         state.free_cpus = sum(m.free_cpus for m in machines)
         state.hosts = [site_host(m.name, lookup) for m in machines]
         state.nodes = node_allocations(machines, lookup)
+        # A job runs in one slot: the largest slot is the most CPUs one job can be given (docs/lrms/htcondor.md).
+        state.limits = QueueLimits(max_slots_per_job=max((m.largest_slot for m in machines), default=0) or None)
 
     schedds: Optional[list[Schedd]] = step(lambda: read_schedds(schedd_ads))() if schedd_ads is not None else None
     in_scope: list[Schedd] = []
@@ -646,9 +652,11 @@ def query(ctx: LrmsContext) -> QueueState:
     if state.status == "Production":
         # HTCondor forecasts no start: a free CPU with no idle job, else the waits (QDate to
         # JobCurrentStartDate) of the jobs started in the last hour (glueinfo.lrms.waiting).
+        starts_now = bool(state.free_cpus) and not any(j.glue_status == "SCHEDULED" for j in jobs)
         observed = Observed(now)
-        observed.add(job_records(jobs))
-        settle(state, observed, bool(state.free_cpus) and not any(j.glue_status == "SCHEDULED" for j in jobs))
+        if not starts_now:
+            observed.add(job_records(jobs))
+        settle(state, observed, starts_now)
     # The pool's CPUs are the queue's only while the collector lists the schedds it names: a schedd
     # it does not list is a queue this pool does not have (glueinfo.lrms.queues); 'all' and an
     # accounting group exist in any pool with a schedd, so nothing listed leaves them unknown.

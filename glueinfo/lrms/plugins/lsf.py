@@ -3,7 +3,8 @@
 Commands (each bounded by what is left of the query's deadline):
 
 - ``lsid``                                  -> LRMSVersion, and which formats to ask for
-- ``bqueues -l QUEUE``                      -> Status, PRIO, MAX, RUNLIMIT/CPULIMIT, the queue's HOSTS
+- ``bqueues -l QUEUE``                      -> Status, PRIO, MAX, RUNLIMIT/CPULIMIT, the queue's HOSTS, the
+                                               other per-job limits (:func:`queue_limits`)
 - LSF >= 10.1.0.2 (Fix Pack 2, which added ``-json`` to bjobs/bhosts/bqueues and ``-hms`` to bjobs):
   ``bhosts -o "FIELDS" -json [HOSTS]`` and ``bjobs -u all -q QUEUE -o "FIELDS" -json -hms``
 - older: ``bhosts -w [HOSTS]`` and ``bjobs -u all -q QUEUE -w``
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Steps, Tools, environment
@@ -195,6 +196,43 @@ class LsfQueue:
     run_limit_min: Optional[int]
     cpu_limit_min: Optional[int]
     hosts: list[str]  # HOSTS: names and groups ("all" when every host)
+    # DEFAULT LIMITS' RUNLIMIT/CPULIMIT; TASKLIMIT's (PROCLIMIT before 10.1) maximum; MEMLIMIT, SWAPLIMIT in MB
+    default_run_min: Optional[int] = None
+    default_cpu_min: Optional[int] = None
+    task_limit: Optional[int] = None
+    mem_limit_mb: Optional[int] = None
+    swap_limit_mb: Optional[int] = None
+
+
+_SIZE_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+
+
+def parse_size_mb(text: str) -> Optional[int]:
+    """A bqueues -l memory limit, ``5000 K``, ``2 G`` or ``4096 MB`` (a bare number is KB, LSF's
+    default LSF_UNIT_FOR_LIMITS) -> whole MB, rounded down but a positive limit at least 1 MB.
+    ValueError otherwise."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTP]?)B?", text.strip())
+    if not match:
+        raise ValueError(f"not an LSF memory limit: {text!r}")
+    size = float(match.group(1)) * _SIZE_MB[match.group(2) or "K"]
+    return max(1, int(size)) if size > 0 else 0
+
+
+def queue_limits(queue: LsfQueue) -> QueueLimits:
+    """What one job of the queue may have (docs/lrms/lsf.md has the table): DefaultWallTime and
+    DefaultCPUTime from the RUNLIMIT and CPULIMIT under DEFAULT LIMITS (never past the maximum),
+    MaxSlotsPerJob from TASKLIMIT's (PROCLIMIT's) maximum, MaxMainMemory from MEMLIMIT (each of a
+    job's processes, or the whole job with LSB_JOB_MEMLIMIT: what a one-slot job may use),
+    MaxVirtualMemory from SWAPLIMIT (the job's whole virtual memory)."""
+    def seconds(minutes: Optional[int], limit: Optional[int]) -> Optional[int]:
+        if minutes is None:
+            return None
+        return minutes * 60 if limit is None else min(minutes, limit) * 60
+
+    return QueueLimits(default_wall_clock_time_s=seconds(queue.default_run_min, queue.run_limit_min),
+                       default_cpu_time_s=seconds(queue.default_cpu_min, queue.cpu_limit_min),
+                       max_slots_per_job=queue.task_limit, max_main_memory_mb=queue.mem_limit_mb,
+                       max_virtual_memory_mb=queue.swap_limit_mb)
 
 
 def glue_status(status: str) -> Optional[str]:
@@ -212,8 +250,9 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
     After ``QUEUE: NAME`` comes a header line (``PRIO NICE STATUS MAX JL/U ...``)
     and its values; then limits, each a header word ending in ``LIMIT`` with
     the value on the next line (several side by side in older versions:
-    ``CPULIMIT  RUNLIMIT`` over ``600.0 min of hostA  720.0 min``); limits
-    under ``DEFAULT LIMITS:`` are defaults, not maxima, and are skipped.
+    ``CPULIMIT  RUNLIMIT`` over ``600.0 min of hostA  720.0 min``); RUNLIMIT and CPULIMIT
+    under ``DEFAULT LIMITS:`` are defaults, not maxima, kept apart, other defaults skipped.
+    ``TASKLIMIT`` (``PROCLIMIT`` before 10.1) stands alone over ``[minimum [default]] maximum``.
     ``HOSTS:`` lists hosts and host groups (``group/``).
     """
     lines = text.splitlines()
@@ -227,6 +266,7 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
         body.append(line)
     fields: dict[str, str] = {}
     limits: dict[str, Optional[int]] = {}
+    defaults: dict[str, Optional[int]] = {}
     hosts: list[str] = []
     in_defaults = False
     i = 0
@@ -245,12 +285,20 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
                 in_defaults = True
             elif line.startswith("MAXIMUM LIMITS"):
                 in_defaults = False
+            elif words in (["TASKLIMIT"], ["PROCLIMIT"]) and i + 1 < len(body):
+                # [minimum [default]] maximum: the last number is the most tasks a job may have
+                counts = body[i + 1].split()
+                if counts and not in_defaults:
+                    limits["TASKLIMIT"] = _count(counts[-1])
+                i += 2
+                continue
             elif words and all(w.endswith("LIMIT") for w in words) and i + 1 < len(body):
                 values = re.findall(r"\d+(?:\.\d+)?\s*min(?:\s+of\s+\S+)?|\d+(?:\.\d+)?\s*[KMGTP]?B?|\d+", body[i + 1])
-                if not in_defaults:
-                    for word, value in zip(words, values, strict=False):
-                        if word in ("RUNLIMIT", "CPULIMIT"):
-                            limits[word] = parse_limit_minutes(value)
+                for word, value in zip(words, values, strict=False):
+                    if word in ("RUNLIMIT", "CPULIMIT"):
+                        (defaults if in_defaults else limits)[word] = parse_limit_minutes(value)
+                    elif word in ("MEMLIMIT", "SWAPLIMIT") and not in_defaults:
+                        limits[word] = parse_size_mb(value)
                 i += 2
                 continue
             elif line.startswith("HOSTS:"):
@@ -260,7 +308,10 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
             raise LsfOutputError(f"bqueues -l {name}: no PRIO/STATUS statistics")
         return LsfQueue(name=name, status=fields["STATUS"], priority=_count(fields.get("PRIO")),
                         max_slots=_count(fields.get("MAX")), run_limit_min=limits.get("RUNLIMIT"),
-                        cpu_limit_min=limits.get("CPULIMIT"), hosts=hosts or ["all"])
+                        cpu_limit_min=limits.get("CPULIMIT"), hosts=hosts or ["all"],
+                        default_run_min=defaults.get("RUNLIMIT"), default_cpu_min=defaults.get("CPULIMIT"),
+                        task_limit=limits.get("TASKLIMIT"), mem_limit_mb=limits.get("MEMLIMIT"),
+                        swap_limit_mb=limits.get("SWAPLIMIT"))
     except ValueError as exc:
         raise LsfOutputError(f"bqueues -l {name}: {exc}") from None
 
@@ -686,6 +737,7 @@ def query(ctx: LrmsContext) -> QueueState:
         state.max_running_jobs = queue.max_slots
         state.max_wall_clock_time_min = queue.run_limit_min
         state.max_cpu_time_min = queue.cpu_limit_min
+        state.limits = queue_limits(queue)
     lookup = host_matcher(h.hostname for h in ctx.hosts)
     usable = None
     if hosts is not None:

@@ -58,7 +58,7 @@ import msgspec
 from glueinfo.core import xmlsafe
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Tools, environment
@@ -143,6 +143,19 @@ def parse_duration_s(text: Any) -> Optional[int]:
 
 _SIZE_UNITS = {"b": 1 / 2**20, "w": 8 / 2**20, "kb": 1 / 1024, "kw": 8 / 1024, "mb": 1, "mw": 8, "gb": 1024, "gw": 8192,
                "tb": 2**20, "tw": 8 * 2**20, "pb": 2**30, "pw": 8 * 2**30}
+
+
+def parse_size_limit_mb(value: Any) -> Optional[int]:
+    """A queue's memory limit (``resources_max.mem = 16gb``) in whole MB, rounded down so no more is
+    promised than the queue allows; None when absent or under 1 MB.  ValueError when not a PBS size."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower()
+    match = re.fullmatch(r"(\d+)([kmgtp]?[bw]?)", text)
+    unit = (match.group(2) or "b") if match else ""
+    if match is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"not a PBS size: {text!r}")
+    return int(int(match.group(1)) * _SIZE_UNITS[unit]) or None
 
 
 def parse_size_mb(text: Any) -> Optional[int]:
@@ -294,6 +307,29 @@ class PbsQueue:
     priority: Optional[int]
     required_property: Optional[str]  # Torque resources_default.neednodes naming a node property
     has_nodes: bool  # OpenPBS: some nodes are bound to this queue
+    # resources_max / resources_default of what one job may have (None: not set)
+    default_cput_s: Optional[int] = None
+    max_ncpus: Optional[int] = None
+    max_mem_mb: Optional[int] = None
+    default_mem_mb: Optional[int] = None
+    max_vmem_mb: Optional[int] = None
+
+
+def queue_limits(queue: PbsQueue) -> QueueLimits:
+    """What one job of the queue may have (docs/lrms/pbs.md has the table): DefaultWallTime and
+    DefaultCPUTime from resources_default.walltime/cput (never past the maximum beside them),
+    MaxSlotsPerJob from resources_max.ncpus, MaxMainMemory from resources_max.mem,
+    GuaranteedMainMemory from resources_default.mem (what a job that asks for none is given, and the
+    scheduler sets aside: mem is a consumable resource), MaxVirtualMemory from resources_max.vmem.
+    PBS's mem is a whole job's: a one-slot job may have all of it (GLUE 2's figures are per slot)."""
+    def capped(default: Optional[int], limit: Optional[int]) -> Optional[int]:
+        return default if default is None or limit is None else min(default, limit)
+
+    return QueueLimits(default_wall_clock_time_s=capped(queue.default_wall_s, queue.max_wall_s),
+                       default_cpu_time_s=capped(queue.default_cput_s, queue.max_cput_s),
+                       max_slots_per_job=queue.max_ncpus, max_main_memory_mb=queue.max_mem_mb,
+                       guaranteed_main_memory_mb=capped(queue.default_mem_mb, queue.max_mem_mb),
+                       max_virtual_memory_mb=queue.max_vmem_mb)
 
 
 def glue_status_of_queue(enabled: bool, started: bool) -> str:
@@ -368,6 +404,7 @@ def _queue_from(name: str, get: Callable[[str], Any]) -> PbsQueue:
         wall = get("resources_max.walltime")
         default_wall = get("resources_default.walltime")
         cput = get("resources_max.cput")
+        default_cput = get("resources_default.cput")
         neednodes = str(get("resources_default.neednodes") or "").strip()
         # neednodes is "N", "N:ppn=M" or a property (optionally after a count): the property binds nodes
         words = [w for w in re.split(r"[:+]", neednodes) if w and not w[0].isdigit() and "=" not in w]
@@ -381,7 +418,12 @@ def _queue_from(name: str, get: Callable[[str], Any]) -> PbsQueue:
             max_total=parse_limit(get("max_queuable") if get("max_queuable") not in (None, "") else get("max_queued")),
             priority=_int(get("Priority")),
             required_property=words[0] if words else None,
-            has_nodes=_true(get("hasnodes")))
+            has_nodes=_true(get("hasnodes")),
+            default_cput_s=parse_duration_s(default_cput) if default_cput not in (None, "") else None,
+            max_ncpus=_int(get("resources_max.ncpus")) or None,
+            max_mem_mb=parse_size_limit_mb(get("resources_max.mem")),
+            default_mem_mb=parse_size_limit_mb(get("resources_default.mem")),
+            max_vmem_mb=parse_size_limit_mb(get("resources_max.vmem")))
     except ValueError as exc:
         raise PbsOutputError(f"qstat -Q -f {name}: {exc}") from None
 
@@ -1226,6 +1268,7 @@ def _query(ctx: LrmsContext) -> QueueState:
         state.max_running_jobs = queue.max_running
         state.max_total_jobs = queue.max_total
         state.priority = queue.priority
+        state.limits = queue_limits(queue)
     usable = None
     lookup = host_matcher(h.hostname for h in ctx.hosts)
     short_of: dict[str, str] = {}

@@ -16,7 +16,11 @@ variables that change output (all ``SGE_*`` but the cell's own are dropped):
                                               JB_department, at about twice the bytes per job)
 - ``qhost -xml``                           -> each host's processors (num_proc) and whether its
                                               execd reports (``-`` values: it does not)
-- ``qconf -sq QUEUE``                      -> MaxWallClockTime (h_rt/s_rt), MaxCPUTime (h_cpu/s_cpu)
+- ``qconf -sq QUEUE``                      -> MaxWallClockTime (h_rt/s_rt), MaxCPUTime (h_cpu/s_cpu), the
+                                              other per-job limits (:func:`queue_limits`: h_rss/s_rss,
+                                              h_vmem/s_vmem, pe_list)
+- ``qconf -sp PE``, for each PE the queue's ``pe_list`` names -> its slots and allocation_rule
+                                              (MaxSlotsPerJob)
 - ``qconf -sql``                           -> the cluster queues there are, asked only when neither
                                               qstat (an instance) nor qconf -sq names the queue: a
                                               queue Grid Engine does not have is Closed with no count
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import calendar
 import fnmatch
+import functools
 import os
 import re
 import time
@@ -60,7 +65,7 @@ from typing import Any, Optional
 
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo
-from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml
 from glueinfo.lrms import commands, queues
@@ -177,6 +182,15 @@ def parse_time_s(text: str) -> Optional[int]:
 
 def parse_queue_config(text: str) -> dict[str, str]:
     """``qconf -sq QUEUE``: ``key value`` lines, values continued on the next line after a backslash."""
+    return _parse_config(text, "qconf -sq", "qname")
+
+
+def parse_pe_config(text: str) -> dict[str, str]:
+    """``qconf -sp PE``: a parallel environment's ``key value`` lines (pe_name, slots, allocation_rule ...)."""
+    return _parse_config(text, "qconf -sp", "pe_name")
+
+
+def _parse_config(text: str, command: str, name_key: str) -> dict[str, str]:
     config: dict[str, str] = {}
     key = ""
     for raw in text.splitlines():
@@ -189,10 +203,10 @@ def parse_queue_config(text: str) -> dict[str, str]:
         parts = line.split(None, 1)
         key = parts[0]
         if not re.fullmatch(r"[a-z_]+", key):
-            raise SgeOutputError(f"qconf -sq: unexpected line {one_line(line, 120)!r}")
+            raise SgeOutputError(f"{command}: unexpected line {one_line(line, 120)!r}")
         config[key] = (parts[1] if len(parts) > 1 else "").rstrip("\\").strip()
-    if "qname" not in config:
-        raise SgeOutputError(f"qconf -sq: no qname in output {one_line(text, 120)!r}")
+    if name_key not in config:
+        raise SgeOutputError(f"{command}: no {name_key} in output {one_line(text, 120)!r}")
     return config
 
 
@@ -216,15 +230,99 @@ def queue_limit_s(config: Mapping[str, str], hard: str, soft: str) -> tuple[Opti
     """(the default, the largest) time a job of this queue may get, in seconds: on each host
     (the default and every host override) the tighter of the hard and soft limit; None when
     unlimited (INFINITY both) or, for the largest, unlimited on some host.  ValueError when malformed."""
-    hards = {h: parse_time_s(v) for h, v in host_values(config.get(hard, "INFINITY")).items()}
-    softs = {h: parse_time_s(v) for h, v in host_values(config.get(soft, "INFINITY")).items()}
+    per_host = host_limits(config, hard, soft, parse_time_s)
+    return per_host[0], _largest(per_host)
+
+
+def host_limits(config: Mapping[str, str], hard: str, soft: str,
+                parse: Callable[[str], Optional[int]]) -> list[Optional[int]]:
+    """A limit on each host, the default first, then every host override: the tighter of the hard
+    and soft values (``parse`` reads one; None: INFINITY).  ValueError when malformed."""
+    hards = {h: parse(v) for h, v in host_values(config.get(hard, "INFINITY")).items()}
+    softs = {h: parse(v) for h, v in host_values(config.get(soft, "INFINITY")).items()}
     per_host = []
     for host in dict.fromkeys(["", *hards, *softs]):
         known = [v for v in (hards.get(host, hards.get("")), softs.get(host, softs.get(""))) if v is not None]
         per_host.append(min(known) if known else None)
-    default = per_host[0]
-    largest = None if any(v is None for v in per_host) else max(v for v in per_host if v is not None)
-    return default, largest
+    return per_host
+
+
+def _largest(per_host: Sequence[Optional[int]]) -> Optional[int]:
+    """The most a job gets on any host; None when some host has no limit."""
+    return None if any(v is None for v in per_host) else max(v for v in per_host if v is not None)
+
+
+def _smallest(per_host: Sequence[Optional[int]]) -> Optional[int]:
+    """What a job gets at least wherever it runs; None when no host has a limit."""
+    return min((v for v in per_host if v is not None), default=None)
+
+
+_MEMORY_UNITS = {"": 1, "k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2, "g": 1000**3, "G": 1024**3}
+
+
+def parse_memory_mb(text: str) -> Optional[int]:
+    """A Grid Engine memory value (sge_types(1) ``memory_specifier``: bytes, or a number followed by
+    k/m/g, powers of 1000, or K/M/G, powers of 1024) in MB (2**20 bytes), rounded down but a positive
+    limit at least 1 MB (as glueinfo.lrms.figures.glue_minutes does times); None for INFINITY.
+    ValueError otherwise."""
+    text = text.strip()
+    if text.upper() == "INFINITY":
+        return None
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG]?)", text)
+    if not match:
+        raise ValueError(f"not a Grid Engine memory value: {text!r}")
+    size = float(match.group(1)) * _MEMORY_UNITS[match.group(2)]
+    return max(1, int(size // 2**20)) if size > 0 else 0
+
+
+def queue_pes(config: Mapping[str, str]) -> list[str]:
+    """The parallel environments a queue's ``pe_list`` names, on any host (``make,[@big=mpi smp]``)."""
+    names = [name for value in host_values(config.get("pe_list", "NONE")).values() for name in re.split(r"[\s,]+", value)]
+    return list(dict.fromkeys(name for name in names if name and name.upper() != "NONE"))
+
+
+def _pe_slots(pe: Mapping[str, str], instances: Optional[Sequence[QueueInstance]]) -> int:
+    """The most slots one job of a parallel environment can have in the queue: the PE's slots, at
+    most the queue instances' (one host's for ``$pe_slots``, N of each host's for a fixed rule N)."""
+    slots = int(pe.get("slots", "0"))
+    rule = pe.get("allocation_rule", "$fill_up").strip()
+    if not instances:
+        return slots
+    totals = [i.total for i in instances]
+    if rule == "$pe_slots":
+        return min(slots, max(totals))
+    if rule.isdigit():
+        return min(slots, sum(min(total, int(rule)) for total in totals))
+    return min(slots, sum(totals))
+
+
+def queue_limits(config: Mapping[str, str], pes: Mapping[str, Optional[Mapping[str, str]]],
+                 instances: Optional[Sequence[QueueInstance]]) -> QueueLimits:
+    """What one job of the cluster queue may have (docs/lrms/sge.md has the table); ValueError when a
+    value is malformed.
+
+    - DefaultWallTime, DefaultCPUTime: a job that requests no time gets the queue's limit (the tighter
+      of h_rt and s_rt, of h_cpu and s_cpu): on every host at least the smallest of them.
+    - MaxMainMemory from h_rss/s_rss, MaxVirtualMemory from h_vmem/s_vmem (the tighter of the two):
+      the largest on any host, unknown when some host has none.  Grid Engine applies them to each
+      slot of a job (a parallel job's limit is multiplied by its slots on the host): per slot.
+    - MaxSlotsPerJob: 1 without a parallel environment (a job gets one slot); else, over the PEs of
+      ``pe_list`` (``pes``: each one's ``qconf -sp``, None when it could not be read), the largest of
+      a PE's slots, at most the queue's slots (``instances``: its queue instances; those of one host
+      for ``$pe_slots``, N per host for a fixed allocation_rule N).  Unknown when a PE is."""
+    names = queue_pes(config)
+    found = [pes.get(name) for name in names]
+    max_slots: Optional[int] = None
+    if not names:
+        max_slots = 1
+    elif all(pe is not None for pe in found):
+        max_slots = max(_pe_slots(pe, instances) for pe in found if pe is not None) or None
+    return QueueLimits(
+        default_wall_clock_time_s=_smallest(host_limits(config, "h_rt", "s_rt", parse_time_s)),
+        default_cpu_time_s=_smallest(host_limits(config, "h_cpu", "s_cpu", parse_time_s)),
+        max_slots_per_job=max_slots or None,
+        max_main_memory_mb=_largest(host_limits(config, "h_rss", "s_rss", parse_memory_mb)),
+        max_virtual_memory_mb=_largest(host_limits(config, "h_vmem", "s_vmem", parse_memory_mb)))
 
 
 def _timestamp(text: Optional[str]) -> Optional[float]:
@@ -753,6 +851,13 @@ def _query(ctx: LrmsContext) -> QueueState:
     if report is not None:
         with collector_paused():
             _fill_jobs(state, ctx, report, hosts, default_wall_s, now, errors)
+    if config is not None:
+        pes = {name: step(functools.partial(_read_pe, tools, name)) for name in queue_pes(config)}
+        try:
+            state.limits = queue_limits(config, pes, [i for i in report.instances if i.cluster_queue == queue]
+                                        if report is not None else None)
+        except ValueError as exc:
+            errors.append(f"qconf -sq {queue} / -sp: {exc}")
     # A job that requested no queue waits in every queue: only the queue's instances or its
     # configuration name it (glueinfo.lrms.queues), and qconf -sql lists the cluster queues there are.
     named = any(i.cluster_queue == queue for i in report.instances) if report is not None else False
@@ -761,6 +866,10 @@ def _query(ctx: LrmsContext) -> QueueState:
                   "cluster queue")
     state.error = step.error("sge")
     return state
+
+
+def _read_pe(tools: Tools, name: str) -> dict[str, str]:
+    return parse_pe_config(tools("qconf", "-sp", name))
 
 
 def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: Optional[dict[str, HostInfo]],

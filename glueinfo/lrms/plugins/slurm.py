@@ -3,7 +3,8 @@
 Commands (each bounded by what is left of the query's deadline):
 
 - ``sinfo --version``                         -> LRMSVersion
-- ``scontrol show partition -o NAME``         -> Status, MaxWallClockTime, Priority, QoS name
+- ``scontrol show partition -o NAME``         -> Status, MaxWallClockTime, Priority, QoS name, the
+                                                 per-job limits (:func:`partition_limits`)
 - ``sinfo --json`` (Slurm >= 21.08) or
   ``sinfo -h -N -p NAME -o %N|%n|%C|%T``     -> TotalCPUs, FreeCPUs, the partition's hosts
 - ``squeue -h -r -t all -p NAME -O ...``      -> jobs, Running/Waiting/TotalJobs, response times
@@ -60,7 +61,7 @@ from typing import Any, Optional
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.hostrange import expand_list
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueState
+from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.commands import Steps, Tools, environment
@@ -251,6 +252,20 @@ class PartitionInfo:
     total_cpus: Optional[int]
     qos: Optional[str]
     priority_tier: Optional[int]
+    # What one job may have (None: UNLIMITED or not printed); memory in MB, as scontrol prints it.
+    # Slurm keeps one of MaxMemPerNode/MaxMemPerCPU (and of DefMemPerNode/DefMemPerCPU) per partition.
+    max_nodes: Optional[int] = None
+    max_cpus_per_node: Optional[int] = None
+    max_mem_per_node_mb: Optional[int] = None
+    max_mem_per_cpu_mb: Optional[int] = None
+    def_mem_per_node_mb: Optional[int] = None
+    def_mem_per_cpu_mb: Optional[int] = None
+
+
+def _positive(fields: Mapping[str, str], key: str) -> Optional[int]:
+    """A limit of ``scontrol show partition``: None when not printed, UNLIMITED or 0 (Slurm's "none")."""
+    value = _int_or_none(fields.get(key, "UNLIMITED"))
+    return value if value is not None and value > 0 else None
 
 
 def parse_partition(text: str, name: str) -> PartitionInfo:
@@ -270,10 +285,46 @@ def parse_partition(text: str, name: str) -> PartitionInfo:
                 nodes=fields.get("Nodes", ""),
                 total_cpus=_int_or_none(fields.get("TotalCPUs", "N/A")),
                 qos=None if fields.get("QoS", "N/A").upper() in _NONE_WORDS else fields["QoS"],
-                priority_tier=_int_or_none(fields.get("PriorityTier", "N/A")))
+                priority_tier=_int_or_none(fields.get("PriorityTier", "N/A")),
+                max_nodes=_positive(fields, "MaxNodes"), max_cpus_per_node=_positive(fields, "MaxCPUsPerNode"),
+                max_mem_per_node_mb=_positive(fields, "MaxMemPerNode"), max_mem_per_cpu_mb=_positive(fields, "MaxMemPerCPU"),
+                def_mem_per_node_mb=_positive(fields, "DefMemPerNode"), def_mem_per_cpu_mb=_positive(fields, "DefMemPerCPU"))
         except (KeyError, ValueError) as exc:
             raise SlurmOutputError(f"scontrol show partition {name}: unexpected output ({exc})") from None
     raise SlurmOutputError(f"scontrol show partition: no partition {name!r} in output")
+
+
+def partition_limits(partition: PartitionInfo, nodes: Optional[Sequence[NodeCpus]],
+                     max_time_s: Optional[int]) -> QueueLimits:
+    """What one job of the partition may have (docs/batch-systems.md has the table).
+
+    - DefaultWallTime: DefaultTime, else MaxTime (slurm.conf: a job that asks for no time gets the
+      partition's DefaultTime, and MaxTime when there is none), never past ``max_time_s`` (MaxTime
+      or the QoS's MaxWall, the tighter).
+    - MaxSlotsPerJob: the CPUs one job can be given: those of the partition's MaxNodes largest nodes
+      (every node when MaxNodes is UNLIMITED), each node counted at most MaxCPUsPerNode.  Without
+      the node list (sinfo failed): MaxNodes x MaxCPUsPerNode when both are set, TotalCPUs when both
+      are UNLIMITED, never more than TotalCPUs; else unknown.
+    - MaxMainMemory: MaxMemPerCPU, else MaxMemPerNode; GuaranteedMainMemory: DefMemPerCPU, else
+      DefMemPerNode (MB).  Per slot: a per-node figure is what a one-slot job may have.
+    Slurm has no per-job CPU time or virtual memory limit on a partition: those stay unknown."""
+    default = partition.default_time_s if partition.default_time_s is not None else partition.max_time_s
+    if default is not None and max_time_s is not None:
+        default = min(default, max_time_s)
+    per_node = partition.max_cpus_per_node
+    slots: Optional[int]
+    if nodes is not None:
+        sizes = sorted((n.total if per_node is None else min(n.total, per_node) for n in nodes), reverse=True)
+        slots = sum(sizes[:partition.max_nodes] if partition.max_nodes is not None else sizes) or None
+    elif partition.max_nodes is not None and per_node is not None:
+        slots = partition.max_nodes * per_node
+        slots = min(slots, partition.total_cpus) if partition.total_cpus else slots
+    else:
+        slots = partition.total_cpus if partition.max_nodes is None and per_node is None else None
+    return QueueLimits(
+        default_wall_clock_time_s=default, max_slots_per_job=slots,
+        max_main_memory_mb=partition.max_mem_per_cpu_mb or partition.max_mem_per_node_mb,
+        guaranteed_main_memory_mb=partition.def_mem_per_cpu_mb or partition.def_mem_per_node_mb)
 
 
 def partition_names(text: str) -> list[str]:
@@ -843,15 +894,19 @@ def _started_lately(job: SlurmJob, since: float) -> bool:
             and (job.sss_state in ("Running", "Suspended") or (job.finished and bool(job.elapsed_s))))
 
 
-def wait_records(jobs: Iterable[SlurmJob], vo_of: VoOf, since: float) -> Iterable[WaitRecord]:
-    """The records glueinfo.lrms.waiting reads from squeue's jobs: each queued job that is not held
-    with the StartTime Slurm forecast for it (None when the backfill scheduler has not planned it),
-    and each job that started at or after ``since`` with its SubmitTime and StartTime.  A job's SubmitTime
-    is read only here, and only for those (see SlurmJob.submit_text)."""
+def forecast_records(jobs: Iterable[SlurmJob], vo_of: VoOf) -> Iterable[WaitRecord]:
+    """The records glueinfo.lrms.waiting reads of squeue's queued jobs that are not held: each with
+    the StartTime Slurm forecast for it (the backfill scheduler's plan; none before it planned it)."""
     for job in jobs:
-        if job.glue_status == "SCHEDULED":
+        if job.glue_status == "SCHEDULED" and job.start_time is not None:
             yield vo_of(job.user, job.group, job.account), True, None, job.start_time
-        elif _started_lately(job, since):
+
+
+def started_records(jobs: Iterable[SlurmJob], vo_of: VoOf, since: float) -> Iterable[WaitRecord]:
+    """The records of squeue's jobs that started at or after ``since``: SubmitTime and StartTime.  A
+    job's SubmitTime is read only here, and only for those (see SlurmJob.submit_text)."""
+    for job in jobs:
+        if _started_lately(job, since):
             submit = job.submit_time if job.submit_time is not None else fast_timestamp(job.submit_text)
             yield vo_of(job.user, job.group, job.account), False, submit, job.start_time
 
@@ -902,12 +957,15 @@ def estimate_waits(state: QueueState, jobs: Sequence[SlurmJob], usable: Optional
     queued, else Slurm's forecasts, else the waits of the jobs squeue saw start in the last hour (or,
     when it shows none, those of ``history(since, vo_of)``: sacct's, None without accounting), else
     :func:`response_times`' drain rule."""
-    vo_of = vo_finder(vo_map)
-    seen = Observed(now)
-    seen.add(wait_records(jobs, vo_of, seen.since))
     starts_now = bool(state.free_cpus) and not any(j.glue_status == "SCHEDULED" for j in jobs)
-    if not starts_now and not seen.told:
-        seen.add(history(seen.since, vo_of) or ())
+    seen = Observed(now)
+    if not starts_now:  # each source read only when the ones before it told nothing
+        vo_of = vo_finder(vo_map)
+        seen.add(forecast_records(jobs, vo_of))
+        if not seen.told:
+            seen.add(started_records(jobs, vo_of, seen.since))
+        if not seen.told:
+            seen.add(history(seen.since, vo_of) or ())
     settle(state, seen, starts_now, lambda: response_times(jobs, state.free_cpus, usable, max_time_s, now))
 
 
@@ -988,6 +1046,7 @@ def query(ctx: LrmsContext) -> QueueState:
         state.max_wall_clock_time_s = max_time
         state.max_wall_clock_time_min = glue_minutes(max_time)
         state.priority = partition.priority_tier
+        state.limits = partition_limits(partition, nodes, max_time)
     if qos is not None:
         state.max_running_jobs = qos.max_running_jobs
         state.max_total_jobs = qos.max_total_jobs

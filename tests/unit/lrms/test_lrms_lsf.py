@@ -254,8 +254,10 @@ def test_a_queue_lsf_does_not_have_publishes_no_count(caplog):
     for name in COUNTS:
         assert getattr(state, name) is None, name
     assert state.hosts == [] and state.vo_counts == {} and state.max_wall_clock_time_min is None
-    assert state.status == "Closed" and state.queue_missing and state.existing_queues == ("express", "grid", "night")
-    assert state.error == "queue 'grd': lsf has no such queue; did you mean 'grid'? (its queues: express, grid, night)"
+    assert state.status == "Closed" and state.queue_missing and state.existing_queues == ("bigmem", "express", "grid",
+                                                                                          "night")
+    assert state.error == ("queue 'grd': lsf has no such queue; did you mean 'grid'? "
+                           "(its queues: bigmem, express, grid, night)")
     assert [r.levelname for r in caplog.records] == ["ERROR"]
     assert ["bqueues", "-w"] in calls
     assert "no queue named" in state_of(LSF10, None).error

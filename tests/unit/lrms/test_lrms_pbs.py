@@ -485,8 +485,8 @@ COUNTS = ("total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs
 
 
 @pytest.mark.parametrize(("directory", "queue", "meant", "existing"), [
-    (OPENPBS, "wrkq", "workq", ("closed", "express", "route", "workq")),
-    (TORQUE, "lng", "long", ("batch", "express", "long")),
+    (OPENPBS, "wrkq", "workq", ("closed", "express", "mcore", "route", "workq")),
+    (TORQUE, "lng", "long", ("batch", "express", "long", "mcore")),
 ])
 def test_a_queue_the_server_does_not_have_publishes_no_count(caplog, directory, queue, meant, existing):
     """Issue 25/26: qstat answers "Unknown queue"; without the queue every node was counted as its
