@@ -217,6 +217,73 @@ state_dir = {tmp_path / 'state'}
     assert number("GlueCEPolicyMaxCPUTime") == SgeCell.SHORT_MAX_CPU_MIN
 
 
+PE_TEXT = """\
+pe_name            limpe
+slots              3
+user_lists         NONE
+xuser_lists        NONE
+start_proc_args    NONE
+stop_proc_args     NONE
+allocation_rule    $fill_up
+control_slaves     FALSE
+job_is_first_task  TRUE
+urgency_slots      min
+accounting_summary FALSE
+qsort_args         NONE
+"""
+
+
+def sge_mb(text: str) -> int:
+    """A memory value as qconf prints it (``2G``, ``1500M``; k/m/g are powers of 1000) in MB."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "k": 10**3, "m": 10**6, "g": 10**9}
+    number, unit = (text[:-1], text[-1]) if text[-1] in units else (text, "")
+    return int(float(number) * units.get(unit, 1)) // 2**20
+
+
+def test_queue_limits_match_qconf(cell, tmp_path: Path):
+    """Issue 25 item 3: limits an admin sets with `qconf -mattr queue` are published as `qconf -sq` and
+    `qconf -sp` print them: h_rt as GLUE 1.3 minutes and GLUE 2 seconds, h_rss and the tighter of
+    h_vmem/s_vmem in MB, a job's slots those of the queue's parallel environment within the queue's."""
+    from glueinfo.core.ldif import parse_ldif, value_text
+
+    cell.qconf_add("-Ap", PE_TEXT)
+    cell.qconf_add("-Aq", cell.queue_text("limits", 2))
+    try:
+        for attribute, value in (("h_rt", "12:00:00"), ("h_rss", "1G"), ("h_vmem", "2G"), ("s_vmem", "1500M"),
+                                 ("pe_list", "limpe")):
+            cell.run("qconf", "-mattr", "queue", attribute, value, "limits")
+        shown = dict(line.split(None, 1) for line in cell.run("qconf", "-sq", "limits").splitlines() if " " in line)
+        pe = dict(line.split(None, 1) for line in cell.run("qconf", "-sp", "limpe").splitlines() if " " in line)
+        config = tmp_path / "limits.conf"
+        config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n[ce:limits]\nlrms = sge\nsge_root = {cell.root}\n"
+                          f"sge_cell = {cell.cell}\nlrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}\n"
+                          f"lrms_timeout = 20\naccess = VO:dteam\n[run]\nstate_dir = {tmp_path / 'state'}\n")
+        proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        cell.run("qconf", "-dq", "limits", check=False)
+        cell.run("qconf", "-dp", "limpe", check=False)
+    entries = parse_ldif(proc.stdout)
+    (ce,) = [e for e in entries if "GlueCE" in e.get("objectClass")]
+    (share,) = [e for e in entries if "GLUE2ComputingShare" in e.get("objectClass")]
+
+    def number(entry, attribute: str) -> int:
+        return int(value_text(entry.first(attribute)))
+
+    hours, minutes, seconds = (int(part) for part in shown["h_rt"].split(":"))
+    wall_s = hours * 3600 + minutes * 60 + seconds
+    assert shown["s_rt"] == "INFINITY" and shown["h_cpu"] == shown["s_cpu"] == "INFINITY"
+    assert number(ce, "GlueCEPolicyMaxWallClockTime") == number(ce, "GlueCEPolicyMaxObtainableWallClockTime") == wall_s // 60
+    assert number(share, "GLUE2ComputingShareMaxWallTime") == number(share, "GLUE2ComputingShareDefaultWallTime") == wall_s
+    assert ce.first("GlueCEPolicyMaxCPUTime") is None and share.first("GLUE2ComputingShareMaxCPUTime") is None
+    assert number(share, "GLUE2ComputingShareMaxMainMemory") == sge_mb(shown["h_rss"]) == 1024
+    assert number(share, "GLUE2ComputingShareMaxVirtualMemory") == min(sge_mb(shown["h_vmem"]), sge_mb(shown["s_vmem"]))
+    # one host: the queue's slots there, within the PE's (3)
+    slots = min(int(pe["slots"]), int(shown["slots"]))
+    assert number(ce, "GlueCEPolicyMaxSlotsPerJob") == number(share, "GLUE2ComputingShareMaxSlotsPerJob") == slots == 2
+
+
 def test_sss_job_fields_match_qstat_j(cell, busy):
     """A job waiting for another (-hold_jid) and one asking for h_cpu: the plugin's dependency and CPU limit
     against what `qstat -j` prints for them.  Last in the module: its jobs would change the counts above."""
