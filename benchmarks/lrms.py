@@ -70,11 +70,11 @@ def generate(jobs: int, nodes: int, seed: int = 7) -> dict[str, str]:
     cpus_per_node = 64
     names = [f"n{i:04d}" for i in range(1, nodes + 1)]
     partition = (f"PartitionName={PARTITION} AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
-                 f"QoS=N/A DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
-                 f"MaxTime=2-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[0001-{nodes:04d}] "
+                 f"QoS=N/A DefaultTime=01:00:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=4 "
+                 f"MaxTime=2-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=32 Nodes=n[0001-{nodes:04d}] "
                  f"PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE "
                  f"PreemptMode=OFF State=UP TotalCPUs={nodes * cpus_per_node} TotalNodes={nodes} "
-                 f"SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED\n")
+                 f"SelectTypeParameters=NONE JobDefaults=(null) DefMemPerCPU=2000 MaxMemPerNode=256000\n")
     allocated = {name: 0 for name in names}
     records = []
     for i in range(jobs):

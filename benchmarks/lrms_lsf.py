@@ -88,7 +88,9 @@ def generate(jobs: int, hosts: int, seed: int = 17) -> dict[str, str]:
     queue = ("\nQUEUE: grid\n  -- Grid jobs.\n\nPARAMETERS/STATISTICS\n"
              "PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV PJOBS\n"
              f" 40    0  Open:Active       -    -    -    - {jobs:>5}     0     0     0     0    0     0\n\n"
-             "MAXIMUM LIMITS:\n RUNLIMIT\n 2880.0 min\n\nUSERS: all\nHOSTS:  all\n")
+             "DEFAULT LIMITS:\n RUNLIMIT\n 720.0 min\n\n"
+             "MAXIMUM LIMITS:\n CPULIMIT                RUNLIMIT\n 5760.0 min              2880.0 min\n\n"
+             " TASKLIMIT\n 1     1     8\n\n MEMLIMIT  SWAPLIMIT\n     16 G      32 G\n\nUSERS: all\nHOSTS:  all\n")
     return {
         "lsid10": "IBM Spectrum LSF Standard 10.1.0.13, Apr 15 2022\n",
         "lsid9": "IBM Platform LSF Standard 9.1.3.0, Jul 04 2014\n",

@@ -123,7 +123,10 @@ def openpbs_outputs(jobs: list[dict[str, object]], nodes: int) -> dict[str, str]
             "resv_enable": "True", "sharing": "default_shared", "last_state_change_time": NOW - 3600}
     head = {"timestamp": NOW, "pbs_version": "23.06.06", "pbs_server": "pbs-head"}
     queue = {**head, "Queue": {QUEUE: {"queue_type": "Execution", "total_jobs": len(jobs), "max_run": "[o:PBS_ALL=60000]",
-                                       "resources_max": {"walltime": "48:00:00"}, "enabled": "True", "started": "True"}}}
+                                       "resources_max": {"walltime": "48:00:00", "cput": "384:00:00", "ncpus": 8,
+                                                         "mem": "64gb", "vmem": "96gb"},
+                                       "resources_default": {"walltime": "12:00:00", "mem": "2gb"},
+                                       "enabled": "True", "started": "True"}}}
     return {"version": "pbs_version = 23.06.06\n", "queue": json.dumps(queue, indent=4),
             "jobs": json.dumps({**head, "Jobs": records}, indent=4), "nodes": json.dumps({**head, "nodes": node_records}, indent=4)}
 
@@ -172,7 +175,9 @@ def torque_outputs(jobs: list[dict[str, object]], nodes: int) -> dict[str, str]:
             f"<mom_manager_port>15003</mom_manager_port></Node>")
     node_parts.append("</Data>\n")
     queue = (f"Queue: {QUEUE}\n    queue_type = Execution\n    total_jobs = {len(jobs)}\n    max_running = 60000\n"
-             "    resources_max.walltime = 48:00:00\n    enabled = True\n    started = True\n\n")
+             "    resources_max.walltime = 48:00:00\n    resources_max.cput = 384:00:00\n    resources_max.ncpus = 8\n"
+             "    resources_max.mem = 64gb\n    resources_max.vmem = 96gb\n    resources_default.walltime = 12:00:00\n"
+             "    resources_default.mem = 2gb\n    enabled = True\n    started = True\n\n")
     return {"version": "Version: 6.1.3\n", "queue": queue, "jobs": "".join(parts), "nodes": "".join(node_parts)}
 
 

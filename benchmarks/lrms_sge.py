@@ -4,7 +4,7 @@
     python3 benchmarks/lrms_sge.py [JOBS] [NODES] [REPEATS]    # default 50000 jobs on 2000 nodes, 5 repeats
 
 One refresh = glueinfo.lrms.registry.queue_state("sge", ...) for one cluster
-queue: qstat -help, qstat -xml -f -r [-ext -pri] -u '*', qhost -xml, qconf -sq,
+queue: qstat -help, qstat -xml -f -r [-ext -pri] -u '*', qhost -xml, qconf -sq, qconf -sp per PE,
 and every parse, count and estimate.  The outputs are generated here in the
 full form SGE 8.1.9 prints them (as recorded in tests/fixtures/sge/8.1.9):
 every element qstat writes for a job with those options, half the jobs
@@ -111,14 +111,23 @@ def generate(jobs: int, nodes: int, ext: bool, seed: int = 7) -> dict[str, str]:
         qhost.append(f" <host name='wn{n:04d}.example.org'>\n")
         qhost += [f"   <hostvalue name='{k}'>{v}</hostvalue>\n" for k, v in zip(names, values, strict=False)] + [" </host>\n"]
     qhost.append("</qhost>\n")
-    with open(os.path.join(ROOT, "tests", "fixtures", "sge", "8.1.9", "qconf_sq_short.txt")) as handle:
-        qconf = handle.read().replace("qname                 short", f"qname                 {QUEUE}")
-    return {"qstat": "".join(parts), "qhost": "".join(qhost), "qconf": qconf, "help": "SGE 8.1.9\nusage: qstat [options]\n"}
+    # the queue's limits as recorded (h_rt, h_vmem, h_rss, pe_list smp mpi: a qconf -sp for each PE)
+    limits = os.path.join(ROOT, "tests", "fixtures", "sge", "8.1.9-limits")
+    with open(os.path.join(limits, "qconf_sq_multi.txt")) as handle:
+        qconf = handle.read().replace("qname                 multi", f"qname                 {QUEUE}")
+    pes = {}
+    for pe in ("smp", "mpi"):
+        with open(os.path.join(limits, f"qconf_sp_{pe}.txt")) as handle:
+            pes[f"pe {pe}"] = handle.read()
+    return {"qstat": "".join(parts), "qhost": "".join(qhost), "qconf": qconf, "help": "SGE 8.1.9\nusage: qstat [options]\n",
+            **pes}
 
 
 def runner(outputs: dict[str, str]):
     def run(argv, timeout, env):
         tool = argv[0].rsplit("/", 1)[-1]
+        if list(argv[1:2]) == ["-sp"]:
+            return 0, outputs[f"pe {argv[2]}"], ""
         return 0, outputs["help" if list(argv[1:]) == ["-help"] else tool], ""
 
     return run
