@@ -58,6 +58,7 @@ class JobInfo:
     requested_memory_mb: Optional[int] = None
     requested_duration_s: Optional[int] = None  # time limit
     requested_nodes: Optional[int] = None
+    requested_accelerators: Optional[int] = None  # GPUs (or other accelerators) the job asked for
     delivered_processors: Optional[int] = None
     delivered_wall_s: Optional[int] = None
     nodes: list[str] = field(default_factory=list)

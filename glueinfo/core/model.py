@@ -124,6 +124,26 @@ class OsInfo:
 
 
 @dataclass
+class Accelerator:
+    """One kind of accelerator on a host (GLUE 2.1 AcceleratorEnvironment): the devices of one
+    vendor, model and memory, ``count`` of them, as a job can be given them (a GPU split into MIG or
+    other partitions counts its partitions, ``partition`` naming their profile).  Unknown parts None."""
+
+    type: str = "GPU"  # GLUE 2.1 AcceleratorType_t: GPU, FPGA, MIC
+    vendor: Optional[str] = None  # "NVIDIA", "AMD", "Intel"
+    model: Optional[str] = None  # "NVIDIA H100 80GB HBM3"
+    count: int = 0  # devices (or partitions) a job can be given
+    memory_mb: Optional[int] = None  # per device (or partition)
+    compute_capability: Optional[str] = None  # NVIDIA "9.0"; AMD the gfx target, e.g. "gfx90a"
+    clock_speed_mhz: Optional[int] = None  # maximum graphics/compute clock
+    driver_version: Optional[str] = None
+    runtime_version: Optional[str] = None  # CUDA or ROCm version
+    partition: Optional[str] = None  # a MIG (or other) profile, e.g. "1g.10gb", when these are partitions
+    pci_ids: list[str] = field(default_factory=list)  # "10de:2330": vendor:device of the devices
+    source: Optional[str] = None  # how it was read: nvml, nvidia-smi, amd-smi, rocm-smi, sysfs, a source's name
+
+
+@dataclass
 class StaticFacts:
     """Facts no probe can measure, written by the site admin in the config."""
 
@@ -208,6 +228,7 @@ class HostSnapshot:
     filesystems: Optional[list[FileSystem]] = None
     os: Optional[OsInfo] = None
     static: Optional[StaticFacts] = None
+    accelerators: Optional[list[Accelerator]] = None  # None: not known; []: known to have none
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # third-party collectors
     collectors: list[CollectorResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
@@ -289,23 +310,17 @@ def new_job_cpus(state: Optional[str], total: int, allocated: int, free: Optiona
 
 
 @dataclass(frozen=True)
-class QueueLimits:
-    """What the batch system lets one job of a queue have, beyond QueueState's maximum times and job
-    counts; None: not stated, unlimited or not known (left out, never a large number).
+class QueueAccelerators:
+    """A queue's accelerators of one type and model as its batch system counts them (Slurm GRES
+    ``gpu:a100:4``, HTCondor's GPUs, PBS's ngpus ...): GLUE 2.1 ComputingManagerAccelerator /
+    ComputingShareAccelerator.  None: the batch system does not say."""
 
-    Per slot, as GLUE 2 counts a job's times (docs/batch-systems.md "Limits from the batch system"):
-    a memory figure is what one slot of a job may use (max) or is set aside for it when it asks for
-    nothing (guaranteed); a batch system's per-node or per-job figure is what a one-slot job gets.
-    Times in seconds, memory in MB (2**20 bytes), rounded down so nothing is promised that the
-    batch system does not give."""
-
-    default_wall_clock_time_s: Optional[int] = None  # a job that asks for no time limit gets this
-    default_cpu_time_s: Optional[int] = None
-    max_slots_per_job: Optional[int] = None  # CPUs (slots) one job can be given
-    max_main_memory_mb: Optional[int] = None
-    guaranteed_main_memory_mb: Optional[int] = None
-    max_virtual_memory_mb: Optional[int] = None
-    guaranteed_virtual_memory_mb: Optional[int] = None
+    type: str = "GPU"
+    model: Optional[str] = None  # the batch system's name for them (a GRES type, a device name); None: untyped
+    total: Optional[int] = None
+    used: Optional[int] = None
+    free: Optional[int] = None  # what a new job can get now
+    max_per_job: Optional[int] = None
 
 
 @dataclass
@@ -346,7 +361,7 @@ class QueueState:
     max_total_jobs: Optional[int] = None
     max_waiting_jobs: Optional[int] = None
     priority: Optional[int] = None
-    limits: QueueLimits = QueueLimits()  # the other limits a job has here (frozen: one shared default)
+    accelerators: tuple[QueueAccelerators, ...] = ()  # empty: none known (not: known to have none)
     hosts: list[str] = field(default_factory=list)  # nodes that serve the queue
     jobs: list[JobInfo] = field(default_factory=list)
     vo_counts: dict[str, VoJobCounts] = field(default_factory=dict)  # VO -> its jobs; mapped jobs only

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.model import (
+    Accelerator,
     CollectorResult,
     CpuInfo,
     FileSystem,
@@ -143,6 +144,15 @@ TEXT_BOUNDS: dict[tuple[type, str], TextBound] = {
     (FileSystem, "device"): _PATH,
     (FileSystem, "fs_type"): _TOKEN,
     (FileSystem, "server"): _DNS_NAME_BOUND,
+    (Accelerator, "type"): _TOKEN,
+    (Accelerator, "vendor"): _TOKEN,
+    (Accelerator, "model"): _DESCRIPTION,
+    (Accelerator, "compute_capability"): _TOKEN,
+    (Accelerator, "driver_version"): _TOKEN,
+    (Accelerator, "runtime_version"): _TOKEN,
+    (Accelerator, "partition"): _TOKEN,
+    (Accelerator, "pci_ids"): _TOKEN,
+    (Accelerator, "source"): _TAG,
     (StaticFacts, "runtime_environment"): _TAG,
     (StaticFacts, "features"): _TAG,
     (StaticFacts, "extensions"): OTHER_TEXT,
@@ -415,7 +425,7 @@ def _contradictions(snapshot: HostSnapshot, now: float, fix: bool) -> list[str]:
     return problems
 
 
-_FACTS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "extra", "collectors")
+_FACTS = ("cpu", "memory", "load", "network", "filesystems", "accelerators", "os", "static", "extra", "collectors")
 
 # A published Node's parts (glueinfo.sss.node_reader): what can be read from a Node.
 _PART_TAGS = frozenset({"Id", "Name", "State", "Opsys", "Arch", "Description", "Feature", "Configured", "Available",
