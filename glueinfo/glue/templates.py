@@ -2,7 +2,7 @@
 
 A template is an LDIF entry with variables, one file per object
 (``templates/site.ldif``, ``cluster.ldif``, ``subcluster.ldif``,
-``ce.ldif``), headed by declarations::
+``ce.ldif`` in the source tree), headed by declarations::
 
     # @mandatory CE_UNIQUE_ID CE_HOST PARENT_DN
     # @optional  LRMS_VERSION ACCESS_RULE
@@ -228,8 +228,18 @@ def parse_template(text: str, name: str, path: str = "<template>") -> Template:
 
 
 def builtin_templates_dir() -> str:
-    """The templates shipped with glueinfo: glueinfo/glue/ldif_templates (package data)."""
-    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "ldif_templates")
+    """The templates shipped with glueinfo.  Their one copy is the source tree's
+    ``templates/``; building the package copies it into the package data
+    ``glueinfo/glue/ldif_templates`` (setup.py), which an installed glueinfo reads.
+    A source checkout (an editable install, the tests) has no package data and
+    reads ``templates/`` itself.  Neither there: the path of the package data,
+    which :func:`load_templates` then names in its error."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    installed = os.path.join(here, "ldif_templates")
+    source = os.path.join(os.path.dirname(os.path.dirname(here)), "templates")
+    if not os.path.isdir(installed) and os.path.isfile(os.path.join(source, "site.ldif")):
+        return source
+    return installed
 
 
 def load_templates(directory: str = "", names: Sequence[str] = TEMPLATE_NAMES) -> dict[str, Template]:
