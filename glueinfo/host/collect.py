@@ -16,6 +16,7 @@ threads' start-up and GIL contention cost three times the collectors' work.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import threading
@@ -33,10 +34,10 @@ ENTRY_POINT_GROUP = "glueinfo.collectors"
 
 # Built-in collector modules, in the order their facts are shown.
 BUILTIN_PACKAGE = "glueinfo.host.collectors"
-BUILTIN_MODULES = ("cpu", "memory", "load", "network", "filesystems", "opsys", "static")
+BUILTIN_MODULES = ("cpu", "memory", "load", "network", "filesystems", "opsys", "static", "accelerators")
 
 # Snapshot fields a collector may fill; anything else goes to snapshot.extra.
-SNAPSHOT_FIELDS = ("cpu", "memory", "load", "network", "filesystems", "os", "static")
+SNAPSHOT_FIELDS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "accelerators")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class CollectContext:
     config: Mapping[str, Any] = field(default_factory=dict)  # the [static] etc. sections, typed
     utilisation_interval_s: Optional[float] = None  # measure CPU utilisation over this long
     clock: Callable[[], float] = time.time
+    timeout_s: float = 5.0  # each collector's own timeout: one that runs tools keeps them within it
 
     @property
     def live(self) -> bool:
@@ -202,6 +204,8 @@ def collect_host(collectors: list[Collector], ctx: CollectContext, timeout_s: fl
     """Run the collectors and assemble one snapshot, recording each one's outcome."""
     snapshot = HostSnapshot(hostname=local_hostname(ctx), collected_at=ctx.clock(), source=source,
                             host_root=None if ctx.live else ctx.host_root)
+    if ctx.timeout_s != timeout_s:
+        ctx = dataclasses.replace(ctx, timeout_s=timeout_s)
     for collector, value, result in _run_isolated(collectors, ctx, timeout_s):
         snapshot.collectors.append(result)
         if not result.success or value is None:

@@ -26,9 +26,16 @@ machine that glueinfo reads (only those are needed)::
     sys/devices/system/cpu/cpu0/cpufreq/{base_frequency,cpuinfo_max_freq}
     sys/class/net/IFACE/{mtu,flags,operstate,speed,address,type}
     etc/os-release (or usr/lib/os-release)  etc/hostname
+    sys/bus/pci/devices/ADDRESS/{class,vendor,device,mem_info_vram_total}
+    proc/driver/nvidia/gpus/ADDRESS/information  proc/driver/nvidia/version
+    usr/share/misc/pci.ids (or usr/share/hwdata/pci.ids)
 
 plus ``ROOT/.glueinfo/recorded.json`` for the facts that only a system call
-gives.  Every key is optional; a fact it does not give stays unknown::
+gives, and what the GPU tools answered on that machine (:data:`RECORDED_TOOLS`):
+``ROOT/.glueinfo/nvml.json`` (NVML's answers, in the form :meth:`LinuxHost.nvml_answers`
+gives them), ``nvidia-smi-q-x.xml`` (``nvidia-smi -q -x``), ``amd-smi-static.json``
+(``amd-smi static --json``), ``rocm-smi.json`` (``rocm-smi --showproductname
+--showmeminfo vram --showbus --showdriverversion --json``).  Every key is optional; a fact it does not give stays unknown::
 
     {
       "format": 1,
@@ -64,6 +71,29 @@ RTF_REJECT = 0x200
 # A statvfs(2) on a remote mount can block for minutes when the server is gone;
 # past this the mount is reported without sizes instead of holding up the probe.
 REMOTE_STATVFS_TIMEOUT_S = 1.0
+
+
+# PCI classes (class << 8 | subclass) of accelerators: VGA-compatible, 3D and other display
+# controllers, and processing accelerators (the PCI Code and ID Assignment specification).
+PCI_CLASS_VGA, PCI_CLASS_3D, PCI_CLASS_DISPLAY, PCI_CLASS_PROCESSING = 0x0300, 0x0302, 0x0380, 0x1200
+ACCELERATOR_CLASSES = frozenset({PCI_CLASS_VGA, PCI_CLASS_3D, PCI_CLASS_DISPLAY, PCI_CLASS_PROCESSING})
+PCI_VENDOR_NVIDIA, PCI_VENDOR_AMD, PCI_VENDOR_INTEL = 0x10DE, 0x1002, 0x8086
+PCI_IDS_FILES = ("usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids")
+NVML_LIBRARY = "libnvidia-ml.so.1"
+# What the GPU tools answered on a recorded host, below ROOT/.glueinfo (see the module docstring).
+RECORDED_DIR = ".glueinfo"
+RECORDED_TOOLS = {"nvml": "nvml.json", "nvidia-smi": "nvidia-smi-q-x.xml", "amd-smi": "amd-smi-static.json",
+                  "rocm-smi": "rocm-smi.json"}
+MAX_TOOL_OUTPUT = 16 * 2**20  # nvidia-smi -q -x of 16 GPUs is ~0.5 MB
+MAX_ACCELERATOR_DEVICES = 1024  # devices (and MIG instances) one host's answer may list
+
+
+class PciDevice(NamedTuple):
+    address: str  # domain:bus:device.function, e.g. 0000:18:00.0
+    vendor: int
+    device: int
+    pci_class: int  # the 24-bit class code: class, subclass, programming interface
+    vram_bytes: Optional[int]  # amdgpu's mem_info_vram_total, where the driver gives it
 
 
 class Memory(NamedTuple):
@@ -590,3 +620,215 @@ class LinuxHost:
         space = self._statvfs(mount_point)
         if space is not None:
             box.append(space)
+
+    # -- accelerators -------------------------------------------------------
+    def pci_devices(self, wanted: frozenset[int] = ACCELERATOR_CLASSES) -> Optional[list[PciDevice]]:
+        """The PCI devices whose class (its upper 16 bits: class and subclass, e.g. 0x0302) is in
+        ``wanted``, by address, from /sys/bus/pci/devices; with ``mem_info_vram_total`` where the
+        driver (amdgpu) gives it.  None when that directory cannot be listed (no sysfs, or not
+        mounted in a container): unknown, not "none"."""
+        base = "sys/bus/pci/devices"
+        try:
+            addresses = os.listdir(self.path(base))
+        except OSError:
+            return None
+        found = []
+        for address in sorted(addresses):
+            pci_class = _int(self.read_line(f"{base}/{address}/class"), 16)
+            if pci_class is None or pci_class >> 8 not in wanted:
+                continue
+            vendor = _int(self.read_line(f"{base}/{address}/vendor"), 16)
+            device = _int(self.read_line(f"{base}/{address}/device"), 16)
+            if vendor is None or device is None:
+                continue
+            vram = _int(self.read_line(f"{base}/{address}/mem_info_vram_total")) if vendor == PCI_VENDOR_AMD else None
+            found.append(PciDevice(address, vendor, device, pci_class, vram if vram and vram > 0 else None))
+        return found
+
+    def pci_ids(self, wanted: set[tuple[int, int]]) -> dict[tuple[int, Optional[int]], str]:
+        """Names from the pci.ids database installed on the host (/usr/share/misc/pci.ids, else
+        /usr/share/hwdata/pci.ids): ``(vendor, None)`` -> the vendor's name and ``(vendor, device)``
+        -> the device's, for the pairs in ``wanted`` it lists; {} when none is installed."""
+        if not wanted:
+            return {}
+        for relative in PCI_IDS_FILES:
+            text = self.read(relative)
+            if text is not None:
+                return parse_pci_ids(text, wanted)
+        return {}
+
+    def nvidia_proc_gpus(self) -> dict[str, dict[str, str]]:
+        """/proc/driver/nvidia/gpus/ADDRESS/information of each GPU the NVIDIA kernel driver holds,
+        as ``key: value`` pairs (``Model``, ``Bus Location``, ...), by PCI address (lower case); {}
+        when the driver is not loaded."""
+        base = "proc/driver/nvidia/gpus"
+        found = {}
+        for address in sorted(self.listdir(base)):
+            text = self.read(f"{base}/{address}/information")
+            if text is not None:
+                found[address.lower()] = parse_key_values(text)
+        return found
+
+    def nvidia_driver_version(self) -> Optional[str]:
+        """The NVIDIA kernel module's version from /proc/driver/nvidia/version
+        (``NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  <date>``), or None."""
+        match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", self.read("proc/driver/nvidia/version") or "")
+        return match.group(1) if match else None
+
+    def nvml_answers(self, max_devices: int = MAX_ACCELERATOR_DEVICES) -> Optional[dict[str, Any]]:
+        """What NVIDIA's management library (NVML) says of the host's GPUs, as plain data (the
+        ``.glueinfo/nvml.json`` form)::
+
+            {"nvmlSystemGetDriverVersion": "565.57.01", "nvmlSystemGetCudaDriverVersion": 12070,
+             "devices": [{"nvmlDeviceGetName": "NVIDIA H100 80GB HBM3",
+                          "nvmlDeviceGetPciInfo": {"busId": "00000000:18:00.0", "pciDeviceId": 590418142},
+                          "nvmlDeviceGetMemoryInfo": {"total": 85520809984},
+                          "nvmlDeviceGetCudaComputeCapability": [9, 0],
+                          "nvmlDeviceGetMaxClockInfo": {"graphics": 1980},
+                          "nvmlDeviceGetMigMode": [0, 0],
+                          "migDevices": [{"nvmlDeviceGetName": ..., "nvmlDeviceGetMemoryInfo": {"total": ...}}]}]}
+
+        A call NVML refuses (not supported on this GPU) is left out.  Live: through NVIDIA's binding
+        ``pynvml`` (the ``nvidia-ml-py`` package, glueinfo's ``[gpu]`` extra), imported only when
+        ``libnvidia-ml.so.1`` loads; None when the library is absent, the binding not installed or
+        NVML will not start (no driver).  Recorded: ``.glueinfo/nvml.json``, None when absent;
+        ValueError when it is not JSON."""
+        if not self.live:
+            text = self.read(f"{RECORDED_DIR}/{RECORDED_TOOLS['nvml']}")
+            if text is None:
+                return None
+            import json
+
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"{self.path(RECORDED_DIR)}/{RECORDED_TOOLS['nvml']}: not valid JSON: {exc}") from None
+            return data if isinstance(data, dict) else None
+        return _live_nvml_answers(max_devices)
+
+    def tool_output(self, tool: str, argv: list[str], timeout_s: float, max_bytes: int = MAX_TOOL_OUTPUT) -> Optional[str]:
+        """What a GPU tool (``tool``: a key of :data:`RECORDED_TOOLS`) printed.  Live: ``argv`` run
+        when its program is on PATH, within ``timeout_s`` and ``max_bytes`` (glueinfo.core.bounded_run:
+        its own process group, killed whatever happens); None when it is not installed.  Recorded:
+        the file ``.glueinfo/<RECORDED_TOOLS[tool]>``, None when absent.  Raises
+        glueinfo.core.bounded_run.CommandError (timed out, too much, not text) and RuntimeError
+        (a non-zero exit, with the first line of its stderr)."""
+        if not self.live:
+            return self.read(f"{RECORDED_DIR}/{RECORDED_TOOLS[tool]}")
+        import shutil
+
+        program = shutil.which(argv[0])
+        if program is None:
+            return None
+        from glueinfo.core.bounded_run import decode_text, run_bounded
+
+        done = run_bounded([program, *argv[1:]], timeout_s, max_bytes)
+        if done.returncode != 0:
+            first = next((line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()), "")
+            raise RuntimeError(f"{argv[0]} exited with status {done.returncode}{': ' + first[:200] if first else ''}")
+        return decode_text(done.stdout, argv[0])
+
+
+def parse_pci_ids(text: str, wanted: set[tuple[int, int]]) -> dict[tuple[int, Optional[int]], str]:
+    """The vendor and device names of pci.ids (``vendor  name`` lines, devices below them after
+    one tab) for the (vendor, device) pairs in ``wanted``: only their vendors' blocks are read."""
+    names: dict[tuple[int, Optional[int]], str] = {}
+    for vendor in sorted({v for v, _ in wanted}):
+        start = text.find(f"\n{vendor:04x}  ")
+        if start == -1:
+            continue
+        end = text.find("\n", start + 1)
+        names[(vendor, None)] = text[start + 7:end if end != -1 else len(text)].strip()
+        devices = {d for v, d in wanted if v == vendor}
+        position = end
+        while position != -1 and position + 1 < len(text):
+            line_end = text.find("\n", position + 1)
+            line = text[position + 1:line_end if line_end != -1 else len(text)]
+            if line and not line.startswith(("\t", "#")):
+                break  # the next vendor's block
+            if line.startswith("\t") and not line.startswith("\t\t"):
+                device = _int(line[1:5], 16)
+                if device in devices and line[5:7] == "  ":
+                    names[(vendor, device)] = line[7:].strip()
+            position = line_end
+    return names
+
+
+def _live_nvml_answers(max_devices: int) -> Optional[dict[str, Any]]:
+    """NVML's answers through pynvml on this machine (see LinuxHost.nvml_answers); None when NVML
+    cannot be used here.  The library is looked for before the binding is imported, so a host
+    without NVIDIA's driver pays a failed dlopen, not an import."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return None
+    try:
+        import importlib
+
+        nvml = importlib.import_module("pynvml")
+    except ImportError:
+        return None
+    try:
+        nvml.nvmlInit()
+    except Exception:  # pynvml.NVMLError: no driver, a driver/library mismatch  # noqa: BLE001
+        return None
+    try:
+        answers: dict[str, Any] = {}
+
+        def ask(target: dict[str, Any], name: str, call: Any) -> None:
+            try:
+                target[name] = call()
+            except Exception:  # NVMLError: not supported on this GPU, or not in this driver  # noqa: BLE001
+                pass
+
+        ask(answers, "nvmlSystemGetDriverVersion", lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+        ask(answers, "nvmlSystemGetCudaDriverVersion", nvml.nvmlSystemGetCudaDriverVersion)
+        devices = []
+        for index in range(min(int(nvml.nvmlDeviceGetCount()), max_devices)):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            device: dict[str, Any] = {}
+            _nvml_device(nvml, handle, device, ask)
+            ask(device, "nvmlDeviceGetPciInfo", lambda h=handle: _nvml_pci(nvml, h))
+            ask(device, "nvmlDeviceGetCudaComputeCapability", lambda h=handle: list(nvml.nvmlDeviceGetCudaComputeCapability(h)))
+            ask(device, "nvmlDeviceGetMaxClockInfo",
+                lambda h=handle: {"graphics": int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_GRAPHICS))})
+            ask(device, "nvmlDeviceGetMigMode", lambda h=handle: list(nvml.nvmlDeviceGetMigMode(h)))
+            if (device.get("nvmlDeviceGetMigMode") or [0])[0] == 1:
+                instances = []
+                for slot in range(min(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)), max_devices)):
+                    try:
+                        instance = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+                    except Exception:  # NVML_ERROR_NOT_FOUND: an empty slot  # noqa: BLE001
+                        continue
+                    record: dict[str, Any] = {}
+                    _nvml_device(nvml, instance, record, ask)
+                    instances.append(record)
+                device["migDevices"] = instances
+            devices.append(device)
+        answers["devices"] = devices
+        return answers
+    except Exception:  # noqa: BLE001  # NVML lost mid-way (a GPU fell off the bus): nothing half-read
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _nvml_device(nvml: Any, handle: Any, record: dict[str, Any], ask: Any) -> None:
+    """The name and memory size of one device or MIG instance."""
+    ask(record, "nvmlDeviceGetName", lambda: _text(nvml.nvmlDeviceGetName(handle)))
+    ask(record, "nvmlDeviceGetMemoryInfo", lambda: {"total": int(nvml.nvmlDeviceGetMemoryInfo(handle).total)})
+
+
+def _nvml_pci(nvml: Any, handle: Any) -> dict[str, Any]:
+    info = nvml.nvmlDeviceGetPciInfo(handle)
+    return {"busId": _text(info.busId), "pciDeviceId": int(info.pciDeviceId)}
+
+
+def _text(value: Any) -> str:
+    """pynvml gives str in its newer releases, bytes in older ones."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -13,7 +13,7 @@ from paths import HOSTS
 from glueinfo.core.model import HostSnapshot
 
 HOSTS = str(HOSTS)
-BUILTINS = ["cpu", "memory", "load", "network", "filesystems", "os", "static"]
+BUILTINS = ["cpu", "memory", "load", "network", "filesystems", "os", "static", "accelerators"]
 
 
 def glueinfo(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

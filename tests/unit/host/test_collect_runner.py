@@ -14,7 +14,7 @@ from glueinfo.core.config import parse_text
 from glueinfo.core.model import MemoryInfo
 from glueinfo.host.collect import CollectContext, Collector, CollectorError, collect_host, probe, select
 
-BUILTINS = ["cpu", "memory", "load", "network", "filesystems", "os", "static"]
+BUILTINS = ["cpu", "memory", "load", "network", "filesystems", "os", "static", "accelerators"]
 
 
 def boom(ctx):
@@ -118,7 +118,7 @@ def test_unknown_names_are_a_clear_error():
 def test_config_file_disables_collectors():
     config = parse_text("[collectors]\ndisable = network, filesystems\n", "test.conf")
     snapshot = probe(config)
-    assert [r.name for r in snapshot.collectors] == ["cpu", "memory", "load", "os", "static"]
+    assert [r.name for r in snapshot.collectors] == ["cpu", "memory", "load", "os", "static", "accelerators"]
     assert snapshot.network is None and snapshot.filesystems is None
     assert snapshot.cpu is not None
 
@@ -126,7 +126,7 @@ def test_config_file_disables_collectors():
 def test_command_line_overrides_the_config_file():
     config = parse_text("[collectors]\ndisable = network, filesystems\n", "test.conf")
     snapshot = probe(config, enable=["network"], disable=["load"])
-    assert [r.name for r in snapshot.collectors] == ["cpu", "memory", "network", "os", "static"]
+    assert [r.name for r in snapshot.collectors] == ["cpu", "memory", "network", "os", "static", "accelerators"]
     assert snapshot.network is not None and snapshot.load is None
 
 
@@ -145,7 +145,7 @@ def test_cli_enable_and_disable(tmp_path):
     done = run_cli("probe", "--config", str(conf), "--no-collector", "network", "--no-collector", "load")
     assert done.returncode == 0, done.stderr
     names = [r["name"] for r in json.loads(done.stdout)["collectors"]]
-    assert names == ["cpu", "memory", "os", "static"]
+    assert names == ["cpu", "memory", "os", "static", "accelerators"]
     done = run_cli("probe", "--config", str(conf), "--collector", "filesystems")
     assert [r["name"] for r in json.loads(done.stdout)["collectors"]] == BUILTINS
 

@@ -298,7 +298,7 @@ def test_probe_of_a_recorded_tree_runs_every_collector(host):
     assert snapshot.host_root == os.path.join(HOSTS, host)
     assert snapshot.hostname == EXPECTED_HOSTNAME[host]
     assert [(r.name, r.success, r.error) for r in snapshot.collectors] == [
-        (name, True, None) for name in ("cpu", "memory", "load", "network", "filesystems", "os", "static")]
+        (name, True, None) for name in ("cpu", "memory", "load", "network", "filesystems", "os", "static", "accelerators")]
     assert snapshot.cpu == EXPECTED_CPU[host]
     assert snapshot.filesystems == EXPECTED_FILESYSTEMS[host]
 
