@@ -19,11 +19,13 @@ def _lasting_key(snapshot: HostSnapshot, settings: NodeSettings) -> tuple[Any, .
     memory = snapshot.memory
     if snapshot.published is not None:  # its template holds every figure but the State
         return (snapshot.hostname, snapshot.published, settings, snapshot.cpu, memory, snapshot.load, snapshot.network,
-                snapshot.filesystems, snapshot.os, snapshot.static, tuple(snapshot.extra.items()), tuple(snapshot.collectors))
+                snapshot.filesystems, snapshot.os, snapshot.static, snapshot.accelerators, tuple(snapshot.extra.items()),
+                tuple(snapshot.collectors))
     extra = tuple((name, None if name in VOLATILE_EXTRA else value) for name, value in snapshot.extra.items())
     return (snapshot.hostname, snapshot.source, snapshot.host_root, settings, snapshot.cpu,
             None if memory is None else (memory.ram_mb, memory.swap_mb, memory.virtual_mb),
-            snapshot.network, snapshot.filesystems, snapshot.os, snapshot.static, extra, tuple(snapshot.collectors))
+            snapshot.network, snapshot.filesystems, snapshot.os, snapshot.static, snapshot.accelerators, extra,
+            tuple(snapshot.collectors))
 
 
 def _volatile_key(snapshot: HostSnapshot, state: Optional[str]) -> tuple[Any, ...]:

@@ -55,6 +55,7 @@ from glueinfo.core.errors import InputError
 from glueinfo.core.hostrange import MAX_HOSTS, HostRangeError
 from glueinfo.core.hostrange import expand as expand_range
 from glueinfo.core.model import (
+    Accelerator,
     CollectorResult,
     CpuInfo,
     FileSystem,
@@ -79,6 +80,8 @@ MAX_MB = 2**40  # 1 EB: no host has more memory or disk than that
 MAX_PROCESSORS = 2**20
 MAX_NETWORK_MBPS = 10**7
 MAX_NODES = MAX_HOSTS  # nodes one document may name, its reference forms expanded (glueinfo.core.hostrange's bound)
+MAX_ACCELERATOR_KINDS = 1024  # kinds of accelerator one Node may list
+MAX_ACCELERATOR_COUNT = 2**16  # devices (or partitions) of one kind on one host
 MAX_FEATURES = 10_000  # features one Feature may name (glueinfo.core.validate keeps no longer list)
 LATEST_TIME = 32503680000.0  # year 3000: later means a broken clock or a broken peer
 
@@ -334,6 +337,8 @@ class NodeElementReader:
         self.extensions(extensions, sections, snap, once)
         if not self.signed:
             self.foreign = True
+        if "accelerators" in snap:
+            self.accelerators(snap)
         snapshot = self.snapshot(snap, sections)
         if source:
             snapshot.source = source
@@ -495,6 +500,7 @@ class NodeElementReader:
                 load=LoadInfo(**sections["load"]) if sections["load"] else None,
                 network=None if network is None else from_value(list[NetworkAdapter], network, "snapshot.network"),
                 filesystems=None if filesystems is None else from_value(list[FileSystem], filesystems, "snapshot.filesystems"),
+                accelerators=snap.get("accelerators"),
                 os=OsInfo(**sections["os"]) if sections["os"] else None,
                 static=StaticFacts(**sections["static"]) if sections["static"] else None,
                 extra=snap.get("extra", {}),
@@ -661,6 +667,15 @@ class NodeElementReader:
                 if not isinstance(value, dict):
                     self.fail(where, "a collector's facts must be a JSON object")
                 snap.setdefault("extra", {})[name] = value
+            elif (name, etype) == sss_node.ACCELERATORS:
+                if "accelerators" in snap:
+                    self.fail(where, "given twice")
+                kinds = self.json_value(where, text)
+                if not isinstance(kinds, list) or not all(isinstance(kind, dict) for kind in kinds):
+                    self.fail(where, "expected a JSON list of objects")
+                if len(kinds) > MAX_ACCELERATOR_KINDS:
+                    self.fail(where, f"{len(kinds)} kinds of accelerator: absurdly many (over {MAX_ACCELERATOR_KINDS})")
+                snap["accelerators"] = kinds
             elif etype == sss_node.TYPE_COLLECTOR:
                 match = _COLLECTOR.match(text.strip())
                 if not match:
@@ -675,6 +690,32 @@ class NodeElementReader:
                 static_ext[name] = text
         if static_ext:
             sections["static"]["extensions"] = static_ext
+
+    def accelerators(self, snap: dict[str, Any]) -> None:
+        """The Accelerators Extension as the model's Accelerators (checked as HostSnapshot.from_dict
+        checks them: a count is a whole number from 0 to MAX_ACCELERATOR_COUNT), and the Configured
+        Resources they make (vocabulary.accelerator_resources) taken out of the host's own
+        consumables: they are the accelerators' figures, written again from them."""
+        where = f"Extension[@name={sss_node.ACCELERATORS[0]!r}]"
+        try:
+            kinds: list[Accelerator] = from_value(list[Accelerator], snap["accelerators"], "accelerators")
+        except ModelError as exc:
+            self.fail(where, " ".join(str(exc).split()))
+        for kind in kinds:
+            if not 0 <= kind.count <= MAX_ACCELERATOR_COUNT:
+                self.fail(where, f"count {kind.count} is {'negative' if kind.count < 0 else 'absurdly large'}")
+        snap["accelerators"] = kinds
+        block = snap.get("extra", {}).get(sss_node.RESOURCES_EXTRA)
+        if not block:
+            return
+        derived = {(name, rtype): float(count) for name, rtype, count in sss_node.accelerator_resources(kinds)}
+        own = [record for record in block["resources"]
+               if derived.get((record["name"], record["type"])) != record["configured"]
+               or record["available"] is not None or record["utilized"] is not None or record["units"] is not None]
+        if own:
+            block["resources"] = own
+        else:
+            del snap["extra"][sss_node.RESOURCES_EXTRA]
 
     def json_value(self, where: str, text: str) -> Any:
         try:

@@ -11,7 +11,16 @@ from dataclasses import fields
 from typing import Any, NamedTuple, Optional
 
 from glueinfo.core.errors import PublicationError
-from glueinfo.core.model import FileSystem, HostSnapshot, NetworkAdapter, PublishedAmount, PublishedNode, PublishedPart, new_job_cpus
+from glueinfo.core.model import (
+    Accelerator,
+    FileSystem,
+    HostSnapshot,
+    NetworkAdapter,
+    PublishedAmount,
+    PublishedNode,
+    PublishedPart,
+    new_job_cpus,
+)
 from glueinfo.core.units import format_number
 from glueinfo.sss import vocabulary as sss_node
 from glueinfo.sss.node_figures import describe, disk_figures, processor_use
@@ -233,6 +242,25 @@ def _consumption_slot(snapshot: HostSnapshot, state: Optional[str], template: No
     return _block(form, "Available", available) + _block(form, "Utilized", utilized)
 
 
+def _accelerator_elements(elements: list[str], snapshot: HostSnapshot, resources: list[dict[str, Any]]) -> None:
+    """The Configured Resource of each kind of the host's accelerators (vocabulary.accelerator_resources),
+    but for one the admin's ``[node] resources`` already names: the admin's word stands."""
+    taken = {(record.get("name"), record.get("type")) for record in resources}
+    for name, rtype, count in sss_node.accelerator_resources(snapshot.accelerators):
+        if (name, rtype) not in taken:
+            _consumable(elements, "Resource", count, name=name, type=rtype)
+
+
+def accelerators_json(accelerators: list[Accelerator]) -> str:
+    """The Accelerators Extension's text: the kinds as compact JSON, the model's field names, unknown
+    facts (and an empty list of PCI ids) left out."""
+    return _json([{name: value for name in _ACCELERATOR_FIELDS
+                   if (value := getattr(kind, name)) is not None and value != []} for kind in accelerators])
+
+
+_ACCELERATOR_FIELDS = tuple(field.name for field in fields(Accelerator))
+
+
 def _extension_slot(field: sss_node.ExtensionField) -> Slot:
     opening = _EXTENSION_OPENING[(field.name, field.type)]
     section, attribute, kind = field.section, field.attribute, field.kind
@@ -324,6 +352,7 @@ def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: NodeForm
     if primary and primary.speed_mbps:
         _consumable(configured, "Network", primary.speed_mbps, units="Mbps")
     _resource_elements(configured, "configured", resources, None)
+    _accelerator_elements(configured, snapshot, resources)
     text.append(_block(form, "Configured", configured))
     slot(_consumption_slot)
 
@@ -341,6 +370,8 @@ def node_template(snapshot: HostSnapshot, settings: NodeSettings, form: NodeForm
             _extension(parts, *sss_node.RUNTIME_ENVIRONMENT, tag or None)
         for key, value in static.extensions.items():
             _extension(parts, key, sss_node.TYPE_SITE, str(value))
+    if snapshot.accelerators is not None:
+        _extension(parts, *sss_node.ACCELERATORS, accelerators_json(snapshot.accelerators))
     for adapter in snapshot.network or ():
         record = _record(adapter, _ADAPTER_FIELDS)
         _extension(parts, record.pop("name") or "", sss_node.TYPE_NETWORK_ADAPTER, _json(record))
@@ -428,6 +459,8 @@ def _published_extensions(snapshot: HostSnapshot, parts: list[PublishedPart]) ->
         for key, value in static.extensions.items():
             if key not in names:
                 _extension(elements, key, sss_node.TYPE_SITE, str(value))
+    if snapshot.accelerators is not None and sss_node.ACCELERATORS not in carried:
+        _extension(elements, *sss_node.ACCELERATORS, accelerators_json(snapshot.accelerators))
     if sss_node.TYPE_NETWORK_ADAPTER not in types:
         for adapter in snapshot.network or ():
             record = _record(adapter, _ADAPTER_FIELDS)

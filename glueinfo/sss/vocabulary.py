@@ -19,8 +19,11 @@ as given (``HostSnapshot.published``, docs/sss-node-reader.md).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
+
+from glueinfo.core.model import Accelerator
 
 NODE_STATES = ("Idle", "Busy", "Offline", "Unknown", "Configured")
 CATEGORIES = ("Configured", "Available", "Utilized")
@@ -35,10 +38,14 @@ TYPE_FILESYSTEM = "FileSystem"
 TYPE_COLLECTOR = "Collector"
 TYPE_EXTRA = "Extra"  # a third-party collector's facts (snapshot.extra[name])
 TYPE_SITE = "Site"  # the admin's [extensions] config section
+TYPE_ACCELERATOR = "Accelerator"
+# The host's accelerators: one Extension whose text is the JSON list of its kinds ("[]": known to
+# have none; no Extension: not known), besides the Configured Resource each kind makes (below).
+ACCELERATORS = ("Accelerators", TYPE_ACCELERATOR)
 RUNTIME_ENVIRONMENT = ("RunTimeEnvironment", "Static")
 # The Extension types glueinfo writes besides those of EXTENSIONS: an Extension of another type, or of
 # none, is another program's.
-GLUEINFO_TYPES = frozenset({TYPE_NETWORK_ADAPTER, TYPE_FILESYSTEM, TYPE_COLLECTOR, TYPE_EXTRA, TYPE_SITE})
+GLUEINFO_TYPES = frozenset({TYPE_NETWORK_ADAPTER, TYPE_FILESYSTEM, TYPE_COLLECTOR, TYPE_EXTRA, TYPE_SITE, TYPE_ACCELERATOR})
 
 # The node reference's aggregation words (spec 4.4), and its attributes.
 AGGREGATIONS = ("List", "Pattern", "Range")
@@ -105,6 +112,31 @@ PSEUDO_FILESYSTEMS = frozenset({
     "securityfs", "debugfs", "tracefs", "pstore", "bpf", "autofs", "mqueue", "hugetlbfs", "fusectl",
     "configfs", "efivarfs", "binfmt_misc", "nsfs", "iso9660", "zram",
 })
+
+
+def accelerator_resources(accelerators: Optional[Sequence[Accelerator]]) -> list[tuple[str, Optional[str], int]]:
+    """The Configured ``<Resource name=TYPE type=KIND>COUNT</Resource>`` each kind of a host's
+    accelerators makes (spec 4.3, the extensible consumable), as (name, type, count): the name is
+    the accelerator type (``GPU``), the type its model, ``MIG`` and the profile after it for MIG
+    instances (``NVIDIA A100-SXM4-80GB MIG 1g.10gb``); kinds that differ only in what the
+    Resource does not say (memory, driver) are summed.  The one rule of the writer and the reader,
+    which reads these back as the Accelerators Extension's, not as the host's own consumables."""
+    counts: dict[tuple[str, Optional[str]], int] = {}
+    for kind in accelerators or ():
+        if kind.count <= 0:
+            continue
+        label = kind.model
+        if kind.partition:
+            base = kind.model or kind.vendor or kind.type
+            if kind.partition == "MIG":  # a MIG instance whose profile the source did not name
+                label = f"{base} MIG"
+            elif kind.partition[:1].isdigit():  # a MIG profile, 1g.10gb
+                label = f"{base} MIG {kind.partition}"
+            else:
+                label = f"{base} {kind.partition}"
+        key = (kind.type or "GPU", label)
+        counts[key] = counts.get(key, 0) + kind.count
+    return [(name, label, count) for (name, label), count in counts.items()]
 
 
 def short_name(hostname: str) -> str:
