@@ -104,7 +104,7 @@ class GatherResult:
 
 # The facts of a snapshot that are checked part by part (glueinfo.core.validate: every rule reads
 # one part, the contradictions included), so a part equal to one already believed needs no new check.
-_PARTS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "collectors")
+_PARTS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "accelerators", "collectors")
 
 
 def _reuse_known(snapshot: HostSnapshot, previous: HostSnapshot) -> dict[str, Any]:

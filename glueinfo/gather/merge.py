@@ -2,7 +2,9 @@
 
 For every fact the newest snapshot that knows it wins (ties: local, agents,
 spool, ganglia, plugins in that order); fast-changing facts (load, free
-memory and disk) are never taken from a stale snapshot.
+memory and disk) are never taken from a stale snapshot.  Accelerators are a lasting fact, and
+a host's empty list of them is a fact (known to have none), filled from another source only
+when unknown (None).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, (list, dict)) and not value)
 
 
+def _unknown(value: Any) -> bool:
+    return value is None
+
+
 def _fill(base: Any, donors: Sequence[Any]) -> None:
     """Fill base's unknown fields, in place, from the first donor that knows each."""
     for f in dataclasses.fields(base):
@@ -54,7 +60,11 @@ def _newest_first(snapshots: Iterable[HostSnapshot]) -> list[HostSnapshot]:
     return sorted(snapshots, key=lambda s: (-s.collected_at, SOURCE_RANK.get(s.source, len(SOURCE_RANK)), s.source))
 
 
-MERGED_FIELDS = ("cpu", "memory", "load", "network", "filesystems", "os", "static")
+MERGED_FIELDS = ("cpu", "memory", "load", "network", "filesystems", "os", "static", "accelerators")
+# Facts whose empty list is itself a fact: a host known to have no accelerators is not a host whose
+# accelerators are unknown, so only None is filled from another source.  Accelerators are a
+# lasting fact (a stale snapshot's still count, as its CPU model does).
+_EMPTY_IS_KNOWN = frozenset({"accelerators"})
 
 
 def merge(snapshots: Sequence[HostSnapshot], now: float, stale_after: float) -> HostSnapshot:
@@ -69,9 +79,10 @@ def merge(snapshots: Sequence[HostSnapshot], now: float, stale_after: float) -> 
     donors = [s if not is_stale(s, now, stale_after) else _without_volatile(s) for s in order[1:]]
     for name in MERGED_FIELDS:
         value = getattr(result, name)
-        if _missing(value):
+        missing = _unknown if name in _EMPTY_IS_KNOWN else _missing
+        if missing(value):
             for donor in donors:
-                if not _missing(getattr(donor, name)):
+                if not missing(getattr(donor, name)):
                     setattr(result, name, copy.deepcopy(getattr(donor, name)))
                     break
         elif dataclasses.is_dataclass(value):
