@@ -25,7 +25,9 @@ glueinfo/sss/xsd/sss-job.xsd.  Per job, in this order and only when known
 - ``Dependency`` (``condition`` OnSuccess, OnFailure or OnExit, the other
   job's id), ``ResourceLimit name="CPUTime"`` (a CPU time limit, seconds);
 - ``Requested``: Processors, Memory (``units="MB"``), Duration (the time
-  limit, seconds), NodeCount, Feature (the LRMS's own notation);
+  limit, seconds), NodeCount, ``Resource name="GPU"`` (the accelerators the
+  job asked for, in all: the spec's extensible consumable resource, named as
+  Node XML's ``Configured/Resource``), Feature (the LRMS's own notation);
 - ``Delivered`` for started jobs: Processors, Memory (``units="MB"``),
   Duration (wall seconds so far or in all), NodeCount and the ``Node`` the
   job runs on, a plain node name, or for several nodes one Node with
@@ -66,6 +68,9 @@ SSS_STATES = ("Idle", "Hold", "Running", "Suspended", "Completed")
 # Units of unit-less numbers, for the SSSRMAP engine (Memory is always written with units="MB").
 JOB_DEFAULT_UNITS = {"Memory": "MB"}
 EXTENSION_TYPE = "Scheduler"
+# The Resource name of a job's requested accelerators (JobInfo.requested_accelerators), as Node XML
+# names a node's GPUs (Configured/Resource name="GPU").
+ACCELERATOR_RESOURCE = "GPU"
 
 _ENDED = {"success": "Succeeded", "failed": "Failed", "cancelled": "Cancelled"}
 _NO_PRIVATE: frozenset[str] = frozenset()
@@ -174,6 +179,7 @@ def job_element(job: JobInfo, machine: Optional[str] = None, private: Collection
     _sub(requested, "Memory", _count(job.requested_memory_mb), units="MB")
     _sub(requested, "Duration", _count(job.requested_duration_s))
     _sub(requested, "NodeCount", _count(job.requested_nodes))
+    _sub(requested, "Resource", _count(job.requested_accelerators), name=ACCELERATOR_RESOURCE)
     _sub(requested, "Feature", _text(job.features))
     if len(requested):
         element.append(requested)

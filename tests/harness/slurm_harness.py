@@ -7,7 +7,9 @@ non-default ports, state/spool/pid/log files, SlurmUser=root when run as
 root, proctrack/linuxproc, task/none, select/cons_tres, one NodeName for this
 host with CPUs=nproc, two partitions with different MaxTime; ``long`` also has
 the per-job limits glueinfo publishes: DefaultTime, MaxNodes, MaxCPUsPerNode,
-MaxMemPerNode, DefMemPerCPU).  munged runs as
+MaxMemPerNode, DefMemPerCPU); the node has count-only GPU GRES, ``gpu:h100:2`` on two
+character devices made with mknod (as /dev/null: major 1, minor 3) named in a gres.conf with
+AutoDetect=off, when we may make device nodes (root), none otherwise.  munged runs as
 user ``munge`` when we are root (it refuses root), as ourselves otherwise.
 Every daemon is started in the foreground and stopped by its PID; jobs are
 cancelled and waited for first, so no job process outlives the cluster.
@@ -21,6 +23,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -98,11 +101,14 @@ class SlurmCluster:
     LONG_MAX_MIN = 2 * 24 * 60
     LONG_DEFAULT_MIN = 60
     LONG_LIMITS = "MaxNodes=1 MaxCPUsPerNode=1 MaxMemPerNode=100 DefMemPerCPU=50"
+    GPU_TYPE = "h100"  # the GRES type of the node's GPUs (a name only: nothing reads a device)
 
-    def __init__(self, workdir: os.PathLike, cpus: Optional[int] = None):
+    def __init__(self, workdir: os.PathLike, cpus: Optional[int] = None, gpus: Optional[int] = None):
         self.dir = Path(workdir)
         self.node = socket.gethostname().split(".")[0]
         self.cpus = cpus or os.cpu_count() or 1
+        # GPUs need device nodes, which only root may make; None: as many as this user can have (2 or 0).
+        self.gpus = (2 if os.geteuid() == 0 else 0) if gpus is None else gpus
         self.ctld_port = free_port()
         self.slurmd_port = free_port()
         # munged runs as user munge, which must reach its directory: pytest's tmp
@@ -161,9 +167,30 @@ class SlurmCluster:
                                                     **kwargs)
         self._wait(lambda: self.socket.exists(), "munged", self.munge_dir / "munged.out", 10)
 
+    def _make_gpus(self) -> str:
+        """The GPU devices and gres.conf; the NodeName line's Gres= ("" without GPUs).
+
+        slurmd refuses a gpu GRES without File= ("count reported lower than configured"), and
+        AutoDetect=off keeps it from looking for NVML: each File= is a character device like
+        /dev/null, which slurmd only stats (task/none: no device cgroup)."""
+        gres_conf = self.dir / "gres.conf"
+        if not self.gpus:
+            gres_conf.write_text("AutoDetect=off\n")
+            return ""
+        devices = self.dir / "dev"
+        devices.mkdir(exist_ok=True)
+        for index in range(self.gpus):
+            device = devices / f"nvidia{index}"
+            if not device.exists():
+                os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        gres_conf.write_text(f"AutoDetect=off\nNodeName={self.node} Name=gpu Type={self.GPU_TYPE} "
+                             f"File={devices}/nvidia[0-{self.gpus - 1}]\n")
+        return f" Gres=gpu:{self.GPU_TYPE}:{self.gpus}"
+
     def _write_conf(self) -> None:
         for sub in ("state", "spool", "log"):
             (self.dir / sub).mkdir(exist_ok=True)
+        gres = self._make_gpus()
         user = pwd.getpwuid(os.geteuid()).pw_name
         memory = max(100, min(1000, _memory_mb() - 200))
         self.conf.write_text(f"""\
@@ -193,11 +220,12 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 MailProg=/bin/true
+GresTypes=gpu
 ReturnToService=2
 MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={memory} State=UNKNOWN
+NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={memory}{gres} State=UNKNOWN
 PartitionName=short Nodes={self.node} MaxTime={self.SHORT_MAX_MIN} Default=YES State=UP
 PartitionName=long Nodes={self.node} MaxTime={self.LONG_MAX_MIN} DefaultTime={self.LONG_DEFAULT_MIN} {self.LONG_LIMITS} State=UP
 """)

@@ -44,9 +44,13 @@ def slurm(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def busy(slurm):
-    """Every CPU of the node busy in partition short, four jobs waiting there
-    (one held, one with a hostile name) and one waiting in long."""
-    ids = {"running": [slurm.sbatch("-p", "short", "-t", "10", "-J", f"run{i}", seconds=300) for i in range(slurm.cpus)]}
+    """Every CPU of the node busy in partition short (the first job holding one of the node's two GPUs,
+    where the harness has them), four jobs waiting there (one held, one with a hostile name) and one
+    waiting in long."""
+    gpu = ("--gres=gpu:1",) if slurm.gpus else ()
+    ids = {"running": [slurm.sbatch("-p", "short", "-t", "10", "-J", f"run{i}", *(gpu if i == 0 else ()), seconds=300)
+                       for i in range(slurm.cpus)]}
+    ids["gpu"] = ids["running"][0] if gpu else None
     slurm.wait_for(lambda: len(squeue_rows(slurm, "short", "R")) == slurm.cpus, what="every CPU running a job")
     ids["waiting"] = [slurm.sbatch("-p", "short", "-t", "5", "-J", f"wait{i}") for i in range(2)]
     ids["held"] = slurm.sbatch("-p", "short", "-t", "3", "-H", "-J", "held")
@@ -100,6 +104,37 @@ def test_counts_and_cpus_match_squeue_and_sinfo(slurm, busy, slurm_json):
     assert state.waiting_jobs == sum(1 for row in rows if row[1] != "RUNNING") == 4
     assert state.total_jobs == len(rows)
     assert state.free_job_slots == 0
+
+
+def sinfo_gpus(slurm: SlurmCluster, partition: str) -> tuple[int, int]:
+    """(total, in use) GPUs of the partition's nodes, from sinfo's own Gres and GresUsed columns
+    (``gpu:h100:2`` and ``gpu:h100:1(IDX:0)``: the count after the type)."""
+    total = used = 0
+    for line in slurm.run("sinfo", "-h", "-N", "-p", partition, "-O", "Gres:60,GresUsed:60").splitlines():
+        gres, in_use = line.split()
+        total += sum(int(n) for n in re.findall(r"\bgpu:(?:[^:,(]+:)?(\d+)", gres))
+        used += sum(int(n) for n in re.findall(r"\bgpu:(?:[^:,(]+:)?(\d+)", in_use))
+    return total, used
+
+
+@pytest.mark.parametrize("slurm_json", ["auto", "no"])
+def test_gpus_match_sinfos_gres_and_gres_used(slurm, busy, slurm_json):
+    """Issue 27: the node's two count-only GPUs, one held by a `--gres=gpu:1` job, are published as
+    sinfo counts them: 2 total, 1 used; a new job can get none (every CPU is taken); that job asked for 1."""
+    if not slurm.gpus:
+        pytest.skip("the harness's GPUs are device nodes made with mknod: root only")
+    state = state_of(slurm, "short", slurm_json=slurm_json)
+    assert state.error is None
+    (gpus,) = state.accelerators
+    assert (gpus.total, gpus.used) == sinfo_gpus(slurm, "short") == (2, 1)
+    assert (gpus.type, gpus.model) == ("GPU", SlurmCluster.GPU_TYPE)
+    assert gpus.free == 0 and sinfo_cpus(slurm, "short")[1] == 0  # no idle CPU: no GPU a new job can get
+    assert gpus.max_per_job == 2  # partition short: MaxNodes=UNLIMITED, one node of two GPUs
+    shown = slurm.run("squeue", "-h", "-j", busy["gpu"], "-O", "tres-per-node:40").strip()
+    assert shown == "gres:gpu:1"  # Slurm 22.05's form of --gres=gpu:1
+    jobs = {job.local_id: job for job in state.jobs}
+    assert jobs[busy["gpu"]].requested_accelerators == 1
+    assert [j.local_id for j in state.jobs if j.requested_accelerators is not None] == [busy["gpu"]]
 
 
 def test_response_times_follow_slurms_forecasts(slurm, busy):
@@ -303,6 +338,9 @@ def test_jobs_xml_command_matches_squeue(slurm, busy, tmp_path):
             assert job.findtext("Delivered/Node") == slurm.node
     assert published[busy["hostile"]].findtext("Name") == HOSTILE_NAME
     assert published[busy["long"]].findtext("Queue") == "long"
+    if busy["gpu"]:  # its --gres=gpu:1, as the spec's extensible consumable resource
+        assert [(r.get("name"), r.text) for r in published[busy["gpu"]].iterfind("Requested/Resource")] == [("GPU", "1")]
+        assert not [job for job_id, job in published.items() if job_id != busy["gpu"] and job.find("Requested/Resource") is not None]
 
 
 def test_glue_ce_entries_in_slapd_match_squeue(slurm, busy, tmp_path, slapd):

@@ -38,7 +38,11 @@ refuses it (:func:`_openpbs_jobs`): the same jobs or error either way.
 Mappings (docs/lrms/pbs.md has the tables): queue enabled/started -> GLUE
 status (:func:`glue_status_of_queue`); job_state letters -> GLUE/SSS
 (``JOB_STATES``); node states -> SSS (:func:`sss_node_state`); response
-times (:func:`response_times`).
+times (:func:`response_times`); GPUs (:func:`queue_gpus`): OpenPBS's
+``ngpus`` consumable (``resources_available`` / ``resources_assigned`` of
+each vnode, a job's ``Resource_List.ngpus``, the queue's
+``resources_max.ngpus``), Torque's ``gpus`` of pbsnodes and ``gpus=`` of a
+job's nodes request.
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ import msgspec
 from glueinfo.core import xmlsafe
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
+from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
+from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -313,6 +318,7 @@ class PbsQueue:
     max_mem_mb: Optional[int] = None
     default_mem_mb: Optional[int] = None
     max_vmem_mb: Optional[int] = None
+    max_ngpus: Optional[int] = None  # resources_max.ngpus (OpenPBS's GPU consumable)
 
 
 def queue_limits(queue: PbsQueue) -> QueueLimits:
@@ -423,7 +429,8 @@ def _queue_from(name: str, get: Callable[[str], Any]) -> PbsQueue:
             max_ncpus=_int(get("resources_max.ncpus")) or None,
             max_mem_mb=parse_size_limit_mb(get("resources_max.mem")),
             default_mem_mb=parse_size_limit_mb(get("resources_default.mem")),
-            max_vmem_mb=parse_size_limit_mb(get("resources_max.vmem")))
+            max_vmem_mb=parse_size_limit_mb(get("resources_max.vmem")),
+            max_ngpus=_int(get("resources_max.ngpus")) or None)
     except ValueError as exc:
         raise PbsOutputError(f"qstat -Q -f {name}: {exc}") from None
 
@@ -440,6 +447,8 @@ class PbsNode:
     queue: Optional[str] = None  # OpenPBS: the queue the node is bound to
     properties: tuple[str, ...] = ()  # Torque
     comment: Optional[str] = None
+    gpus: Optional[int] = None  # OpenPBS resources_available.ngpus, Torque gpus; None: none stated
+    gpus_used: Optional[int] = None  # OpenPBS resources_assigned.ngpus; None: not told (Torque)
 
 
 _OFFLINE_STATES = frozenset({"offline", "down", "maintenance", "sleep", "provisioning", "wait-provisioning", "initializing"})
@@ -486,13 +495,17 @@ def parse_nodes_json(text: str) -> list[PbsNode]:
             total = _int(available.get("ncpus", item.get("pcpus")))
             allocated = _int(assigned.get("ncpus")) if "ncpus" in assigned else (
                 node_jobs_cpus(item["jobs"]) if "jobs" in item else 0)
+            gpus = _int(available.get("ngpus"))
+            # resources_assigned lists a consumable once a job was given some: none listed and no job is 0
+            gpus_used = _int(assigned.get("ngpus")) if "ngpus" in assigned else (None if item.get("jobs") else 0)
         except (ValueError, AttributeError) as exc:
             raise PbsOutputError(f"pbsnodes -a -F json: node {one_line(name, 120)!r}: {exc}") from None
         host = str(available.get("host") or item.get("Mom") or name)
         nodes.append(PbsNode(name=str(name), hostname=host, state=str(item.get("state") or "state-unknown"),
                              total=total, allocated=allocated,
                              queue=str(item["queue"]) if item.get("queue") else None,
-                             comment=str(item["comment"]) if item.get("comment") else None))
+                             comment=str(item["comment"]) if item.get("comment") else None,
+                             gpus=gpus, gpus_used=gpus_used if gpus else None))
     return nodes
 
 
@@ -510,12 +523,13 @@ def parse_nodes_xml(text: str) -> list[PbsNode]:
         try:
             total = _int(fields.get("np"))
             allocated = node_jobs_cpus(fields.get("jobs", ""))
+            gpus = _int(fields.get("gpus"))  # the nodes file's gpus=N; which are in use pbsnodes does not say
         except ValueError as exc:
             raise PbsOutputError(f"pbsnodes -x: node {one_line(name, 120)!r}: {exc}") from None
         properties = tuple(p.strip() for p in fields.get("properties", "").split(",") if p.strip())
         nodes.append(PbsNode(name=name, hostname=name, state=fields.get("state", "").strip() or "unknown",
                              total=total, allocated=allocated, properties=properties,
-                             comment=fields.get("note", "").strip() or None))
+                             comment=fields.get("note", "").strip() or None, gpus=gpus))
     return nodes
 
 
@@ -536,6 +550,17 @@ def queue_nodes(nodes: Sequence[PbsNode], queue: Optional[PbsQueue], flavour: st
     if queue.required_property:
         return [n for n in nodes if queue.required_property in n.properties]
     return list(nodes)
+
+
+def queue_gpus(nodes: Sequence[PbsNode], allocations: Sequence[NodeAllocation],
+               queue: Optional[PbsQueue]) -> tuple[QueueAccelerators, ...]:
+    """The queue's GPUs by glueinfo.lrms.accelerators' rule: each node's ngpus (Torque: gpus) and
+    those assigned to jobs (Torque does not say: used and free unknown), one job at most the
+    queue's ``resources_max.ngpus``.  PBS names no GPU model: the model is left out."""
+    return queue_accelerators(
+        (NodeAccelerators(None, node.gpus, node.gpus_used, allocation.state == "Idle")
+         for node, allocation in zip(nodes, allocations, strict=True) if node.gpus),
+        max_per_job=queue.max_ngpus if queue is not None else None)
 
 
 def node_allocations(nodes: Sequence[PbsNode], lookup: dict[str, str]) -> list[NodeAllocation]:
@@ -651,6 +676,7 @@ class _Converters:
         self.size = wrap(parse_size_mb)
         self.number = wrap(_int)
         self.torque_cpus = wrap(_torque_nodes_cpus)
+        self.torque_gpus = wrap(_torque_nodes_gpus)
 
 
 _EMPTY: dict[str, Any] = {}
@@ -707,6 +733,8 @@ def _full(job: PbsJob, top: _Attributes, resources: _Attributes, used: _Attribut
         end_time=convert.time[top.get("obittime") or top.get("comp_time")] if finished else None,
         requested_processors=job.cpus, requested_memory_mb=convert.size[resources.get("mem")],
         requested_duration_s=job.walltime_limit_s, requested_nodes=convert.number[resources.get("nodect")],
+        requested_accelerators=(convert.number[resources.get("ngpus")]
+                                or convert.torque_gpus[resources.get("nodes")]),
         delivered_processors=(sum(exec_hosts.values()) or None) if started else None,
         delivered_wall_s=job.walltime_used_s if started else None,
         scheduler_specific=str(comment) if comment and pending else None)
@@ -790,6 +818,16 @@ def _torque_nodes_cpus(value: Any) -> Optional[int]:
     return total or None
 
 
+def _torque_nodes_gpus(value: Any) -> Optional[int]:
+    """Torque ``Resource_List.nodes`` ``2:ppn=4:gpus=1+1:gpus=2`` -> 4 GPUs; None when it asks for none."""
+    total = 0
+    for chunk in str(value).split("+"):
+        parts = chunk.split(":")
+        count = int(parts[0]) if parts[0].isdigit() else 1
+        total += count * next((int(p[5:]) for p in parts[1:] if p.startswith("gpus=") and p[5:].isdigit()), 0)
+    return total or None
+
+
 def parse_jobs_json(text: str, full: bool = True, private: frozenset[str] = frozenset()) -> list[PbsJob]:
     """``qstat -f -t -F json QUEUE``: ``{"Jobs": {ID: {attributes}}}`` (no ``Jobs`` when the queue is empty).
 
@@ -820,7 +858,7 @@ _OPENPBS_FULL = ("Job_Name", "queue", "comment", "exec_host", "exec_vnode", "sti
                  "Submit_Host", "submit_host", "depend", "executable")
 _OPENPBS_PRIVATE = {"arguments": ("argument_list",), "environment": ("Variable_List",),
                     "working_directory": ("jobdir", "init_work_dir")}
-_OPENPBS_GROUPS = {"Resource_List": ("ncpus", "procs", "nodes", "nodect", "mem", "walltime", "cput"),
+_OPENPBS_GROUPS = {"Resource_List": ("ncpus", "procs", "nodes", "nodect", "mem", "walltime", "cput", "ngpus"),
                    "resources_used": ("walltime", "cput", "mem"), "estimated": ("start_time",)}
 
 
@@ -1281,6 +1319,7 @@ def _query(ctx: LrmsContext) -> QueueState:
         usable = commands.node_capacity(state, allocations)
         if usable is None:
             errors.append("pbsnodes: a node without a CPU count (ncpus/np): TotalCPUs and FreeCPUs unknown")
+        state.accelerators = queue_gpus(nodes, allocations, queue)
     if jobs is not None:
         commands.count_jobs(state, jobs)
 

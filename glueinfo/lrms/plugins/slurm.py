@@ -6,7 +6,8 @@ Commands (each bounded by what is left of the query's deadline):
 - ``scontrol show partition -o NAME``         -> Status, MaxWallClockTime, Priority, QoS name, the
                                                  per-job limits (:func:`partition_limits`)
 - ``sinfo --json`` (Slurm >= 21.08) or
-  ``sinfo -h -N -p NAME -o %N|%n|%C|%T``     -> TotalCPUs, FreeCPUs, the partition's hosts
+  ``sinfo -h -N -p NAME -O NodeList:|,...``  -> TotalCPUs, FreeCPUs, the partition's hosts, its
+                                                 GPUs (Gres, GresUsed: :func:`node_accelerators`)
 - ``squeue -h -r -t all -p NAME -O ...``      -> jobs, Running/Waiting/TotalJobs, response times
 - ``sacctmgr -nP show qos NAME ...``          -> MaxRunningJobs, MaxTotalJobs, MaxCPUTime (only when
                                                  the partition has a QoS, i.e. with slurmdbd)
@@ -19,7 +20,8 @@ Commands (each bounded by what is left of the query's deadline):
 Slurm release (openapi v0.0.37/38/39 node lists, v0.0.40+ ``sinfo`` groups,
 both read here) and for jobs it is ~30 times larger than a fixed format
 (about 3.4 kB per job on 22.05), too slow for queues of 10,000 jobs.  Jobs and
-partitions use fixed formats, stable since Slurm 17: ``squeue -O`` fields with
+partitions use fixed formats, stable since Slurm 18.08 (tres-per-job/-node/-task,
+the last added): ``squeue -O`` fields with
 no width (never truncated), each ending in a separator built from a random
 token drawn per query, so a job name holding ``|`` or a newline can neither
 shift a field nor forge a job (see :func:`squeue_format`).
@@ -44,6 +46,8 @@ Mappings (also in README.md, "Batch systems"):
   minus RunningJobs when a QoS sets it, 0 when the partition is not Production
   (glueinfo.lrms.figures.free_job_slots).
 - Response times (waiting times): see :func:`estimate_waits` and glueinfo.lrms.waiting.
+- Accelerators: the ``gpu`` GRES of the partition's nodes (:func:`node_accelerators`, by
+  glueinfo.lrms.accelerators' rule); a job's requested GPUs from its TRES (:func:`requested_gpus`).
 """
 
 from __future__ import annotations
@@ -61,9 +65,10 @@ from typing import Any, Optional
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.hostrange import expand_list
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
+from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
+from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -115,8 +120,13 @@ SQUEUE_FIELDS = ("JobArrayID", "State", "Reason", "UserName", "Account", "Partit
                  "EndTime", "TimeLimit", "TimeUsed", "NumCPUs", "tres-alloc", "NumNodes", "NodeList", "QOS",
                  # for the SSS Job object (every one in squeue -O since Slurm 17.11)
                  "Command", "WorkDir", "exit_code", "GroupName", "PriorityLong", "Dependency", "Feature",
-                 "AllocNodes", "NumTasks", "Name")
-SINFO_TEXT_FORMAT = "%N|%n|%C|%T"
+                 "AllocNodes", "NumTasks",
+                 # the GPUs a job asked for (Slurm >= 18.08), when its tres-alloc does not count them
+                 "tres-per-job", "tres-per-node", "tres-per-task", "Name")
+# sinfo's node lines without --json: -O, as %C and %T of -o, with Gres and GresUsed (which -o has no
+# letter for); fields with no width are never cut, each ends with "|" (no node name, state or GRES holds one).
+SINFO_TEXT_FIELDS = ("NodeList", "NodeHost", "CPUsState", "StateLong", "Gres", "GresUsed")
+SINFO_TEXT_FORMAT = ",".join(f"{name}:|" for name in SINFO_TEXT_FIELDS[:-1]) + f",{SINFO_TEXT_FIELDS[-1]}:"
 QOS_FORMAT = "Name,GrpJobs,GrpSubmit,MaxWall,MaxTRESMins"
 
 # Environment variables that change what the Slurm tools print.
@@ -260,6 +270,8 @@ class PartitionInfo:
     max_mem_per_cpu_mb: Optional[int] = None
     def_mem_per_node_mb: Optional[int] = None
     def_mem_per_cpu_mb: Optional[int] = None
+    # TRES=...,gres/gpu=12: the partition's GPUs, when Slurm accounts them (AccountingStorageTRES)
+    tres_gpus: Optional[int] = None
 
 
 def _positive(fields: Mapping[str, str], key: str) -> Optional[int]:
@@ -288,7 +300,8 @@ def parse_partition(text: str, name: str) -> PartitionInfo:
                 priority_tier=_int_or_none(fields.get("PriorityTier", "N/A")),
                 max_nodes=_positive(fields, "MaxNodes"), max_cpus_per_node=_positive(fields, "MaxCPUsPerNode"),
                 max_mem_per_node_mb=_positive(fields, "MaxMemPerNode"), max_mem_per_cpu_mb=_positive(fields, "MaxMemPerCPU"),
-                def_mem_per_node_mb=_positive(fields, "DefMemPerNode"), def_mem_per_cpu_mb=_positive(fields, "DefMemPerCPU"))
+                def_mem_per_node_mb=_positive(fields, "DefMemPerNode"), def_mem_per_cpu_mb=_positive(fields, "DefMemPerCPU"),
+                tres_gpus=tres_gpus(fields.get("TRES", "")))
         except (KeyError, ValueError) as exc:
             raise SlurmOutputError(f"scontrol show partition {name}: unexpected output ({exc})") from None
     raise SlurmOutputError(f"scontrol show partition: no partition {name!r} in output")
@@ -350,21 +363,27 @@ class NodeCpus:
     other: int  # on nodes no job can be given (down, drained, ...)
     total: int
     state: str
+    gres: str = ""  # the node's GRES as sinfo prints them (gpu:a100:4(S:0-1),mps:400); "" or (null): none
+    gres_used: Optional[str] = None  # GresUsed (gpu:a100:2(IDX:0-1)); None: not told
+    # The node's GRES are its sinfo group's (sinfo --json v0.0.40+ lists groups of nodes and the
+    # first node's Gres for all of them): see node_accelerators.
+    gres_of_group: bool = False
 
 
 def parse_sinfo_text(text: str) -> list[NodeCpus]:
-    """``sinfo -h -N -p NAME -o '%N|%n|%C|%T'`` (one line per node; %C is alloc/idle/other/total)."""
+    """``sinfo -h -N -p NAME -O SINFO_TEXT_FORMAT`` (one line per node: NodeList|NodeHost|CPUsState|
+    StateLong|Gres|GresUsed, CPUsState alloc/idle/other/total as %C)."""
     nodes: dict[str, NodeCpus] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         parts = line.strip().split("|")
         try:
-            name, hostname, cpus, state = parts
+            name, hostname, cpus, state, gres, gres_used = parts
             allocated, idle, other, total = (int(v) for v in cpus.split("/"))
         except ValueError:
             raise SlurmOutputError(f"sinfo: unexpected output line {number}: {one_line(line, 120)!r}") from None
-        nodes.setdefault(name, NodeCpus(name, hostname or name, allocated, idle, other, total, state))
+        nodes.setdefault(name, NodeCpus(name, hostname or name, allocated, idle, other, total, state, gres, gres_used))
     return list(nodes.values())
 
 
@@ -431,8 +450,18 @@ def _sinfo_nodes(items: list[Any], partition: str) -> list[NodeCpus]:
         else:
             idle, other = total - allocated, 0
         nodes.append(NodeCpus(str(item["name"]), str(item.get("hostname") or item["name"]), allocated, max(0, idle),
-                              max(0, other), total, "+".join(states).lower()))
+                              max(0, other), total, "+".join(states).lower(), _json_text(item.get("gres")),
+                              _json_text(item.get("gres_used")) if "gres_used" in item else None))
     return nodes
+
+
+def _json_text(value: Any) -> str:
+    """A text of sinfo --json (GRES): a string, or nothing."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SlurmOutputError(f"sinfo --json: expected a text, got {one_line(repr(value), 120)}")
+    return value
 
 
 def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
@@ -449,6 +478,10 @@ def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
         if not names or len(counts) != 4:
             raise SlurmOutputError("sinfo --json: a node group without node names or CPU counts")
         state = "+".join(str(s).upper() for s in ((group.get("node") or {}).get("state") or [])).lower()
+        gres = group.get("gres") or {}
+        if not isinstance(gres, dict):
+            raise SlurmOutputError("sinfo --json: a node group's 'gres' is not an object")
+        gres_total, gres_used = _json_text(gres.get("total")), (_json_text(gres.get("used")) if "used" in gres else None)
         # A group's CPU counts are its nodes' sums; spread them evenly only when
         # the group is one node, otherwise keep the sums on the first node and
         # zero on the others so totals stay exact.
@@ -458,7 +491,10 @@ def _sinfo_groups(groups: list[Any], partition: str) -> list[NodeCpus]:
             if name in nodes:
                 continue
             allocated, idle, other, total = counts if i == 0 else (0, 0, 0, 0)
-            nodes[name] = NodeCpus(name, hosts[i] if i < len(hosts) else name, allocated, idle, other, total, state)
+            # sinfo groups the nodes of one GresUsed (--json matches on it), not of one Gres: every
+            # node of the group uses what the first does, and is taken to have its Gres.
+            nodes[name] = NodeCpus(name, hosts[i] if i < len(hosts) else name, allocated, idle, other, total, state,
+                                   gres_total, gres_used, len(expanded) > 1)
     return list(nodes.values())
 
 
@@ -497,6 +533,105 @@ def node_allocations(nodes: Sequence[NodeCpus], lookup: dict[str, str]) -> list[
     return result
 
 
+# -- accelerators (GRES) -------------------------------------------------------------
+
+_GRES_DETAIL = re.compile(r"\([^()]*\)")  # (S:0-1), (IDX:0,2), (IDX:N/A): what follows a count
+_COUNT_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4, "P": 1024 ** 5}
+_GRES_COUNT = re.compile(r"(\d+)([KMGTP]?)")
+_GRES_TYPE = re.compile(r"[\w.+-]*")
+
+
+def gres_gpus(text: str) -> dict[Optional[str], int]:
+    """The GPUs a Slurm GRES text names, by type (None: untyped), summed per type; {} when none.
+
+    The forms Slurm prints: node Gres ``gpu:a100:4(S:0-1),mps:400`` and GresUsed
+    ``gpu:a100:2(IDX:0-1)``, ``gpu:(null):0(IDX:N/A)``, ``gpu:1``; a job's TRES per job, node or
+    task ``gpu:2`` (Slurm <= 21.08), ``gres:gpu:a100:2`` (21.08-23.02), ``gres/gpu:2`` (23.11+), and
+    ``gres:gpu`` or ``gpu:a100`` with no count (one, as sbatch reads ``--gres``).  Other GRES
+    (mps, shard, nic, licences) are not accelerators and are skipped.  SlurmOutputError for a
+    count that is not one."""
+    text = text.strip()
+    if not text or text.upper() in _NONE_WORDS:
+        return {}
+    found: dict[Optional[str], int] = {}
+    for item in _GRES_DETAIL.sub("", text.replace("(null)", "")).split(","):
+        name, _, rest = item.strip().partition(":")
+        if name == "gres":
+            name, _, rest = rest.partition(":")
+        elif name.startswith("gres/"):
+            name = name[5:]
+        if name != "gpu":
+            continue
+        model, _, count_text = rest.rpartition(":")
+        match = _GRES_COUNT.fullmatch(count_text)
+        if match is not None and _GRES_TYPE.fullmatch(model):
+            count = int(match.group(1)) * _COUNT_UNITS[match.group(2)]
+        elif match is None and _GRES_TYPE.fullmatch(rest):
+            model, count = rest, 1  # gpu or gpu:a100: one GPU, as sbatch reads --gres=gpu:a100
+        else:
+            raise SlurmOutputError(f"GRES {one_line(text, 120)!r}: {item.strip()!r} has no GPU count")
+        key = model or None
+        found[key] = found.get(key, 0) + count
+    return found
+
+
+def tres_gpus(tres: str) -> Optional[int]:
+    """The GPUs of a TRES list (``cpu=16,mem=128000M,node=1,gres/gpu=2``: squeue's tres-alloc,
+    scontrol's partition TRES), or None when it names none: ``gres/gpu`` is every type's total,
+    else the typed ``gres/gpu:TYPE`` counts are summed.  Slurm lists GPUs there only when
+    AccountingStorageTRES names them."""
+    if "gres/gpu" not in tres:
+        return None
+    items = parse_tres(tres)
+    if "gres/gpu" in items:
+        value = items["gres/gpu"]
+        return int(value) if value.isdigit() else None
+    typed = [v for k, v in items.items() if k.startswith("gres/gpu:")]
+    return sum(int(v) for v in typed) if typed and all(v.isdigit() for v in typed) else None
+
+
+def requested_gpus(alloc_tres: str, per_job: str, per_node: str, per_task: str,
+                   node_count: Optional[int], tasks: Optional[int]) -> Optional[int]:
+    """The GPUs a job asked for (or holds): its tres-alloc's when Slurm accounts GPUs (what it
+    holds, or will hold when it waits), else ``--gpus``/tres-per-job, else tres-per-node (``--gres``,
+    ``--gpus-per-node``) times its nodes, else tres-per-task (``--gpus-per-task``) times its tasks;
+    None when none of them names a GPU (a job that asked for none).  tres-per-socket is not read:
+    squeue does not say how many sockets a job has."""
+    accounted = tres_gpus(alloc_tres)
+    if accounted is not None:
+        return accounted
+    for text, times in ((per_job, 1), (per_node, node_count), (per_task, tasks)):
+        gpus = gres_gpus(text)
+        if gpus:
+            return sum(gpus.values()) * times if times is not None else None
+    return None
+
+
+def node_accelerators(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAllocation],
+                      partition: Optional[PartitionInfo]) -> tuple[QueueAccelerators, ...]:
+    """The partition's GPUs (glueinfo.lrms.accelerators): each node's ``gpu`` GRES (its Gres) and
+    those jobs hold (GresUsed), a new job's free ones on the nodes it can start on, at most the
+    GPUs of the partition's MaxNodes largest nodes for one job.
+
+    A node group of ``sinfo --json`` (v0.0.40+) gives its first node's Gres for every node of it:
+    when the partition's TRES counts its GPUs (``gres/gpu=N``) and the groups' sum is not that,
+    the GPUs are unknown (SlurmOutputError naming both) rather than guessed."""
+    readings = []
+    for node, allocation in zip(nodes, allocations, strict=True):
+        total = gres_gpus(node.gres)
+        used = gres_gpus(node.gres_used) if node.gres_used is not None else None
+        for model, count in total.items():
+            readings.append(NodeAccelerators(model=model, total=count,
+                                             used=None if used is None else used.get(model, 0),
+                                             can_start=allocation.state == "Idle"))
+    accelerators = queue_accelerators(readings, partition.max_nodes if partition is not None else None)
+    known = partition.tres_gpus if partition is not None else None
+    if known is not None and any(n.gres_of_group for n in nodes) and sum(a.total or 0 for a in accelerators) != known:
+        raise SlurmOutputError(f"sinfo --json: the node groups' GRES give {sum(a.total or 0 for a in accelerators)} "
+                               f"GPUs, scontrol's partition TRES {known}: its GPUs are unknown")
+    return accelerators
+
+
 # -- jobs ----------------------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -532,6 +667,7 @@ class SlurmJob:
     features: Optional[str] = None
     submit_host: Optional[str] = None
     tasks: Optional[int] = None
+    gpus: Optional[int] = None  # GPUs asked for (requested_gpus); None: none named
     # The counts-only reading keeps SubmitTime as printed: only the waits of jobs started lately read it.
     submit_text: str = ""
 
@@ -618,6 +754,17 @@ def _memory_of_tres(tres: str) -> Optional[int]:
     return parse_memory_mb(memory) if memory else None
 
 
+def _gpus_of(tres: str, per_job: str, per_node: str, per_task: str, node_count: Optional[int],
+             tasks: Optional[int]) -> Optional[int]:
+    """requested_gpus, cheap for the job that names no GPU (most of them): no parse at all."""
+    if "gpu" not in tres and "gpu" not in per_job and "gpu" not in per_node and "gpu" not in per_task:
+        return None
+    try:
+        return requested_gpus(tres, per_job, per_node, per_task, node_count, tasks)
+    except SlurmOutputError:
+        return None  # a request this reading does not understand is unknown; the job's other fields stand
+
+
 def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     """``squeue -h -r -t all -O squeue_format(token)`` -> jobs.  Any malformed record fails the whole
     parse: counts from a partly understood queue would be wrong, not just incomplete.
@@ -656,14 +803,16 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 continue
             (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres,
              node_count, nodelist, qos, command, work_dir, exit_code, group, priority, dependency, features,
-             submit_host, tasks, name) = record.split(sep)
+             submit_host, tasks, per_job, per_node, per_task, name) = record.split(sep)
             job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
             if not job_id or not valid_state(state):
                 raise ValueError("no job id or state")
             glue_status, sss_state, finished = mapping(f"{state}|{reason}")
+            nodes_asked = number(node_count)
+            task_count = int(tasks) if tasks.isdigit() and len(tasks) < 10 else count(tasks)
             jobs.append(SlurmJob(
                 job_id, state, reason, opt(user), opt(account), opt(partition), timestamp(submit), timestamp(start),
-                timestamp(end_text), duration(limit), duration(used), number(cpus), memory(tres), number(node_count),
+                timestamp(end_text), duration(limit), duration(used), number(cpus), memory(tres), nodes_asked,
                 nodelist.strip(), opt(qos), name, glue_status, sss_state, finished,
                 # Free text squeue prints as stored ("(null)": not set) and numbers, checked inline: a
                 # call per field and job would be a fifth of the parse.
@@ -672,8 +821,8 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 int(priority) if priority.isdigit() else _int_or_none(priority),
                 dependency if dependency and dependency != NULL else None,
                 features if features and features != NULL else None,
-                submit_host if submit_host and submit_host != NULL else None,
-                int(tasks) if tasks.isdigit() and len(tasks) < 10 else count(tasks)))
+                submit_host if submit_host and submit_host != NULL else None, task_count,
+                _gpus_of(tres, per_job, per_node, per_task, nodes_asked, task_count)))
         except ValueError as exc:
             raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
                                    f"{one_line(record.replace(sep, '|'), 120)!r}") from None
@@ -781,6 +930,8 @@ def job_info(job: SlurmJob, hostname_of: Mapping[str, str],
         info.features = job.features
     if job.tasks is not None:
         info.task_count = job.tasks
+    if job.gpus is not None:
+        info.requested_accelerators = job.gpus
     if job.command:  # the batch script (or program), then its arguments, joined by spaces
         executable, _, arguments = job.command.partition(" ")
         info.executable = executable
@@ -1059,6 +1210,8 @@ def query(ctx: LrmsContext) -> QueueState:
         # Idle CPUs of the nodes a job can start on: sinfo counts a not-responding (idle*) or MAINT
         # node's CPUs as idle, and the node view makes those Unknown / Offline (commands.node_capacity).
         state.free_cpus = sum(n.idle for n, a in zip(nodes, state.nodes, strict=True) if a.state == "Idle")
+        found_nodes, allocations = nodes, state.nodes
+        state.accelerators = step(lambda: node_accelerators(found_nodes, allocations, partition)) or ()
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
         # A job submitted to several partitions waits in each ("short,long"): squeue -p lists it in both.
@@ -1106,7 +1259,7 @@ def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str]) -> list[N
             if mode == "yes":
                 raise
             # auto: a Slurm built without its openapi/serializer plugins has no --json; the text format always works.
-    return parse_sinfo_text(tools("sinfo", "-h", "-N", "-p", queue, "-o", SINFO_TEXT_FORMAT))
+    return parse_sinfo_text(tools("sinfo", "-h", "-N", "-p", queue, "-O", SINFO_TEXT_FORMAT))
 
 
 def iter_states() -> Iterable[tuple[str, str, str]]:

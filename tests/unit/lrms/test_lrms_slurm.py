@@ -330,7 +330,8 @@ def test_a_job_submitted_to_several_partitions_says_its_waiting_may_be_counted_e
 def test_free_cpus_are_the_idle_cpus_of_nodes_a_job_can_start_on():
     # sinfo counts a not-responding (idle*) or MAINT node's CPUs as idle, not "other"
     sinfo = (FIXTURES / "20.11" / "sinfo_batch.txt").read_text() + (
-        "n05|n05.example.org|0/8/0/8|idle*\nn06|n06.example.org|0/8/0/8|idle+maint\nn07|n07.example.org|0/8/0/8|idle\n")
+        "n05|n05.example.org|0/8/0/8|idle*|(null)|(null)\nn06|n06.example.org|0/8/0/8|idle+maint|(null)|(null)\n"
+        "n07|n07.example.org|0/8/0/8|idle|(null)|(null)\n")
     recorded = replay("20.11")
 
     def run(argv, timeout, env):
@@ -574,7 +575,7 @@ def test_auto_falls_back_to_the_text_format_when_sinfo_json_fails():
     state = queue_state("slurm", context)
     assert state.error is None
     assert (state.total_cpus, state.free_cpus, state.hosts) == (2, 0, ["vm"])
-    assert [c for c in calls if c[0] == "sinfo" and "-o" in c]  # the text format was asked for
+    assert [c for c in calls if c[0] == "sinfo" and "-O" in c]  # the text format was asked for
 
 
 # -- per-VO counts and the scheduler's view of nodes (issue 13) ----------------------------------

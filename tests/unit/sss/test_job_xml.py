@@ -34,7 +34,7 @@ def job_by_id(root, job_id):
 
 
 @pytest.mark.parametrize("version, queue", [("22.05", "short"), ("22.05", "long"), ("20.11", "batch"),
-                                            ("23.02", "gpu"), ("23.11", "main")])
+                                            ("23.02", "gpu"), ("23.11", "main"), ("22.05-gpu", "short")])
 def test_every_recorded_queue_renders_valid_job_xml(schema, version, queue):
     state = slurm_state(version, queue)
     xml = render_jobs(state.jobs)
@@ -244,6 +244,23 @@ def test_sssrmap_new_fields_are_queryable():
     data = ask(jobs, """<Request action="Query" actor="tester"><Object>Job</Object><Get name="Id"/>
                         <Where name="Dependency[@condition='OnSuccess']">102</Where></Request>""")
     assert [job.findtext("Id") for job in data] == ["105"]
+
+
+def test_requested_gpus_are_a_gpu_resource_of_the_request(schema):
+    """Issue 27: the recorded GPU queue (fixtures/slurm/22.05-gpu/scontrol_jobs.txt): job 1 --gres=gpu:1,
+    2 --gpus=2, 3 --gpus-per-task=1 with two tasks, 4 no GPU."""
+    root = parsed(render_jobs(slurm_state("22.05-gpu", "short").jobs))
+    assert schema.validate(root), schema.error_log
+    requested = {job.findtext("Id"): [(r.get("name"), r.get("type"), r.text) for r in job.iterfind("Requested/Resource")]
+                 for job in root}
+    assert requested == {"1": [("GPU", None, "1")], "2": [("GPU", None, "2")], "3": [("GPU", None, "2")], "4": []}
+
+
+def test_sssrmap_selects_jobs_by_the_gpus_they_requested():
+    jobs = slurm_state("22.05-gpu", "short").jobs
+    data = ask(jobs, """<Request action="Query" actor="tester"><Object>Job</Object><Get name="Id" op="Sort"/>
+                        <Where name="Requested/Resource[@name='GPU']" op="GE">2</Where></Request>""")
+    assert [job.findtext("Id") for job in data] == ["2", "3"]
 
 
 def test_sssrmap_private_fields_are_not_in_the_objects_unless_asked():
