@@ -49,6 +49,7 @@ from glueinfo.glue.schema import to_ascii
 from glueinfo.glue.services13 import cese_bind_entries, service_entries
 from glueinfo.glue.templates import Template
 from glueinfo.lrms.registry import glue_lrms_type
+from glueinfo.site.accelerators import group_accelerators, runtime_tags
 from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
 from glueinfo.site.model import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
 
@@ -123,7 +124,9 @@ def subcluster_variables(sc: SubClusterGroup) -> dict[str, Any]:
         "RAM_SIZE": shared.get("ram"), "VIRTUAL_SIZE": shared.get("virtual_memory"),
         "SI00": shared.get("si00"), "SF00": shared.get("sf00"),
         "INBOUND_IP": shared.get("inbound_ip"), "OUTBOUND_IP": shared.get("outbound_ip"),
-        "RUNTIME_ENVIRONMENT": list(shared.get("runtime_environment") or ()),
+        # the tags all members have, and their accelerator types (GPU), the tag EGI's GPU sites publish
+        "RUNTIME_ENVIRONMENT": list(dict.fromkeys((*(shared.get("runtime_environment") or ()),
+                                                   *runtime_tags(group_accelerators(sc.hosts))))),
     }
     # The auxiliary class of each group of facts, when the SubCluster carries one of them.
     def has(*names: str) -> bool:

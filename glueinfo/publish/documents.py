@@ -241,12 +241,13 @@ class Documents:
 
     @functools.cached_property
     def glue2_json(self) -> Optional[bytes]:
-        """The GLUE 2 entries in the OGF GLUE 2 JSON rendering, or None without a GLUE 2 tree."""
+        """The GLUE 2 entries in the OGF GLUE 2 JSON rendering (with the GLUE 2.1 accelerator objects
+        the LDAP tree leaves out), or None without a GLUE 2 tree."""
         from glueinfo.glue.glue2.json import glue2_json_document
 
         if self.glue2 is None:
             return None
-        return glue2_json_document(self.glue2.entries)
+        return glue2_json_document(self.glue2.entries, self.glue2.json_only)
 
     # -- SSS and Haizea ------------------------------------------------------------------------
     @functools.cached_property

@@ -83,7 +83,8 @@ def site_from_config(config: Config, local_fqdn: str) -> SiteModel:
                        ram_granularity_mb=raw_glue["ram_granularity_mb"], publish_hosts=raw_glue["publish_hosts"],
                        schema_dir=raw_glue["schema_dir"], templates_dir=raw_glue["templates_dir"],
                        static_ldif_dir=raw_glue["static_ldif_dir"],
-                       information_service_url=raw_glue["information_service_url"])
+                       information_service_url=raw_glue["information_service_url"],
+                       accelerator_schema=raw_glue["accelerator_schema"])
     if not glue.base_dn:
         raise ConfigError(f"{_where(config, 'glue', 'base_dn')}: [glue] base_dn: must not be empty")
 

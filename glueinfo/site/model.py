@@ -139,6 +139,7 @@ class GlueOptions:
     templates_dir: str = ""
     static_ldif_dir: str = ""
     information_service_url: str = ""
+    accelerator_schema: bool = False  # the site's slapd loads glueinfo's GLUE 2.1 accelerator schema
 
 
 @dataclass(frozen=True)

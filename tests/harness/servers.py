@@ -240,7 +240,8 @@ class Slapd:
     suffixes = ("o=grid", "o=glue", "o=infosys")
 
     def __init__(self, workdir: Optional[os.PathLike] = None, schema_dir: str = SCHEMA_DIR,
-                 schema_files: Sequence[str] = SLAPD_SCHEMA_FILES, layout: str = "one-writer") -> None:
+                 schema_files: Sequence[str] = SLAPD_SCHEMA_FILES, layout: str = "one-writer",
+                 extra_schema: Sequence[str] = ()) -> None:
         # layout "bdii": as /etc/bdii/bdii-slapd.conf lays it out, each database written only by its
         # own rootdn (o=grid, o=glue, o=infosys), as bdii-update binds; no identity writes them all.
         self.layout = layout
@@ -248,6 +249,8 @@ class Slapd:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="glueinfo-slapd-"))
         self.schema_dir = schema_dir
         self.schema_files = tuple(schema_files)
+        # schema files by path, included after the others (glueinfo's GLUE 2.1 accelerator extension)
+        self.extra_schema = tuple(str(path) for path in extra_schema)
         self.port = 0
         self.process: Optional[subprocess.Popen] = None
         self.log_path = self.workdir / "slapd.log"
@@ -264,6 +267,7 @@ class Slapd:
     def _config(self) -> str:
         lines = [f"include {os.path.join(self.schema_dir, name)}" for name in self.schema_files
                  if os.path.exists(os.path.join(self.schema_dir, name))]
+        lines += [f"include {path}" for path in self.extra_schema]
         if self.layout == "bdii" and os.path.exists(BDII_SCHEMA):  # as bdii-slapd.conf includes it
             lines.append(f"include {BDII_SCHEMA}")
         lines += [

@@ -5,8 +5,10 @@
 - health.py -- the endpoint health check the publish step runs (TCP connect, daemon process);
 - times.py -- CreationTime/Validity with a caller-kept memory (CreationTimes);
 - render.py -- ``glue2_entries(site, options, health=, now=, times=)``: the entries, parents first;
+- accelerators.py -- GPUs: the GLUE 2.0 OtherInfo forms and the GLUE 2.1 accelerator classes, with
+  glueinfo's LDAP schema of them (GLUE21-accelerators.schema, ``[glue] accelerator_schema``);
 - check.py -- the entries normalised and checked against GLUE20.schema (glueinfo.glue.schema);
-- json.py -- the same objects in the OGF GLUE 2 JSON rendering.
+- json.py -- the same objects in the OGF GLUE 2 JSON rendering (GLUE 2.1's, accelerators included).
 
 docs/glue2-mapping.md is the reference for what each attribute comes from.
 """

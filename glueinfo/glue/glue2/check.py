@@ -5,6 +5,12 @@ schema_dir``; the tree goes through the same TreeChecker as GLUE 1.3
 (glueinfo.glue.build): normalised, checked, an entry slapd would reject left
 out with its children and reported by DN.  Without the schema file the tree
 is normalised and published unchecked after one warning.
+
+glueinfo's own LDAP rendering of the GLUE 2.1 accelerator classes
+(glueinfo.glue.glue2.accelerators.EXTENSION_SCHEMA, shipped with glueinfo) is
+read beside GLUE20.schema, so the entries of those classes are checked too;
+whether they go to LDAP or to the JSON rendering only is the publish step's
+choice (``[glue] accelerator_schema``).
 """
 
 from __future__ import annotations
@@ -24,26 +30,40 @@ GLUE2_SCHEMA_FILES = ("core.schema", "cosine.schema", "GLUE20.schema")
 
 
 def load_glue2_schema(schema_dir: str) -> Optional[Schema]:
-    """GLUE20.schema (with core and cosine) from ``schema_dir``, or None after one warning."""
+    """GLUE20.schema (with core and cosine) from ``schema_dir``, and glueinfo's GLUE 2.1 accelerator
+    extension, or None after one warning (GLUE20.schema missing or unreadable)."""
     import os
+
+    from glueinfo.glue.glue2.accelerators import EXTENSION_SCHEMA
 
     if not os.path.isfile(os.path.join(schema_dir, "GLUE20.schema")):
         log.warning("GLUE 2 schema file GLUE20.schema not found in %s (Debian package glue-schema): "
                     "publishing o=glue without a schema check", schema_dir)
         return None
     try:
-        return load_schema(schema_dir, GLUE2_SCHEMA_FILES)
+        schema = load_schema(schema_dir, GLUE2_SCHEMA_FILES)
+        with open(EXTENSION_SCHEMA, encoding="utf-8") as handle:
+            schema.add_text(handle.read(), EXTENSION_SCHEMA)
+        return schema
     except SchemaUnavailable as exc:
         log.warning("%s: publishing o=glue without a schema check", exc)
+        return None
+    except OSError as exc:  # glueinfo's own file: an incomplete installation
+        log.warning("cannot read %s (%s): publishing o=glue without a schema check", EXTENSION_SCHEMA, exc)
         return None
 
 
 @dataclass
 class Glue2Build:
+    """A checked GLUE 2 tree: ``entries`` go to LDAP (and the LDIF), ``json_only`` (the GLUE 2.1
+    accelerator entries when the site's slapd does not load their schema) to the JSON rendering
+    only; both parents first."""
+
     entries: list[Entry]
     errors: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     checked: bool = True
+    json_only: list[Entry] = field(default_factory=list)
 
     def ldif(self) -> str:
         return format_ldif(self.entries, sort=False)

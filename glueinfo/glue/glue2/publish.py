@@ -2,7 +2,9 @@
 
 Called by the publish layer (glueinfo.publish.documents) only: the endpoints' health is
 checked (glueinfo.glue.glue2.health: a TCP connect, the daemon's process on this host), the
-entries are rendered with the caller's CreationTime memory and checked against GLUE20.schema.
+entries are rendered with the caller's CreationTime memory and checked against GLUE20.schema; the
+GLUE 2.1 accelerator entries stay out of LDAP (JSON only) unless ``[glue] accelerator_schema`` says
+the site's slapd loads glueinfo's extension schema.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Optional
 
+from glueinfo.glue.glue2.accelerators import is_glue21
 from glueinfo.glue.glue2.ces import health_targets
 from glueinfo.glue.glue2.check import Glue2Build, check_glue2, load_glue2_schema
 from glueinfo.glue.glue2.health import check_endpoints
@@ -46,6 +49,11 @@ def build_glue2(site: AssembledSite, options: Glue2Options, now: float, times: O
         schema = load_glue2_schema(site.model.glue.schema_dir) if entries else None
     build = check_glue2(entries, schema)
     build.warnings[:0] = warnings
+    if not site.model.glue.accelerator_schema:
+        # GLUE20.schema has no accelerator class: the GLUE 2.1 entries go to the JSON rendering only.
+        build.json_only = [e for e in build.entries if is_glue21(e)]
+        if build.json_only:
+            build.entries = [e for e in build.entries if not is_glue21(e)]
     return build
 
 

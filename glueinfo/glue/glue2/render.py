@@ -16,6 +16,8 @@ source)::
         GLUE2ApplicationEnvironmentID=...             run-time environment tags
       GLUE2ResourceID=...                             ExecutionEnvironment per SubCluster
         GLUE2BenchmarkID=...
+        (and, GLUE 2.1, AcceleratorEnvironment here, ComputingManagerAccelerator below the Manager,
+        ComputingShareAccelerator below the Share: glueinfo.glue.glue2.accelerators)
       GLUE2ToStorageServiceID=...                     close storage
 
 ``<base>`` is ``GLUE2GroupID=resource,o=glue`` (``[glue] dit = resource``),
@@ -50,12 +52,14 @@ from typing import Any, NamedTuple, Optional
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import QueueLimits, QueueState, VoJobCounts
 from glueinfo.glue.access import vos_of
+from glueinfo.glue.glue2 import accelerators
 from glueinfo.glue.glue2.ces import CeView, ce_views
 from glueinfo.glue.glue2.health import EndpointHealth
 from glueinfo.glue.glue2.ids import Ids
 from glueinfo.glue.glue2.times import CreationTimes
 from glueinfo.glue.render13 import mailto
 from glueinfo.lrms.registry import glue_lrms_type
+from glueinfo.site.accelerators import group_accelerators, runtime_tags
 from glueinfo.site.aggregate import SubClusterGroup, sum_known
 from glueinfo.site.assemble import AssembledSite
 
@@ -490,7 +494,7 @@ def _manager(tree: _Tree, site: AssembledSite, service: _Service, lrms: str, man
         slots.append(None if not totals or None in totals else max(t for t in totals if t is not None))
     manager_dn = make_dn("GLUE2ManagerID", manager_id, service.dn)
     service_id = service.id
-    tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
+    manager = tree.add(manager_dn, ("GLUE2Entity", "GLUE2Manager", "GLUE2ComputingManager"), [
         ("GLUE2ManagerID", manager_id), ("GLUE2EntityName", f"{glue_lrms_type(lrms)} on {service.ces[0].spec.host}"),
         ("GLUE2ManagerProductName", (lead_state.lrms_type if lead_state and lead_state.lrms_type else glue_lrms_type(lrms))),
         ("GLUE2ManagerProductVersion", (lead_state.lrms_version if lead_state else None) or members[0].spec.lrms_version),
@@ -498,6 +502,10 @@ def _manager(tree: _Tree, site: AssembledSite, service: _Service, lrms: str, man
         ("GLUE2ComputingManagerTotalLogicalCPUs", sum_known(c.logical_cpus for c in clusters) if cpus_known else None),
         ("GLUE2ComputingManagerTotalSlots", sum_known(slots)),
         ("GLUE2ManagerServiceForeignKey", service_id), ("GLUE2ComputingManagerComputingServiceForeignKey", service_id)])
+    # its accelerators: the clusters' hosts' devices, the queues' slots (glueinfo.glue.glue2.accelerators)
+    accelerators.add_manager(tree, service.ids, manager, manager_id, accelerators.manager_figures(
+        clusters, len(clusters) == len(cluster_ids),
+        {c: [states[v.spec.unique_id] for v in members if v.spec.cluster == c] for c in cluster_ids}))
     return manager_dn
 
 
@@ -509,7 +517,8 @@ def _application_environments(tree: _Tree, service: _Service, manager_id: str, m
     for ee_id, sc in published_ees.items():
         if managers.get(environments[ee_id][1].spec.lrms) != manager_id:
             continue
-        for tag in sc.shared.get("runtime_environment") or ():
+        # the hosts' tags, and their accelerator types (GPU), as GLUE 1.3 publishes them
+        for tag in dict.fromkeys((*(sc.shared.get("runtime_environment") or ()), *runtime_tags(group_accelerators(sc.hosts)))):
             tags.setdefault(tag, []).append(ee_id)
     for tag, ee_ids in sorted(tags.items()):
         app_id = service.ids.application_environment(tag)
@@ -553,7 +562,7 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
     max_cpu = _limit_s(view, "max_cpu_time", state.max_cpu_time_s if state else None,
                        state.max_cpu_time_min if state else None)
     share_dn = make_dn("GLUE2ShareID", share_id, service_dn)
-    tree.add(share_dn, ("GLUE2Entity", "GLUE2Share", "GLUE2ComputingShare"), [
+    share = tree.add(share_dn, ("GLUE2Entity", "GLUE2Share", "GLUE2ComputingShare"), [
         ("GLUE2ShareID", share_id), ("GLUE2EntityName", f"{spec.queue} {vo}"),
         ("GLUE2ShareDescription", f"Share of {vo} on queue {spec.queue}"),
         ("GLUE2ComputingShareMappingQueue", spec.queue), ("GLUE2ComputingShareServingState", serving),
@@ -581,6 +590,7 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
         ("GLUE2ComputingShareComputingServiceForeignKey", service_id),
         ("GLUE2ComputingShareComputingEndpointForeignKey", endpoint_id),
         ("GLUE2ComputingShareExecutionEnvironmentForeignKey", ee_ids)])
+    accelerators.add_share(tree, ids, share, share_id, accelerators.share_figures(state, len(vos_of(spec.access)) == 1))
     policy_id = ids.mapping_policy(share_id, spec.queue, vo)
     tree.add(make_dn("GLUE2PolicyID", policy_id, share_dn), ("GLUE2Entity", "GLUE2Policy", "GLUE2MappingPolicy"), [
         ("GLUE2PolicyID", policy_id), ("GLUE2PolicyScheme", POLICY_SCHEME), ("GLUE2PolicyRule", rules),
@@ -612,7 +622,7 @@ def _environment(tree: _Tree, ids: Ids, ee_id: str, sc: SubClusterGroup, view: C
     cpu_scaling = next((v.cpu_scaling for v in on_cluster if v.cpu_scaling is not None), None)
     wall_scaling = next((v.wall_scaling for v in on_cluster if v.wall_scaling is not None), None)
     ee_dn = make_dn("GLUE2ResourceID", ee_id, service_dn)
-    tree.add(ee_dn, ("GLUE2Entity", "GLUE2Resource", "GLUE2ExecutionEnvironment"), [
+    environment = tree.add(ee_dn, ("GLUE2Entity", "GLUE2Resource", "GLUE2ExecutionEnvironment"), [
         ("GLUE2ResourceID", ee_id), ("GLUE2EntityName", sc.name),
         ("GLUE2ExecutionEnvironmentPlatform", shared.get("platform")),
         ("GLUE2ExecutionEnvironmentTotalInstances", len(sc.hosts)),
@@ -636,6 +646,7 @@ def _environment(tree: _Tree, ids: Ids, ee_id: str, sc: SubClusterGroup, view: C
         ("GLUE2ExecutionEnvironmentConnectivityOut", extended_bool(shared.get("outbound_ip"))),
         ("GLUE2ResourceManagerForeignKey", manager_id),
         ("GLUE2ExecutionEnvironmentComputingManagerForeignKey", manager_id)])
+    accelerators.add_environment(tree, ids, environment, ee_id, group_accelerators(sc.hosts))
     benchmarks: dict[str, str] = {}
     for v in on_cluster:
         for kind, number in v.benchmarks:
