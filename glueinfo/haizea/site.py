@@ -5,7 +5,13 @@ What is written (docs/haizea.md has the whole contract):
 - ``<resource-types names="CPU Memory ...">``: CPU and Memory always (Haizea
   requires both), then the consumable resources the described hosts carry
   (``[node] resources``: ``snapshot.extra["node_resources"]``), each named
-  ``NAME`` or ``NAME:TYPE`` as configured, sorted.
+  ``NAME`` or ``NAME:TYPE`` as configured, and the accelerators the hosts
+  were found to have, by type (``GPU``, as many per node as a job can be
+  given: devices, or partitions of a partitioned one), sorted.  A type the
+  host's ``[node] resources`` already name (``GPU`` or ``GPU:A100``) is the
+  admin's figure and is not counted again; a host whose accelerators are
+  unknown is written with none (Haizea's default for a type a node does not
+  list is zero) and counted in the comment.
 - ``<nodes>``: one ``<node-set numnodes="N">`` per distinct capacity.  A
   capacity is CPU = 100 x the host's hardware threads (Haizea counts a whole
   CPU as 100), Memory = RAM in MB, and each resource's configured amount
@@ -38,6 +44,7 @@ from lxml import etree
 
 from glueinfo.core.errors import PublicationError
 from glueinfo.core.model import HostSnapshot
+from glueinfo.site.accelerators import host_type_counts
 from glueinfo.site.aggregate import ram_bucket
 from glueinfo.sss.node_settings import NodeSettings
 from glueinfo.sss.node_state import node_state
@@ -96,6 +103,7 @@ class SiteNodes:
     resource_types: tuple[str, ...]
     left_out: dict[str, list[str]]
     at: float
+    accelerators_unknown: list[str] = field(default_factory=list)  # described hosts whose accelerators are unknown
 
     @property
     def host_count(self) -> int:
@@ -129,12 +137,24 @@ def host_resources(snapshot: HostSnapshot) -> Optional[tuple[tuple[str, int], ..
     return tuple(sorted(amounts.items()))
 
 
+def with_accelerators(snapshot: HostSnapshot, resources: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """The host's resources with its accelerators by type (``("GPU", 4)``), unless its ``[node]
+    resources`` already name that type (``GPU`` or ``GPU:...``): the admin's figure is the one kept."""
+    counts = host_type_counts(snapshot) or {}
+    named = {name.split(":", 1)[0] for name, _ in resources}
+    found = [(acc_type, count) for acc_type, count in counts.items()
+             if count > 0 and acc_type not in named and acc_type not in (CPU, MEMORY)]
+    return tuple(sorted((*resources, *found))) if found else resources
+
+
 def site_nodes(site: AssembledSite, now: float, settings: NodeSettings) -> SiteNodes:
     """The node sets of the site at ``now`` by the rules of the module docstring (never raises)."""
     # The published hosts carry the batch system's view; aggregation may have been given the bare snapshots.
     published = {h.snapshot.hostname: h.snapshot for h in site.hosts}
     granularity = site.model.glue.ram_granularity_mb
     left_out: dict[str, list[str]] = {}
+    accelerators_unknown: list[str] = []  # said in the comment only when some host has accelerators
+    some_accelerators = False
     merged: dict[Capacity, NodeSet] = {}
     for cluster in site.groups.clusters:
         for subcluster in cluster.subclusters:
@@ -149,6 +169,11 @@ def site_nodes(site: AssembledSite, now: float, settings: NodeSettings) -> SiteN
                     left_out.setdefault(reason, []).append(snapshot.hostname)
                     continue
                 threads, ram = described
+                counted = with_accelerators(snapshot, resources)
+                some_accelerators = some_accelerators or counted != resources
+                resources = counted
+                if snapshot.accelerators is None:
+                    accelerators_unknown.append(snapshot.hostname)
                 key = (threads * CPU_PER_THREAD, ram_bucket(ram, granularity), resources)
                 within.setdefault(key, []).append((ram, snapshot.hostname))
             for (cpu, _, resources), members in within.items():
@@ -159,7 +184,7 @@ def site_nodes(site: AssembledSite, now: float, settings: NodeSettings) -> SiteN
     types = sorted({name for capacity in merged for name, _ in capacity.resources})
     return SiteNodes(node_sets=[merged[c] for c in sorted(merged, key=Capacity.sort_key)], resource_types=(CPU, MEMORY, *types),
                      left_out={reason: sorted(names) for reason, names in sorted(left_out.items(), key=_reason_order)},
-                     at=now)
+                     at=now, accelerators_unknown=sorted(accelerators_unknown) if some_accelerators else [])
 
 
 def _reason_order(item: tuple[str, list[str]]) -> int:
@@ -209,6 +234,9 @@ def site_comment(nodes: SiteNodes) -> str:
         text += (" Left out, so a simulation does not plan on them: " + "; ".join(parts) + ".")
     else:
         text += " No host left out."
+    if nodes.accelerators_unknown:
+        text += (f" Accelerators unknown on {len(nodes.accelerators_unknown)} host(s) ({_names(nodes.accelerators_unknown)}),"
+                 f" written with none.")
     return comment_text(text)
 
 

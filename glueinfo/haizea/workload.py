@@ -15,7 +15,10 @@ ones as long as the LRMS keeps them), in order of submission:
 - ``<nodes>``: one ``<node-set>`` of the requested node count, each node with
   CPU = 100 x the requested CPUs / nodes and Memory = the requested MB / nodes
   (both rounded up: the job asked for at least that much per node); Memory
-  is left out when the LRMS does not report the request;
+  is left out when the LRMS does not report the request; GPU = the
+  accelerators the job asked for / nodes (rounded up), only for a job that
+  asked for some (``JobInfo.requested_accelerators``), and then ``GPU`` is
+  one of the site's resource types (nodes that list none have none);
 - ``<start/>`` (best effort), ``<duration>`` the time limit,
   ``<software><none/></software>``.
 
@@ -28,6 +31,7 @@ withdraw a queued lease).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ from glueinfo.core.job import JobInfo
 from glueinfo.haizea.site import Capacity, SiteNodes, comment_text, format_moment, nodes_element, site_element, to_bytes
 from glueinfo.sss.xml_text import xml_text
 
+GPU = "GPU"  # the resource type of the accelerators a job asks for (the site's GPU type, glueinfo.haizea.site)
 NO_SUBMIT, NO_LIMIT, NO_NODES, NO_CPUS, NEVER_RAN = (
     "no submit time", "no time limit", "no node count", "no CPU count", "finished without running")
 REASONS = (NO_SUBMIT, NO_LIMIT, NO_NODES, NO_CPUS, NEVER_RAN)
@@ -100,8 +105,10 @@ def lease_requests(jobs: Sequence[tuple[JobInfo, str]]) -> tuple[list[LeaseReque
     for job, origin in usable:
         nodes, cpus = job.requested_nodes or 1, job.requested_processors or 1
         memory = job.requested_memory_mb
+        gpus = job.requested_accelerators
         per_node = Capacity(cpu=math.ceil(cpus * 100 / nodes),
-                            memory_mb=math.ceil(memory / nodes) if memory and memory > 0 else None)
+                            memory_mb=math.ceil(memory / nodes) if memory and memory > 0 else None,
+                            resources=((GPU, math.ceil(gpus / nodes)),) if gpus and gpus > 0 else ())
         real = _elapsed(job) if finished(job) else None
         requests.append(LeaseRequest(job_id=job.local_id, origin=origin, arrival_s=(job.submit_time or first) - first,
                                      numnodes=nodes, per_node=per_node, duration_s=int(job.requested_duration_s or 0),
@@ -173,4 +180,9 @@ def workload_document(name: str, ces: Sequence[str], site: SiteNodes, jobs: Sequ
     """The LWF document of these (job, origin) pairs on this site, as asked at ``at``.  Raises
     glueinfo.haizea.site.HaizeaError when the site has no host left to describe."""
     requests, left_out = lease_requests(jobs)
+    # A type a lease asks for must be one of the site's: a site none of whose nodes has GPUs still lists it.
+    asked = sorted({name for r in requests for name, _ in r.per_node.resources} - set(site.resource_types))
+    if asked:
+        site = dataclasses.replace(site, resource_types=(*site.resource_types[:2],  # CPU Memory, then the rest sorted
+                                                         *sorted({*site.resource_types[2:], *asked})))
     return to_bytes(workload_element(name, workload_description(ces, at, requests, left_out), site, requests, preemptible))
