@@ -46,6 +46,7 @@ from glueinfo.core.xmlsafe import parse_xml
 from glueinfo.run.history import History
 from glueinfo.run.http_server import HttpServer, IPNetwork, Limits, Request, Response, is_loopback, parse_allow, text_response
 from glueinfo.run.stats import CeStatus, HealthRow, HostRow, Observed, PublishStatus, Status, SubClusterRow
+from glueinfo.site.accelerators import group_accelerators
 from glueinfo.sss import vocabulary as sss_node
 from glueinfo.sss.node_markup_cache import NodeMarkupCache
 from glueinfo.sss.node_settings import NodeSettings
@@ -498,12 +499,14 @@ class NodeStore:
                     waiting_jobs=queue.waiting_jobs if queue else None, total_jobs=queue.total_jobs if queue else None,
                     collected_at=queue.collected_at if queue else 0.0, error=queue.error if queue else "not asked yet",
                     query_duration_s=record.last_duration_s if record else None, query_runs=record.runs if record else 0,
-                    query_failures=record.failures if record else 0, queue_missing=bool(queue and queue.queue_missing)))
+                    query_failures=record.failures if record else 0, queue_missing=bool(queue and queue.queue_missing),
+                    accelerators=queue.accelerators if queue else ()))
             for cluster in site.groups.clusters:
                 for group in cluster.subclusters:
                     subclusters.append(SubClusterRow(group.unique_id, group.name, cluster.unique_id,
                                                      tuple(h.hostname for h in group.hosts),
-                                                     hardware_rows(group.shared, group.physical_cpus, group.logical_cpus)))
+                                                     hardware_rows(group.shared, group.physical_cpus, group.logical_cpus),
+                                                     group_accelerators(group.hosts)))
         elif data is not None:
             for snapshot in data.snapshots:
                 state = node_state(snapshot, now, self.settings)

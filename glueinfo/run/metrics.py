@@ -27,6 +27,10 @@ Families (labels in brackets):
   ``glueinfo_ldap_up``, ``glueinfo_ldap_sync_failures_total``, ``glueinfo_ldap_last_duration_seconds``
 - ``glueinfo_lrms_query_duration_seconds``, ``_success``, ``_runs_total``, ``_failures_total`` [ce, lrms, queue]
 - ``glueinfo_ce_free_cpus``, ``_total_cpus``, ``_running_jobs``, ``_waiting_jobs`` [ce]
+- ``glueinfo_ce_accelerators`` [ce, type, model, state: total, used, free]: the queue's accelerators as
+  its batch system counts them (model "" when it does not type them); a state it does not say is left out
+- ``glueinfo_subcluster_accelerators`` [subcluster, cluster, type, model]: accelerators (devices, or
+  partitions of partitioned ones) over the SubCluster's hosts; nothing for one whose hosts' are unknown
 - ``glueinfo_output_age_seconds``, ``glueinfo_output_interval_seconds``, ``glueinfo_output_write_ok`` [output] (run)
 """
 
@@ -99,6 +103,7 @@ class StatusCollector(Collector):
         yield from self._health("output", status.output_plugins, "output")
         yield from self._publish(status)
         yield from self._lrms(status)
+        yield from self._subclusters(status)
         yield from self._outputs(status)
 
     @staticmethod
@@ -186,6 +191,32 @@ class StatusCollector(Collector):
                 if value is not None:
                     family.add_metric([ce.unique_id], value)
         yield from (duration, success, runs, failures, *figures.values())
+        accelerators = GaugeMetricFamily("glueinfo_ce_accelerators", "The CE's accelerators as its batch system counts "
+                                         "them: total, used, free", labels=["ce", "type", "model", "state"])
+        for ce in status.ces:
+            seen: set[tuple[str, str]] = set()
+            for item in ce.accelerators:
+                if (item.type, item.model or "") in seen:
+                    continue  # one series per type and model: the first the plugin gave
+                seen.add((item.type, item.model or ""))
+                for state, value in (("total", item.total), ("used", item.used), ("free", item.free)):
+                    if value is not None:
+                        accelerators.add_metric([ce.unique_id, item.type, item.model or "", state], value)
+        yield accelerators
+
+    @staticmethod
+    def _subclusters(status: Status) -> Iterator[Metric]:
+        family = GaugeMetricFamily("glueinfo_subcluster_accelerators", "Accelerators a job can be given over the "
+                                   "SubCluster's hosts (devices, or partitions of partitioned ones)",
+                                   labels=["subcluster", "cluster", "type", "model"])
+        for sc in status.subclusters:
+            counts: dict[tuple[str, str], int] = {}  # kinds of one model (MIG profiles of one GPU) summed
+            for kind in sc.accelerators or ():  # unknown or none: nothing
+                key = (kind.type, kind.model or "")
+                counts[key] = counts.get(key, 0) + kind.count * len(sc.hosts)
+            for (acc_type, model), count in counts.items():
+                family.add_metric([sc.unique_id, sc.cluster, acc_type, model], count)
+        yield family
 
     @staticmethod
     def _outputs(status: Status) -> Iterator[Metric]:

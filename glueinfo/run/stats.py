@@ -10,11 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.model import QueueState
+from glueinfo.core.model import QueueAccelerators, QueueState
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 from glueinfo.gather.gatherer import GatherResult
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
+from glueinfo.site.accelerators import AcceleratorKind
 from glueinfo.site.assemble import AssembledSite, SiteAssembler
 
 # -- figures no other part keeps: per source, per LRMS query, the last site ---------------------
@@ -168,6 +169,7 @@ class CeStatus:
     query_runs: int = 0
     query_failures: int = 0
     queue_missing: bool = False  # the batch system has no such queue (``error`` names the ones it has)
+    accelerators: tuple[QueueAccelerators, ...] = ()  # as its batch system counts them; empty: none said
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,8 @@ class SubClusterRow:
     cluster: str
     hosts: tuple[str, ...]
     hardware: tuple[tuple[str, str], ...]  # (label, value) the hosts share
+    # per host, as every output publishes them (glueinfo.site.accelerators): None unknown, () none
+    accelerators: Optional[tuple[AcceleratorKind, ...]] = None
 
 
 @dataclass(frozen=True)

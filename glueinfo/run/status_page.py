@@ -7,9 +7,11 @@ the config.  Plain HTML, CSS and inline SVG, no script, no external asset
 (host names, CPU models, CE ids, errors, the site's name) is escaped.  What
 glueinfo does not know is shown as "unknown" or left out, never as 0.
 
-A site (``run``, ``serve``) shows its CEs with state and job counts and a
+A site (``run``, ``serve``) shows its CEs with state and job counts (and
+accelerators free, used and total when the batch system counts them) and a
 24-hour chart of free CPUs and running/waiting jobs each, its SubClusters
-with their hosts and hardware, hosts that are stale or Unknown and since
+with their hosts and hardware (accelerators per host when they are known),
+hosts that are stale or Unknown and since
 when, collector, source and job health, and the last publication with any
 LDAP rejections.  A worker's agent (``serve --no-ldif``) shows its one host.
 """
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Optional
 
 from glueinfo.run.stats import HealthRow, Status
+from glueinfo.site.accelerators import AcceleratorKind
 
 CONTENT_TYPE = "text/html; charset=utf-8"
 DAY_S = 86400.0
@@ -80,6 +83,15 @@ def ago(seconds: float) -> str:
 
 def number(value: Optional[int]) -> str:
     return "unknown" if value is None else str(value)
+
+
+def accelerator_text(kind: AcceleratorKind) -> str:
+    """'2 x NVIDIA H100 80GB HBM3 (81559 MB, compute capability 9.0)' of one kind per host."""
+    details = [f"{kind.memory_mb} MB" if kind.memory_mb is not None else "",
+               f"compute capability {kind.compute_capability}" if kind.compute_capability else "",
+               f"partitions {kind.partition}" if kind.partition else ""]
+    shown = ", ".join(d for d in details if d)
+    return f"{kind.count} x {kind.label()}" + (f" ({shown})" if shown else "")
 
 
 def _verdict(ok: Optional[bool]) -> str:
@@ -182,6 +194,9 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
                        f" / {number(ce.total_jobs)}</td></tr>"
                        f"<tr><th>LRMS asked</th><td>{esc(when(ce.collected_at, now))}"
                        + (f", took {ce.query_duration_s:.3f} s" if ce.query_duration_s is not None else "") + "</td></tr>")
+            for item in ce.accelerators:
+                figures += (f"<tr><th>{esc(item.type)}{' ' + esc(item.model) if item.model else ''} free / used / total</th>"
+                            f"<td>{number(item.free)} / {number(item.used)} / {number(item.total)}</td></tr>")
             if ce.error:
                 figures += f'<tr><td colspan="2" class="err">{esc(ce.error)}</td></tr>'
             history = status.history.get(ce.unique_id, [])
@@ -191,7 +206,10 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
     if status.subclusters and not agent:
         out = ['<section class="wide"><h2>SubClusters</h2><table><tr><th>SubCluster</th><th>hardware</th><th>hosts</th></tr>']
         for sc in status.subclusters:
-            hardware = "<br>".join(f"{esc(label)}: {esc(value)}" for label, value in sc.hardware) or '<span class="muted">unknown</span>'
+            shown = list(sc.hardware)
+            if sc.accelerators is not None:  # unknown: left out
+                shown.append(("accelerators per host", "; ".join(accelerator_text(k) for k in sc.accelerators) or "none"))
+            hardware = "<br>".join(f"{esc(label)}: {esc(value)}" for label, value in shown) or '<span class="muted">unknown</span>'
             hosts = "".join(f"<li>{esc(h)}</li>" for h in sc.hosts[:MAX_LISTED_HOSTS])
             more = f'<li class="muted">and {len(sc.hosts) - MAX_LISTED_HOSTS} more</li>' if len(sc.hosts) > MAX_LISTED_HOSTS else ""
             out.append(f"<tr><td>{esc(sc.name)}<br><span class=\"muted\">{esc(sc.unique_id)} in {esc(sc.cluster)}</span></td>"
