@@ -252,7 +252,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "base_dn": Option("str", "mds-vo-name=resource,o=grid", "DN the GLUE 1.3 tree is published under"),
         "aggregation_key": Option("list", ["platform", "cpu_vendor", "cpu_model", "cpu_clock", "logical_cpus", "ram",
                                            "os_name", "os_release", "os_version", "inbound_ip", "outbound_ip",
-                                           "runtime_environment"],
+                                           "runtime_environment", "accelerators"],
                                   "Host facts that must be equal for hosts to share an automatic SubCluster"),
         "ram_granularity_mb": Option("int", 1024, "RAM sizes are compared rounded to this many MB", minimum=1),
         "publish_hosts": Option("bool", True, "Publish one GlueHost entry (with file systems) per host"),

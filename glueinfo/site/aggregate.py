@@ -6,13 +6,16 @@ Rules (GLUE CE schema 1.1, "Sub-Clusters"):
   exactly one SubCluster: the admin's pin that names it ([subcluster:NAME],
   first in file order), or else the automatic group of hosts equal on the
   aggregation key ([glue] aggregation_key; RAM compared rounded to
-  ``ram_granularity_mb``).
+  ``ram_granularity_mb``; accelerators by their kinds and counts,
+  :func:`accelerator_key`, a host with none known alike whether it was
+  read to have none or not read).
 - Grouping is deterministic: the same hosts give the same groups whatever
   order they arrive in.  An automatic SubCluster's id is stable
   (glueinfo.site.ids: it belongs to its group of hosts, spells no fact that
   upgrades change, and is remembered in the state directory when there is
-  one); its Name is a readable summary of its key (platform, CPU, logical
-  CPUs, RAM, OS), which may change in place.
+  one; a new one of hosts with accelerators also spells their model); its
+  Name is a readable summary of its key (platform, CPU, logical CPUs, RAM,
+  OS, accelerators), which may change in place.
 - A SubCluster publishes only the facts every member shares (``shared``);
   RAM is the exception that makes the rounding useful: when all members'
   RAM falls in one granularity bucket the SubCluster publishes the smallest
@@ -69,6 +72,24 @@ def _static(attr: str) -> Callable[[HostSnapshot], Any]:
     return get
 
 
+def accelerator_key(host: HostSnapshot) -> Optional[tuple[tuple[Any, ...], ...]]:
+    """What a host's accelerators are for grouping: its kinds (type, vendor, model, partition
+    profile) with the count of each, sorted; None when it has none known, so a host known to have
+    none and one whose accelerators are unknown (an agent older than the accelerators collector)
+    stay in one SubCluster.  Memory, driver and how they were read do not split a group."""
+    if not host.accelerators:
+        return None
+    counts: dict[tuple[Any, ...], int] = {}
+    for kind in host.accelerators:
+        if kind.count > 0:
+            key = (kind.type, kind.vendor, kind.model, kind.partition)
+            counts[key] = counts.get(key, 0) + kind.count
+    if not counts:
+        return None
+    return tuple(sorted(((*key, count) for key, count in counts.items()),
+                        key=lambda row: tuple("" if part is None else str(part) for part in row)))
+
+
 def _runtime_environment(host: HostSnapshot) -> Optional[tuple[str, ...]]:
     if host.static is None:
         return None
@@ -96,6 +117,7 @@ FACTS: dict[str, Callable[[HostSnapshot], Any]] = {
     "runtime_environment": _runtime_environment,
     "si00": _static("si00"),
     "sf00": _static("sf00"),
+    "accelerators": accelerator_key,
 }
 
 
@@ -123,7 +145,8 @@ def host_facts(host: HostSnapshot) -> tuple[Any, ...]:
     else:
         static_facts = (static.inbound_ip, static.outbound_ip, tuple(sorted(set(static.runtime_environment))),
                         static.si00, static.sf00)
-    return (platform, *cpu_facts, ram, virtual, name, release, version, *static_facts)
+    return (platform, *cpu_facts, ram, virtual, name, release, version, *static_facts,
+            accelerator_key(host) if host.accelerators else None)
 
 
 def ram_bucket(ram_mb: Optional[int], granularity_mb: int) -> Optional[int]:
@@ -268,7 +291,20 @@ def hardware_summary(key_facts: dict[str, Any]) -> str:
     model = key_facts.get("cpu_model")
     if model:
         parts.append(slug(_MODEL_NOISE.sub(" ", str(model)))[:40].strip("-._"))
+    parts.extend(_accelerator_words(key_facts.get("accelerators"), counted=False))
     return "-".join(p for p in parts if p) or "hosts"
+
+
+def _accelerator_words(kinds: Any, counted: bool) -> list[str]:
+    """``nvidia-h100-80gb-hbm3`` (``2x...`` when ``counted``) per kind of an accelerator key; none
+    for hosts without accelerators, whose ids and names stay as they were."""
+    words = []
+    for kind_type, vendor, model, partition, count in kinds or ():
+        label = slug(model or f"{vendor or ''} {kind_type}")[:40].strip("-._")
+        if partition:
+            label = f"{label}-{slug(partition)}"
+        words.append(f"{count}x{label}" if counted else label)
+    return words
 
 
 def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
@@ -290,6 +326,7 @@ def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
     if os_name:
         release = key_facts.get("os_release") or ""
         parts.append(slug(str(os_name).split()[0][:20] + str(release)[:12]))
+    parts.extend(_accelerator_words(key_facts.get("accelerators"), counted=True))
     text = "-".join(p for p in parts if p)
     return text or "hosts"
 

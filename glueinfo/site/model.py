@@ -36,7 +36,7 @@ MAX_RDN_BYTES = 200
 # Names usable in [glue] aggregation_key; aggregate.KEY_FACTS maps each to a host fact.
 KEY_NAMES = ("platform", "cpu_vendor", "cpu_model", "cpu_version", "cpu_clock", "instruction_set", "logical_cpus",
              "physical_cores", "sockets", "ram", "virtual_memory", "os_name", "os_release", "os_version",
-             "inbound_ip", "outbound_ip", "runtime_environment", "si00", "sf00")
+             "inbound_ip", "outbound_ip", "runtime_environment", "si00", "sf00", "accelerators")
 
 # Facts a [cluster:NAME] or [subcluster:NAME] may state for all its hosts (the keys of those names),
 # published for its SubClusters over what the hosts report (glueinfo.site.aggregate).
@@ -132,7 +132,7 @@ class GlueOptions:
     base_dn: str = "mds-vo-name=resource,o=grid"
     aggregation_key: tuple[str, ...] = ("platform", "cpu_vendor", "cpu_model", "cpu_clock", "logical_cpus", "ram",
                                         "os_name", "os_release", "os_version", "inbound_ip", "outbound_ip",
-                                        "runtime_environment")
+                                        "runtime_environment", "accelerators")
     ram_granularity_mb: int = 1024
     publish_hosts: bool = True
     schema_dir: str = "/etc/ldap/schema"
