@@ -16,7 +16,7 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Optional
 
 from glueinfo import __version__
@@ -105,12 +105,22 @@ def common_options() -> OneLineErrorParser:
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error.
+    ``usage_exit`` and ``report`` are the command's (its ``USAGE_EXIT`` and
+    ``report_usage_error``: ``check`` answers with its UNKNOWN status line on stdout, exit 3);
+    the top-level parser takes them from the command the line names, since argparse reports an
+    unknown option of a command (``glueinfo check --bogus``) there."""
 
     usage_exit = EXIT_USAGE
+    report: Optional[Callable[[str], None]] = None
+    help_prog = ""  # whose --help the message points to (default: this parser's prog)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(self.usage_exit, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        line = f"{self.prog}: {message} (see {self.help_prog or self.prog} --help)"
+        if self.report is not None:
+            self.report(line)
+            self.exit(self.usage_exit)
+        self.exit(self.usage_exit, line + "\n")
 
 
 def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
@@ -139,6 +149,11 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
             sp.set_defaults(_module=command)
             if isinstance(sp, OneLineErrorParser):
                 sp.usage_exit = getattr(command, "USAGE_EXIT", EXIT_USAGE)
+                sp.report = getattr(command, "report_usage_error", None)
+            if chosen == name:  # an option the command does not know is reported by the top-level parser
+                parser.usage_exit = getattr(command, "USAGE_EXIT", EXIT_USAGE)
+                parser.report = getattr(command, "report_usage_error", None)
+                parser.help_prog = f"glueinfo {name}"
     return parser
 
 
@@ -168,18 +183,26 @@ def _plugin_keys() -> Any:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from glueinfo.core.config import load
+    from glueinfo.core.config import Config, load
     from glueinfo.core.text import one_line
 
     with long_lived_objects():  # the parser and the command's module
         args = build_parser(argv).parse_args(argv)
     if args.verbose or not getattr(args._module, "LOGGING_ON_FIRST_WARNING", False):
         setup_logging(args.verbose)
+    config: Optional[Config] = None
     try:
         config = load(args.config, _plugin_keys)
         return int(args._module.run(args, config) or 0)
     except GlueinfoError as exc:  # the one place a command's error is reported
-        print(f"glueinfo: {one_line(exc, limit=2000)}", file=sys.stderr)
+        message = one_line(exc, limit=2000)
+        if isinstance(exc, ConfigurationError):
+            message = config.located(message) if config is not None else message  # FILE:LINE: [section] key: why
+            report = getattr(args._module, "report_usage_error", None)
+            if report is not None:  # check: its UNKNOWN status line on stdout, as monitoring reads it
+                report(message)
+                return exit_code(exc, args._module)
+        print(f"glueinfo: {message}", file=sys.stderr)
         return exit_code(exc, args._module)
     except BrokenPipeError:  # `glueinfo ldif | head` is fine
         return EXIT_OK

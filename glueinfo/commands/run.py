@@ -100,8 +100,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 def run_once(provider: Any) -> int:
     """Every job once, in order (each followed by a publish); for cron and for trying a config."""
+    restored = provider.restore()  # first: a second glueinfo run on the state directory stops here (StateLocked)
     provider.start_server()
-    if provider.restore():
+    if restored:
         provider.publish("restart")
     if provider.local_enabled:
         provider.run_job("slow")

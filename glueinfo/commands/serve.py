@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.commands.site_options import clock_from_environment, local_probe, make_assembler, publisher_for, site_config
     from glueinfo.core.errors import UsageError
     from glueinfo.run.history import History
-    from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings
+    from glueinfo.run.http import NodeStore, Refreshed, Server, ServeSettings, listen_origin
     from glueinfo.run.http_output import refreshed
     from glueinfo.run.stats import Observed
     from glueinfo.site.node_settings import node_settings as read_node_settings
@@ -108,7 +108,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     try:
         server = Server(settings, store)
     except OSError as exc:
-        raise UsageError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+        raise UsageError(f"{listen_origin(args.listen)}: cannot listen on {settings.host}:{settings.port}: "
+                         f"{os.strerror(exc.errno) if exc.errno else exc}") from None
     jobs = None
     try:  # <Object>Job</Object>: the CEs' batch jobs, refreshed on the same interval (none on a fork-only site)
         from glueinfo.run.job_objects import JobObjects

@@ -16,7 +16,7 @@ before the rename, new after it; at worst a temporary file is left behind,
 which :func:`remove_temporaries` clears at the next start.  When the write
 fails (disk full, read-only filesystem, no permission) the temporary file is
 removed, NAME is untouched, and :class:`WriteError` says in one line which
-path and why.
+path and why, and whether there was a previous file (left unchanged).
 """
 
 from __future__ import annotations
@@ -43,11 +43,23 @@ class WriteError(PublicationError, OSError):
         reason = cause.strerror or str(cause) or type(cause).__name__
         if name:
             reason = f"{reason} [{name}]"
-        super().__init__(code, f"{path}: not written: {reason}; the previous file is unchanged")
+        super().__init__(code, f"{path}: not written: {reason}; {_previous(path)}")
         self.path = path
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+def _previous(path: str) -> str:
+    """What a failed write left at ``path``, said only of a file there is: a first write that fails
+    leaves nothing to be unchanged."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "there is no previous file"
+    except OSError:  # not even looked at (no permission on a directory above)
+        return "any previous file is unchanged"
+    return "the previous file is unchanged"
 
 
 def _temporary_pattern(path: str) -> str:

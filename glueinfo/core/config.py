@@ -4,7 +4,15 @@ Every section and key glueinfo knows is declared in ``SCHEMA`` below with its
 type, default and a one-line doc; etc/glueinfo.conf.example is the admin's
 copy of the same list.  A file with an unknown section or key, or a value of
 the wrong type, is rejected as a whole with ``FILE:LINE: [section] key: why``,
-so nothing is ever half-applied.
+so nothing is ever half-applied; a name one letter off a known one says
+which was probably meant ("did you mean").  An error found later, by the code
+that reads a value (``[sources] enabled`` naming no source, a busy ``[serve]
+listen``), is written ``[section] key: why`` and gets the file and line in
+front from :meth:`Config.located`.
+
+A ``#`` after white space starts a comment, on a value's line too
+(``listen = 127.0.0.1:7170  # loopback only``); a ``#`` that belongs to a
+value is written without white space before it.
 
 Sections named ``kind:NAME`` (``cluster:main``, ``ce:long``) are declared
 once as ``kind:*``.  Sections in ``FREEFORM`` take any key (string values).
@@ -19,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
+from glueinfo.core.hostrange import check_named_list
 from glueinfo.core.options import Option, parse_value
+from glueinfo.core.suggest import did_you_mean
 
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
@@ -291,7 +301,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia, prometheus, "
                           "node_exporter (or a plugin's)"),
         "agents": Option("str", "", "Worker agents to pull /node.xml from: names or ranges, e.g. wn[001-250].example.org:7170; "
-                         "an address may carry its host's name: 10.1.0.[1-250]=wn[001-250].example.org"),
+                         "an address may carry its host's name: 10.1.0.[1-250]=wn[001-250].example.org",
+                         check=check_named_list),
         "agents_file": Option("path", "", "File of agents, one name or range a line, # comments"),
         "aliases": Option("list", [], "Other Node Ids a listed host may report, NAME=ALIAS, e.g. "
                           "wn017.example.org=wn017-ib.example.org (any other Id is refused as a claim)"),
@@ -318,7 +329,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "prometheus_ca_file": Option("path", "", "CA certificates to verify the Prometheus server's TLS certificate"),
         "prometheus_max_body": Option("int", 268435456, "Largest Prometheus API answer accepted, in bytes", minimum=1024),
         "node_exporters": Option("str", "", "node_exporters to pull /metrics from, names or ranges as for agents "
-                                 "(ADDRESS=NAME too), e.g. wn[001-250].example.org:9100"),
+                                 "(ADDRESS=NAME too), e.g. wn[001-250].example.org:9100", check=check_named_list),
         "node_exporters_file": Option("path", "", "File of node_exporters, one name or range a line, # comments"),
         "node_exporter_port": Option("int", 9100, "Port of node_exporter on targets written without one", minimum=1),
         "node_exporter_identity": Option("str", "target", "Which name a node_exporter's host has: target (its listed "
@@ -397,11 +408,27 @@ class Config:
     def get(self, section: str, key: str) -> Any:
         return self.section(section)[key]
 
+    def where(self, section: str, key: Optional[str] = None) -> Optional[str]:
+        """``FILE:LINE`` of ``[section] key`` (or of the section's header) in the file; None when
+        the file does not write it (a default, a command-line value, no file)."""
+        line = self.lines.get((section, key.lower() if key else None))
+        return f"{self.path}:{line}" if self.path and line else None
+
+    def located(self, message: str) -> str:
+        """``message`` about one key, written ``[section] key: why``, with ``FILE:LINE: `` in front
+        when the file writes that key; any other message as it is."""
+        match = _ABOUT_KEY.match(message)
+        where = self.where(match.group(1), match.group(2)) if match else None
+        return f"{where}: {message}" if where else message
+
     def with_values(self, section: str, **values: Any) -> Config:
         """This config with some keys of one section set (a command line overriding the file)."""
         return Config(path=self.path, values={**self.values, section: {**self.values.get(section, {}), **values}},
                       lines=self.lines, plugin_schema=self.plugin_schema)
 
+
+# "[section] key: why", the form of an error about one key (Config.located).
+_ABOUT_KEY = re.compile(r"\[([^\]\s]+)\] ([A-Za-z0-9_.-]+): ")
 
 # Section (``ce:*``, ``sources``, ``output:NAME``) -> the keys installed plugins declare for it.
 PluginKeys = Mapping[str, Mapping[str, Option]]
@@ -443,7 +470,9 @@ def parse_text(text: str, path: str = "<config>", plugin_keys: Optional[Callable
     ``[ce:x] myplugin_bin_dir`` is accepted with its declared type and default."""
     import configparser  # only when there is a file: without one, a fresh `glueinfo probe` skips its 3 ms import
 
-    parser = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
+    # inline_comment_prefixes: configparser cuts a value at a "#" only after white space
+    parser = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False,
+                                       inline_comment_prefixes=("#",))
     try:
         parser.read_string(text, source=path)
     except configparser.DuplicateSectionError as exc:
@@ -472,8 +501,7 @@ def parse_text(text: str, path: str = "<config>", plugin_keys: Optional[Callable
             ask_plugins()
             declared = _declared(section, plugin_schema)
         if declared is None and section not in FREEFORM:
-            known = sorted(set(SCHEMA) | FREEFORM)
-            raise ConfigError(f"{path}:{where}: unknown section [{section}] (known: {', '.join(known)})")
+            raise ConfigError(f"{path}:{where}: unknown section [{section}]{_unknown_section_hint(section)}")
         if ":" in section and not section.split(":", 1)[1].strip():
             raise ConfigError(f"{path}:{where}: section [{section}] needs a name after the colon")
         typed: dict[str, Any] = {}
@@ -484,7 +512,8 @@ def parse_text(text: str, path: str = "<config>", plugin_keys: Optional[Callable
                 continue
             assert declared is not None
             if key not in declared:
-                raise ConfigError(f"{path}:{line}: [{section}] {key}: unknown key (known: {', '.join(sorted(declared))})")
+                hint = did_you_mean(key, declared) or f"known: {', '.join(sorted(declared))}"
+                raise ConfigError(f"{path}:{line}: [{section}] {key}: unknown key ({hint})")
             try:
                 typed[key] = parse_value(declared[key], raw)
             except ValueError as exc:
@@ -506,6 +535,20 @@ def load(path: Optional[str] = None, plugin_keys: Optional[Callable[[], PluginKe
         if explicit:
             raise ConfigError(f"{target}: no such config file") from None
         return Config(path=None)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{target}: cannot read config file: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot read config file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{target}: cannot read config file: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_text(text, target, plugin_keys)
+
+
+def _unknown_section_hint(section: str) -> str:
+    """" (did you mean [X]?)" for a section one letter off a known one (``[source]``,
+    ``[clusters:main]`` for ``[cluster:main]``), else " (known: ...)"."""
+    kind, colon, name = section.partition(":")
+    if colon:
+        hint = did_you_mean(kind, [known[:-2] for known in SCHEMA if known.endswith(":*")], lambda k: f"[{k}:{name}]")
+    else:
+        hint = did_you_mean(section, [known for known in set(SCHEMA) | FREEFORM if not known.endswith(":*")],
+                            lambda k: f"[{k}]")
+    return f" ({hint})" if hint else f" (known: {', '.join(sorted(set(SCHEMA) | FREEFORM))})"

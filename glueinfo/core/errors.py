@@ -32,6 +32,7 @@ every exception class in the package, its parent and its built-in bases)::
     GlueinfoError                   glueinfo.core.errors
         ConfigurationError          glueinfo.core.errors
             UsageError              glueinfo.core.errors
+                StateLocked         glueinfo.site.state
             ConfigError             glueinfo.core.config            also ValueError
             HostRangeError          glueinfo.core.hostrange         also ValueError
             CollectorError          glueinfo.host.collect

@@ -176,6 +176,13 @@ def expand_named(pattern: str) -> list[tuple[str, Optional[str]]]:
     return list(zip(targets, names, strict=True))
 
 
+def check_named_list(text: str) -> None:
+    """HostRangeError (a ValueError) naming the first bad pattern of a list :func:`expand_named_list`
+    reads (a range that runs backwards, a bad port, more than MAX_HOSTS hosts); for a config key's
+    ``check``, so a bad list is refused when the file is read, with its file and line."""
+    expand_named_list(text)
+
+
 def expand_named_list(text: str) -> list[tuple[str, Optional[str]]]:
     """expand_list for patterns that may name their targets (see expand_named)."""
     pairs: dict[str, Optional[str]] = {}

@@ -9,6 +9,7 @@ plugin declares its keys without importing the config parser.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -24,6 +25,9 @@ class Option:
     doc: str
     minimum: Optional[float] = None
     choices: tuple[str, ...] = ()
+    # More than the type says, checked when the file is read (a host list's ranges): raises
+    # ValueError naming what is wrong in the typed value, so the file is refused at once.
+    check: Optional[Callable[[Any], None]] = None
 
 
 _TRUE = {"1", "yes", "true", "on"}
@@ -63,5 +67,10 @@ def parse_value(opt: Option, raw: str) -> Any:
         bad = [item for item in value if item not in opt.choices] if opt.type == "list" else (
             [] if value in opt.choices else [raw])
         if bad:
-            raise ValueError(f"must be one of {', '.join(opt.choices)}, got {bad[0]!r}")
+            from glueinfo.core.suggest import did_you_mean
+
+            hint = did_you_mean(str(bad[0]), opt.choices)
+            raise ValueError(f"must be one of {', '.join(opt.choices)}, got {bad[0]!r}" + (f" ({hint})" if hint else ""))
+    if opt.check is not None and value:
+        opt.check(value)
     return value

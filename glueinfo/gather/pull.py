@@ -385,8 +385,8 @@ def pull_and_pin(ctx: SourceContext, keys: tuple[str, str, str], read: Reader, p
     try:
         targets = listed_targets(section, keys)
         aliases = parse_aliases(section["aliases"])
-    except (HostRangeError, ValueError) as exc:
-        report.failures.append(SourceFailure(target=f"[sources] {keys[0]}", error=str(exc)))
+    except (HostRangeError, ValueError) as exc:  # the message names the key already ("[sources] agents: ...")
+        report.failures.append(SourceFailure(target=f"[sources] {keys[0]}", error=str(exc).removeprefix(f"[sources] {keys[0]}: ")))
         return report
     settings = PullSettings.from_section(section)
     if path is not None:

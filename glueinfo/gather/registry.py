@@ -128,5 +128,9 @@ def enabled_sources(config: Any, on_error: Callable[[str], None] = lambda msg: N
     known = all_sources(on_error)
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise SourceError(f"[sources] enabled: unknown source(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        from glueinfo.core.suggest import did_you_mean
+
+        hints = [did_you_mean(name, known) for name in unknown]
+        hint = "; ".join(hints) if all(hints) else f"known: {', '.join(sorted(known))}"
+        raise SourceError(f"[sources] enabled: unknown source(s) {', '.join(unknown)} ({hint})")
     return [known[n] for n in names]

@@ -100,6 +100,12 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def listen_origin(listen: Optional[str] = None) -> str:
+    """Where the listen address comes from, for a message: ``--listen`` when the command line gave
+    ``listen``, else ``[serve] listen``."""
+    return "--listen" if listen else "[serve] listen"
+
+
 def read_key_file(path: str) -> bytes:
     """The shared HMAC key: the file's content without surrounding whitespace; ValueError if unusable."""
     try:
@@ -107,14 +113,14 @@ def read_key_file(path: str) -> bytes:
             key = handle.read(65537).strip()
             mode = os.fstat(handle.fileno()).st_mode
     except OSError as exc:
-        raise ValueError(f"key_file {path}: cannot read: {exc.strerror or exc}") from None
+        raise ValueError(f"[serve] key_file: {path}: cannot read: {exc.strerror or exc}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         log.warning("key_file %s can be read by other users (mode %o): anyone who reads it can sign requests",
                     path, stat.S_IMODE(mode))
     if not key:
-        raise ValueError(f"key_file {path}: empty")
+        raise ValueError(f"[serve] key_file: {path}: empty")
     if len(key) > 65536:
-        raise ValueError(f"key_file {path}: longer than 64 KB")
+        raise ValueError(f"[serve] key_file: {path}: longer than 64 KB")
     return key
 
 
@@ -138,15 +144,19 @@ class ServeSettings:
 
     def __post_init__(self) -> None:
         if self.allow is None and not self.allow_any and self.key is None and not is_loopback(self.host):
-            raise ValueError(f"[serve] listen {self.host}:{self.port} is not loopback and anyone could ask: set [serve] allow "
+            raise ValueError(f"[serve] listen: {self.host}:{self.port} is not loopback and anyone could ask: set [serve] allow "
                              f"to the networks of your clients (e.g. allow = 10.0.0.0/8), or key_file for signed queries, "
                              f"or write allow = any to serve every address")
 
     @classmethod
     def from_config(cls, config: Any, listen: Optional[str] = None) -> ServeSettings:
-        """From the [serve] section; ``listen`` (the command line's) overrides it.  ValueError on bad values."""
+        """From the [serve] section; ``listen`` (the command line's) overrides it.  ValueError on bad values,
+        naming the key (``[serve] listen: ...``, ``--listen: ...``)."""
         section = config.section("serve")
-        host, port = parse_listen(listen or section["listen"])
+        try:
+            host, port = parse_listen(listen or section["listen"])
+        except ValueError as exc:
+            raise ValueError(f"{listen_origin(listen)}: {exc}") from None
         key = read_key_file(section["key_file"]) if section["key_file"] else None
         allow_words = [str(w) for w in section["allow"]]
         allow = parse_allow(allow_words)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -294,7 +295,8 @@ class Provider:
         try:
             self.server = Server(serve_settings, self.store)
         except OSError as exc:
-            raise ServiceError(f"cannot listen on {serve_settings.host}:{serve_settings.port}: {exc.strerror or exc}") from None
+            raise ServiceError(f"[serve] listen: cannot listen on {serve_settings.host}:{serve_settings.port}: "
+                               f"{os.strerror(exc.errno) if exc.errno else exc}") from None
         self.server.start(refresh=False)  # the store is refreshed by publishes, not by serve's own timer
         host, port = self.server.address
         log.info("serving http://%s:%d/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3)", host, port)
@@ -526,9 +528,9 @@ class Provider:
             assembler.ids = old.ids
             if plan.settings.state_dir == old_settings.state_dir:
                 assembler.state = old.state  # the same directory, its lock still held
-            else:
-                old.close()
+            else:  # the new directory first: one another glueinfo run holds refuses the reload (StateLocked)
                 assembler.open_state(writer=True)
+                old.close()
             self.assembler = assembler
             self.plan = plan
             self.local_host.plan = plan

@@ -143,8 +143,9 @@ class Service:
         """Start, serve until SIGTERM/SIGINT, stop.  Returns the exit code (0)."""
         provider = self.provider
         self.install_signal_handlers()
+        restored = provider.restore()  # first: a second glueinfo run on the state directory stops here (StateLocked)
         provider.start_server()
-        if provider.restore():
+        if restored:
             provider.publish("restart")
         if provider.local_enabled:
             for name in ("slow", "fast"):
@@ -169,11 +170,13 @@ class Service:
 
     def reload(self) -> bool:
         """SIGHUP: the new config, or one ERROR line and the old config keeps running."""
+        config: Optional[Config] = None
         try:
             config = self.reload_config()
             self.provider.reload(config)
         except ConfigurationError as exc:  # ConfigError, ServiceError, SourceError, OutputError, ...
-            log.error("SIGHUP: new config rejected, the running one stays: %s", exc)
+            message = config.located(str(exc)) if config is not None else str(exc)  # FILE:LINE: [section] key: why
+            log.error("SIGHUP: new config rejected, the running one stays: %s", message)
             return False
         except Exception as exc:  # whatever it was, the running config must survive it
             log.error("SIGHUP: new config rejected, the running one stays: %s: %s", type(exc).__name__, exc)

@@ -210,16 +210,19 @@ class SiteAssembler:
     # -- state ---------------------------------------------------------------------------------
     def open_state(self, writer: bool = False) -> int:
         """Read the state directory: hosts' last good snapshots (with their real age) and the
-        SubCluster ids.  ``writer`` (the daemon) creates the directory and must hold its lock;
-        otherwise it is read only when it exists, and written back only if its lock is free.
-        Returns how many hosts were restored."""
+        SubCluster ids.  ``writer`` (the daemon) creates the directory and takes its lock:
+        StateLocked (exit 2) when another ``glueinfo run`` holds it, a warning when it cannot be
+        written (SiteState.lock_daemon); otherwise it is read only when it exists, and written back
+        only if its lock is free.  Returns how many hosts were restored."""
         state = self.state
         if state is None:
             return 0
         if not writer and not os.path.isdir(state.directory):
             return 0
-        if not state.lock(create=writer) and writer:
-            log.warning("state directory %s: another glueinfo holds its lock; this one will not write it", state.directory)
+        if writer:
+            state.lock_daemon()
+        else:
+            state.lock(create=False)
         with self._lock:
             ids = state.load_ids()
             if ids is not None:

@@ -4,15 +4,20 @@ It holds each host's last good snapshot per source (``hosts/``, written by
 glueinfo.gather.state.StateStore) and the SubCluster ids
 (``subclusters.json``, glueinfo.site.ids).  One process writes at a time:
 the writer holds an exclusive lock on ``STATE_DIR/lock`` (flock), which
-``glueinfo run`` takes for its whole life.  A one-shot command (``ldif``,
-``gather``, ``publish``...) reads the directory when it exists and writes it
-back only when it can take the lock at once: while the daemon runs, one-shot
-commands read its state and leave it alone.  One-shot commands never create
-the directory.
+``glueinfo run`` takes for its whole life, and writes its PID and role
+(``run``, or ``command`` for a one-shot) in the file, so the next one can
+say who holds it.  A second ``glueinfo run`` on the same directory refuses
+to start (:class:`StateLocked`, exit 2, naming the holder's PID); it waits
+up to ``COMMAND_WAIT_S`` for a one-shot command that holds the lock for its
+few seconds.  A one-shot command (``ldif``, ``gather``, ``publish``...)
+reads the directory when it exists and writes it back only when it can take
+the lock at once: while the daemon runs, one-shot commands read its state
+and leave it alone.  One-shot commands never create the directory.
 
-Failures are warnings naming the file, never fatal: an unreadable ids file
-means ids are derived afresh (and rewritten at the next save), an unwritable
-directory means nothing is remembered.
+Other failures are warnings naming the file, never fatal: an unreadable ids
+file means ids are derived afresh (and rewritten at the next save), a
+directory that cannot be written (no permission, a read-only filesystem)
+means nothing is remembered, and the daemon's warning says so.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Optional
 
 from glueinfo.core.atomicwrite import WriteError, write_atomic
+from glueinfo.core.errors import UsageError
 from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.state import HostStates, StateStore
@@ -38,6 +44,12 @@ log = logging.getLogger(__name__)
 IDS_FILE = "subclusters.json"
 LOCK_FILE = "lock"
 MAX_IDS_FILE = 64 * 2**20
+COMMAND_WAIT_S = 60.0  # how long the daemon waits for a one-shot command's lock (a 30,000-host ldif: ~15 s)
+DAEMON, COMMAND = "run", "command"  # the roles written in the lock file
+
+
+class StateLocked(UsageError):
+    """Another ``glueinfo run`` writes the state directory: this daemon does not start (exit 2)."""
 
 
 class SiteState:
@@ -49,6 +61,7 @@ class SiteState:
         self.on_warning = on_warning
         self.hosts = StateStore(directory, on_warning=on_warning, clock=clock)
         self._lock: Optional[IO[bytes]] = None
+        self.unwritable: Optional[str] = None  # why the last lock() could not open the lock file
         self._ids_written: Optional[str] = None
 
     @property
@@ -56,8 +69,9 @@ class SiteState:
         return self._lock is not None
 
     def lock(self, create: bool) -> bool:
-        """Take the writer's lock without waiting; ``create`` makes the directory first (the daemon).
-        Returns whether this process may write; False (quietly) when another holds it."""
+        """Take the writer's lock without waiting; ``create`` makes the directory first (the daemon),
+        and warns when the directory cannot be written.  Returns whether this process may write;
+        False (quietly) when another holds it (:meth:`holder` says who)."""
         if self._lock is not None:
             return True
         try:
@@ -72,17 +86,57 @@ class SiteState:
                 raise OSError(errno.EINVAL, f"{LOCK_FILE} is not a regular file")
             handle = os.fdopen(fd, "ab")
         except OSError as exc:
+            self.unwritable = exc.strerror or str(exc)
             if create:
-                self.on_warning(f"state directory {self.directory}: cannot be written: {exc.strerror or exc}; "
+                self.on_warning(f"state directory {self.directory}: cannot be written: {self.unwritable}; "
                                 "nothing is remembered across restarts")
             return False
+        self.unwritable = None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
             return False
+        try:  # who holds it, for the next one that finds it taken (the file is this process's now)
+            os.ftruncate(handle.fileno(), 0)
+            handle.write(f"{os.getpid()} {DAEMON if create else COMMAND}\n".encode("ascii"))
+            handle.flush()
+        except OSError:
+            pass  # a full disk: the lock still holds, only the holder's name is missing
         self._lock = handle
         return True
+
+    def lock_daemon(self, wait_s: float = COMMAND_WAIT_S, sleep: Callable[[float], None] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic) -> bool:
+        """The daemon's lock: :meth:`lock` with the directory created.  A one-shot command holding it
+        is waited for, up to ``wait_s``; another daemon is not.  Returns False when the directory
+        cannot be written (warned); raises :class:`StateLocked` naming the holder's PID when another
+        ``glueinfo run`` holds the lock (or a command kept it past ``wait_s``)."""
+        deadline = clock() + wait_s
+        while not self.lock(create=True):
+            if self.unwritable is not None:
+                return False  # lock() warned
+            pid, role = self.holder()
+            if role == COMMAND and clock() < deadline:
+                sleep(0.2)
+                continue
+            who = f"another glueinfo {'run' if role != COMMAND else 'command'}" + (f" (PID {pid})" if pid else "")
+            raise StateLocked(f"[run] state_dir: {self.directory}: {who} holds its lock and writes there; stop it, or "
+                              "give this one a state_dir of its own")
+        return True
+
+    def holder(self) -> tuple[Optional[int], Optional[str]]:
+        """(PID, role) the lock's holder wrote in the lock file ((None, None) when it says nothing)."""
+        try:
+            fd = os.open(os.path.join(self.directory, LOCK_FILE), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                words = os.read(fd, 64).decode("ascii", "replace").split()
+            finally:
+                os.close(fd)
+        except OSError:
+            return None, None
+        pid = int(words[0]) if words and words[0].isdigit() and len(words[0]) < 10 else None
+        return pid, (words[1] if len(words) > 1 and words[1] in (DAEMON, COMMAND) else None)
 
     def release(self) -> None:
         if self._lock is not None:

@@ -14,8 +14,10 @@ import errno
 import os
 import pwd
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -131,26 +133,57 @@ def _write_as(uid: int, gid: int, target: Path) -> tuple[int, str]:
     return os.waitstatus_to_exitcode(status), message
 
 
-def test_no_permission_keeps_the_old_file(tmp_path):
+@pytest.fixture
+def reachable(tmp_path):
+    """A directory every user can look into (pytest's tmp_path is 0700 to others): as root,
+    a fresh one under /tmp with mode 0755."""
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    base = Path(tempfile.mkdtemp(prefix="glueinfo-eacces-"))
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _write_without_permission(directory: Path, target: Path) -> tuple[int, str]:
+    if os.geteuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        os.chmod(directory, 0o755)
+        return _write_as(nobody.pw_uid, nobody.pw_gid, target)
+    os.chmod(directory, 0o555)
+    try:
+        return _write_as(os.getuid(), os.getgid(), target)
+    finally:
+        os.chmod(directory, 0o755)
+
+
+def test_no_permission_keeps_the_old_file(reachable):
     # Real EACCES: root ignores directory permissions, so as root the write is
     # tried by a forked child that has become 'nobody'.
-    directory = tmp_path / "out"
+    directory = reachable / "out"
     directory.mkdir()
     target = directory / "glue.ldif"
     target.write_text("old\n")
     os.chmod(target, 0o644)
-    if os.geteuid() == 0:
-        nobody = pwd.getpwnam("nobody")
-        os.chmod(directory, 0o755)
-        code, message = _write_as(nobody.pw_uid, nobody.pw_gid, target)
-    else:
-        os.chmod(directory, 0o555)
-        code, message = _write_as(os.getuid(), os.getgid(), target)
-        os.chmod(directory, 0o755)
+    code, message = _write_without_permission(directory, target)
     assert code == 3
     assert message == f"{target}: not written: Permission denied [EACCES]; the previous file is unchanged"
     assert target.read_text() == "old\n"
     assert leftovers(directory) == []
+
+
+def test_no_permission_and_no_previous_file_says_there_is_none(reachable):
+    # An output directory that cannot be written from the first publish: nothing is "unchanged".
+    directory = reachable / "out"
+    directory.mkdir()
+    target = directory / "glue.ldif"
+    code, message = _write_without_permission(directory, target)
+    assert code == 3
+    assert message == f"{target}: not written: Permission denied [EACCES]; there is no previous file"
+    assert not target.exists() and leftovers(directory) == []
 
 
 WRITER = """

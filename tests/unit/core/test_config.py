@@ -23,9 +23,11 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 BAD = [
     # (file content, expected stderr after "glueinfo: FILE")
     ("[glueinfo]\nhostname = wn1.example.org\n\n[colectors]\ndisable = network\n",
-     r":4: unknown section \[colectors\] \(known: .*collectors.*\)"),
+     r":4: unknown section \[colectors\] \(did you mean \[collectors\]\?\)"),
     ("[collectors]\ndisable = network\ntimout = 3\n",
-     r":3: \[collectors\] timout: unknown key \(known: disable, enable, timeout, utilisation_interval\)"),
+     r":3: \[collectors\] timout: unknown key \(did you mean timeout\?\)"),
+    ("[collectors]\ndisable = network\nwhen = 3\n",
+     r":3: \[collectors\] when: unknown key \(known: disable, enable, timeout, utilisation_interval\)"),
     ("[static]\nsi00 = 2150\nsf00 = fast\n",
      r":3: \[static\] sf00: expected a whole number, got 'fast'"),
     ("[collectors]\ntimeout = -1\n",

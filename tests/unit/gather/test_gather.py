@@ -287,12 +287,11 @@ def test_gather_command_refuses_an_unknown_source_in_one_line(tmp_path):
 
 
 def test_gather_command_with_a_bad_range_names_it_and_fails(tmp_path):
+    # a config error: the file is refused before anything is gathered, with its file and line
     proc, data = run_cli(tmp_path, "[sources]\nenabled = agents\nagents = wn[10-2].example.org\n")
-    assert proc.returncode == 1
-    assert data["hosts"] == []
-    (failure,) = data["failures"]
-    assert failure["error"] == "[sources] agents: 'wn[10-2].example.org': range '10-2' runs backwards"
-    assert "runs backwards" in proc.stderr
+    assert proc.returncode == 2 and data is None
+    assert proc.stderr == (f"glueinfo: {tmp_path / 'glueinfo.conf'}:3: [sources] agents: 'wn[10-2].example.org': "
+                           "range '10-2' runs backwards\n")
 
 
 def test_hosts_listed_again_without_news_age_turn_stale_and_go_exactly_as_a_fresh_listing_says():

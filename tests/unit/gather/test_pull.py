@@ -77,10 +77,17 @@ def test_failures_are_reported_under_the_host_the_target_stands_for(canned):
     assert [s.hostname for s in report.snapshots] == ["wn03.example.org"]
 
 
-def test_a_bad_target_list_is_the_one_failure():
-    report = pull_and_pin(context("wn[01-", {}), pull.AGENT_KEYS, by_body)
+def test_a_bad_target_list_is_the_one_failure(tmp_path):
+    # The config's own list is refused when the file is read (tests/unit/cli/test_config_errors.py);
+    # a host file is read at every round, and a bad line there fails the round alone.
+    listed = tmp_path / "agents.list"
+    listed.write_text("wn01\nwn[01-\n")
+    ctx = context("wn01", {})
+    ctx.config = ctx.config.with_values("sources", agents_file=str(listed))
+    report = pull_and_pin(ctx, pull.AGENT_KEYS, by_body)
     assert report.snapshots == [] and len(report.failures) == 1
     assert report.failures[0].target == "[sources] agents"
+    assert report.failures[0].error.startswith(f"{listed}:2: ")
 
 
 @pytest.mark.parametrize("source", [agents, node_exporter])
