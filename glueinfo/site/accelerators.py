@@ -103,6 +103,12 @@ def group_accelerators(hosts: Sequence[HostSnapshot]) -> Optional[tuple[Accelera
     """The accelerators every host of the group has (module docstring): None unknown, () none."""
     if not hosts:
         return None
+    first = hosts[0].accelerators
+    if first is None:
+        return None
+    if all(host.accelerators == first for host in hosts):
+        # the usual group (SubClusters split by accelerator): one host says it all, at a comparison per host
+        hosts = hosts[:1]
     per_host: list[dict[KindKey, list[Accelerator]]] = []
     for host in hosts:
         kinds = host_devices(host)
