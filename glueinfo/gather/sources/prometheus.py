@@ -17,7 +17,9 @@ TLS is verified against the system's CAs or ``prometheus_ca_file``.
 
 Targets are told apart by their ``job`` and ``instance`` labels (Prometheus
 gives every target both).  A target's snapshot is built by
-glueinfo.gather.sources._node_metrics, the mapping the ``node_exporter`` source uses.
+glueinfo.gather.sources._node_metrics, the mapping the ``node_exporter`` source uses;
+its accelerators, when a GPU exporter (NVIDIA's DCGM exporter, AMD's Device Metrics
+Exporter) runs on the same host, by glueinfo.gather.sources._accelerator_metrics.
 
 Freshness: an instant query's value carries the *evaluation* time, not the
 sample's, so the snapshot's time is ``timestamp(up)``, the target's last
@@ -65,6 +67,8 @@ from glueinfo import __version__
 from glueinfo.core.errors import UpstreamError
 from glueinfo.gather.identity import host_key
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
+from glueinfo.gather.sources._accelerator_metrics import QUERIES as ACCELERATOR_QUERIES
+from glueinfo.gather.sources._accelerator_metrics import AcceleratorSeries
 from glueinfo.gather.sources._node_metrics import FILESYSTEM, LOAD, MEMORY, NETWORK, NodeFacts
 
 SOURCE_NAME = "prometheus"
@@ -442,6 +446,7 @@ class Answers:
     up: dict[TargetKey, tuple[float, dict[str, str]]] = field(default_factory=dict)
     ages: dict[TargetKey, float] = field(default_factory=dict)
     facts: dict[TargetKey, NodeFacts] = field(default_factory=dict)
+    accelerators: AcceleratorSeries = field(default_factory=AcceleratorSeries)  # GPU exporters' series
 
     def fold(self, name: str, vector: Iterable[Any]) -> None:
         """Every sample of one query's vector, ``name`` being its key in :func:`queries`."""
@@ -451,6 +456,8 @@ class Answers:
 
     def sink(self, name: str) -> Callable[[Any], None]:
         """What folds one sample of query ``name`` in (for :func:`read_answer`); never raises."""
+        if name in ACCELERATOR_QUERIES:
+            return self.accelerators.sink(name)
         isfinite = math.isfinite
         facts, up, ages = self.facts, self.up, self.ages
         count = _COUNTS.get(name)
@@ -539,12 +546,13 @@ def gather(ctx: SourceContext) -> SourceReport:
     answers = Answers()
     try:
         server = server_from(section)
-        run_queries(server, queries(section["prometheus_selector"]), ctx.remaining(), fold=answers.sink)
+        run_queries(server, {**queries(section["prometheus_selector"]), **ACCELERATOR_QUERIES}, ctx.remaining(),
+                    fold=answers.sink)
     except PrometheusError as exc:
         report.failures.append(SourceFailure(target=url or "[sources] prometheus_url", error=str(exc)))
         return report
     received = ctx.clock()
-    up, ages, facts = answers.up, answers.ages, answers.target_facts()
+    up, ages, facts, gpus = answers.up, answers.ages, answers.target_facts(), answers.accelerators
     del answers
 
     # A down target has no node series left: warn for those of a job that has node_exporter
@@ -563,6 +571,8 @@ def gather(ctx: SourceContext) -> SourceReport:
     by_name: dict[str, list[TargetKey]] = {}
     for key, name in names.items():
         by_name.setdefault(host_key(name), []).append(key)
+    accelerators = gpus.assign({key: name for key, name in names.items() if name})
+    del gpus
     for key in sorted(names):
         name = names[key]
         if not name:
@@ -576,7 +586,9 @@ def gather(ctx: SourceContext) -> SourceReport:
                       "(set [sources] prometheus_identity to instance or label:NAME)"))
             continue
         # Popped: each target's facts are freed as its snapshot is made (10,000 of each otherwise).
-        report.snapshots.append(facts.pop(key).snapshot(name, received - ages[key]))
+        snapshot = facts.pop(key).snapshot(name, received - ages[key])
+        snapshot.accelerators = accelerators.get(key)
+        report.snapshots.append(snapshot)
     return report
 
 
