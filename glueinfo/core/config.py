@@ -277,6 +277,10 @@ SCHEMA: dict[str, dict[str, Option]] = {
                       choices=("resource", "site")),
         "validity": Option("int", 10800, "GLUE2EntityValidity in seconds; CreationTime is renewed when an entry changes "
                            "or is older than half of it", minimum=600),
+        "accelerator_schema": Option("bool", False, "Publish the GLUE 2.1 accelerator classes (AcceleratorEnvironment, "
+                                     "ComputingManagerAccelerator, ComputingShareAccelerator) in o=glue too: only when the "
+                                     "site's slapd loads glueinfo's GLUE21-accelerators.schema (docs/glue2-mapping.md); "
+                                     "the JSON rendering always has them"),
     },
     "ldap": {
         "url": Option("str", "", "LDAP server `glueinfo publish` synchronises, e.g. ldap://127.0.0.1:2170"),
@@ -287,10 +291,6 @@ SCHEMA: dict[str, dict[str, Option]] = {
                                 "file for all or one per DN in the same order, separated by ';'"),
         "timeout": Option("float", 10.0, "Seconds to wait for the server", minimum=0.1),
         "extra_bases": Option("str", "", "Further subtrees kept equal to what glueinfo publishes below them, besides [glue] "
-        "accelerator_schema": Option("bool", False, "Publish the GLUE 2.1 accelerator classes (AcceleratorEnvironment, "
-                                     "ComputingManagerAccelerator, ComputingShareAccelerator) in o=glue too: only when the "
-                                     "site's slapd loads glueinfo's GLUE21-accelerators.schema (docs/glue2-mapping.md); "
-                                     "the JSON rendering always has them"),
                               "base_dn, separated by ';' (DNs hold commas), e.g. GLUE2GroupID=resource,o=glue; everything "
                               "else below them is deleted"),
         "window": Option("int", 64, "Writes sent before their answers are read (1: one at a time); keep it under slapd's "
