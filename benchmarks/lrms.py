@@ -64,8 +64,9 @@ def job_details(user: str, rng: random.Random) -> list[str]:
             rng.choice(("login1", "login2")), str(rng.choice((1, 1, 2, 4)))]
 
 
-def generate(jobs: int, nodes: int, seed: int = 7) -> dict[str, str]:
-    """Recorded-style outputs for one partition: half the jobs running, half waiting."""
+def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True) -> dict[str, str]:
+    """Recorded-style outputs for one partition: half the jobs running, half waiting (half of those
+    with a start forecast, none without ``forecasts``: sched/builtin, or a backfill not run yet)."""
     rng = random.Random(seed)
     cpus_per_node = 64
     names = [f"n{i:04d}" for i in range(1, nodes + 1)]
@@ -93,6 +94,7 @@ def generate(jobs: int, nodes: int, seed: int = 7) -> dict[str, str]:
                       "1", node, "normal", *job_details(user, rng), name]
         else:
             forecast = iso(NOW + rng.randint(60, 7 * 86400)) if i % 2 else "N/A"
+            forecast = forecast if forecasts else "N/A"
             reason = "Resources" if i % 3 else "Priority"
             fields = [job_id, "PENDING", reason, user, "acct", PARTITION, iso(submit), forecast, "N/A",
                       duration(limit), "0:00", str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
@@ -181,6 +183,19 @@ def main() -> None:
         print(f"  {label}  wall median {median:6.1f} ms  min {best:6.1f} ms   CPU median {cpu:6.1f} ms")
     print(f"  state: running {state.running_jobs}, waiting {state.waiting_jobs}, total CPUs {state.total_cpus}, "
           f"free {state.free_cpus}, ERT {state.estimated_response_time_s} s, WRT {state.worst_response_time_s} s")
+    # The waiting times' other paths (issue 25): no forecast (the waits of the jobs started in the
+    # last hour are read, SubmitTime parsed for those), and per-VO figures from a [vos] map.
+    from glueinfo.lrms.vo_map import VoMap
+    unplanned = generate(jobs, nodes, forecasts=False)
+    vo_map = VoMap.from_values(["user:user0[0-6]*=atlas", "user:user1[0-3]*=cms", "user:user1[4-9]*=lhcb"])
+    for label, answers, extra in (("in-process, counts only, no forecast   ", unplanned, {}),
+                                  ("in-process, counts only, [vos] map     ", outputs, {"vo_map": vo_map}),
+                                  ("in-process, no forecast, [vos] map     ", unplanned, {"vo_map": vo_map})):
+        ctx = LrmsContext(queue=PARTITION, ce_config={}, hosts=[], clock=lambda: float(NOW), timeout_s=30,
+                          run=memory_runner(answers), **extra)
+        median, best, cpu, other = timed(ctx, runs)
+        print(f"  {label}  wall median {median:6.1f} ms  min {best:6.1f} ms   CPU median {cpu:6.1f} ms"
+              f"   ERT/WRT {other.estimated_response_time_s}/{other.worst_response_time_s} s")
     with tempfile.TemporaryDirectory() as directory:
         write_fake_tools(outputs, directory)
         for label, with_jobs in (("subprocess, counts only              ", False),

@@ -17,8 +17,11 @@ they come, in this order, from what the batch system itself says or did:
    system neither forecasts nor started a job lately.
 5. none of these: unknown, left out (never a placeholder such as 2146660842).
 
-A VO's share takes steps 2 and 3 over its own jobs (its fair share and priority are its own),
-and the queue's figures otherwise (:meth:`glueinfo.core.model.QueueState.response_times_of_vo`).
+A VO's share takes the queue's basis over its own jobs (its fair share and priority are its
+own): its queued jobs' forecasts when the queue's figures are forecasts, its jobs' recent waits
+when they are measured; else, or with a free CPU or the model, the queue's figures
+(:meth:`glueinfo.core.model.QueueState.response_times_of_vo`).  A VO whose last job started at
+once while others now queue behind forecasts would otherwise be told it waits for nothing.
 
 Everything here is a pure function of the records and the clock handed in: no batch system is
 asked.  A record is ``(vo, queued, submit, start)`` (:data:`WaitRecord`): ``queued`` for a job
@@ -55,14 +58,17 @@ class Seen:
     forecasts: list[float] = field(default_factory=list)  # now to each queued job's forecast start
     waits: list[float] = field(default_factory=list)  # submit to start, of the jobs started lately
 
-    def figures(self) -> Optional[tuple[int, int, str]]:
-        """(Estimated, Worst, basis) by steps 2 and 3 of the module docstring; None without either."""
-        forecast = from_forecasts(self.forecasts)
-        if forecast is not None:
-            return forecast[0], forecast[1], FORECAST
-        measured = from_forecasts(self.waits)  # the same mean and largest, over what happened
-        if measured is not None:
-            return measured[0], measured[1], MEASURED
+    def figures(self, basis: Optional[str] = None) -> Optional[tuple[int, int, str]]:
+        """(Estimated, Worst, basis) by steps 2 and 3 of the module docstring, or by ``basis`` alone
+        (FORECAST, MEASURED) when given; None without them."""
+        if basis in (None, FORECAST):
+            forecast = from_forecasts(self.forecasts)
+            if forecast is not None:
+                return forecast[0], forecast[1], FORECAST
+        if basis in (None, MEASURED):
+            measured = from_forecasts(self.waits)  # the same mean and largest, over what happened
+            if measured is not None:
+                return measured[0], measured[1], MEASURED
         return None
 
 
@@ -105,7 +111,7 @@ def settle(state: QueueState, seen: Observed, starts_now: bool,
            model: Callable[[], tuple[Optional[int], Optional[int]]] = lambda: (None, None)) -> None:
     """Set the queue's and its VOs' waiting times in ``state`` by the order of the module
     docstring: ``estimated_response_time_s``, ``worst_response_time_s``, ``response_basis`` and
-    ``vo_response_times`` (the VOs whose own jobs gave figures).  ``model`` is the plugin's drain
+    ``vo_response_times`` (the VOs whose own jobs gave figures on the queue's basis).  ``model`` is the plugin's drain
     rule, called only when neither forecasts nor recent waits are known; it gives (None, None)
     when it cannot tell.  Never raises."""
     state.vo_response_times = {}
@@ -114,15 +120,15 @@ def settle(state: QueueState, seen: Observed, starts_now: bool,
         state.response_basis = FREE
         return
     own = seen.queue.figures()
-    if own is not None:
-        state.estimated_response_time_s, state.worst_response_time_s, state.response_basis = own
-    else:
+    if own is None:
         estimated, worst = model()
         known = estimated is not None and worst is not None
         state.estimated_response_time_s, state.worst_response_time_s = (estimated, worst) if known else (None, None)
         state.response_basis = MODEL if known else None
+        return
+    state.estimated_response_time_s, state.worst_response_time_s, state.response_basis = own
     for vo in sorted(seen.vos):
-        figures = seen.vos[vo].figures()
+        figures = seen.vos[vo].figures(state.response_basis)
         if figures is not None:
             state.vo_response_times[vo] = (figures[0], figures[1])
 

@@ -77,18 +77,32 @@ def test_nothing_known_is_left_out():
     assert state.response_times_of_vo("atlas") == (None, None)
 
 
-def test_each_vo_from_its_own_jobs_else_the_queues():
+def test_each_vo_from_its_own_forecasts_else_the_queues():
     records = [
         ("atlas", True, None, NOW + 7200),       # atlas queues behind its own forecast
         ("cms", True, None, NOW + 600),
         ("cms", False, NOW - 3000, NOW - 2000),  # cms: a forecast, so its wait of 1000 s is not used
-        ("lhcb", False, NOW - 500, NOW - 200),   # lhcb: no job queued, one started after 300 s
+        ("lhcb", False, NOW - 500, NOW - 200),   # lhcb: nothing queued; its last job started after 300 s
         (None, True, None, NOW + 3600),          # a local job
     ]
     state = settled(records)
     assert figures(state) == ((7200 + 600 + 3600) // 3, 7200, "forecast")
-    assert state.vo_response_times == {"atlas": (7200, 7200), "cms": (600, 600), "lhcb": (300, 300)}
+    assert state.vo_response_times == {"atlas": (7200, 7200), "cms": (600, 600)}
+    # lhcb's next job queues behind the forecast jobs, not after the 300 s its last one waited
+    assert state.response_times_of_vo("lhcb") == (3800, 7200)
     assert state.response_times_of_vo("dteam") == (3800, 7200)  # no job of its own: the queue's
+
+
+def test_each_vo_from_its_own_waits_when_the_queues_are_measured():
+    records = [
+        ("atlas", False, NOW - 1000, NOW - 400),  # 600 s
+        ("atlas", False, NOW - 300, NOW - 100),   # 200 s
+        ("cms", False, NOW - 3000, NOW - 2000),   # 1000 s
+        ("cms", True, None, None),                # queued, no forecast
+    ]
+    state = settled(records)
+    assert figures(state) == (600, 1000, "measured")
+    assert state.vo_response_times == {"atlas": (400, 600), "cms": (1000, 1000)}
 
 
 def test_a_second_source_adds_to_the_first():
