@@ -7,7 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 DEBS=(slapd ldap-utils glue-schema bdii slurm-wlm slurm-client munge ganglia-monitor prometheus-node-exporter
-      gridengine-master gridengine-exec gridengine-client prometheus chromium)
+      gridengine-master gridengine-exec gridengine-client prometheus chromium
+      # tests/integration/test_packages.py builds the .deb (debian/control's Build-Depends), installs it
+      # (its Depends), lints it and the EL9 spec
+      build-essential fakeroot debhelper dh-python devscripts lintian rpmlint rpm man-db systemd
+      python3.11 python3.11-venv python3-pip python3-setuptools python3-wheel
+      python3-psutil python3-lxml python3-ldap3 python3-apscheduler python3-h11)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

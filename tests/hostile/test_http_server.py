@@ -302,7 +302,7 @@ def test_sigterm_stops_within_shutdown_grace_under_attack(tmp_path):
 def broken_templates(tmp: Path) -> Path:
     """The built-in templates with WEB made mandatory: with [site] web empty, every LDIF build fails."""
     templates = tmp / "templates"
-    shutil.copytree(REPO / "glueinfo" / "glue" / "ldif_templates", templates)
+    shutil.copytree(REPO / "templates", templates)
     site = templates / "site.ldif"
     site.write_text(site.read_text().replace("@mandatory SITE_ID SITE_NAME PARENT_DN",
                                              "@mandatory SITE_ID SITE_NAME PARENT_DN WEB")

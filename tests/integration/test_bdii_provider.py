@@ -1,4 +1,4 @@
-"""etc/bdii/glueinfo-provider, the executable BDII runs: prints the LDIF file
+"""providers/glueinfo-provider, the executable BDII runs: prints the LDIF file
 `glueinfo run` keeps fresh, and prints nothing (exit 1) when it is stale, so
 BDII never republishes dead data as live.  Checked alone and inside Debian's
 real BDII (tests/servers.py), queried with ldapsearch."""
@@ -17,7 +17,7 @@ from paths import REPO
 from glueinfo.core.ldif import normalise_dn, parse_ldif
 
 ROOT = REPO
-WRAPPER = ROOT / "etc" / "bdii" / "glueinfo-provider"
+WRAPPER = ROOT / "providers" / "glueinfo-provider"
 LDIF = "dn: o=grid\nobjectClass: organization\no: grid\n\ndn: GlueClusterUniqueID=c1,mds-vo-name=resource,o=grid\n"
 
 

@@ -1,4 +1,4 @@
-"""A 3,000-host site through Debian's real BDII, fed by etc/bdii/glueinfo-provider
+"""A 3,000-host site through Debian's real BDII, fed by providers/glueinfo-provider
 as a site installs it, with and without etc/bdii/bdii-slapd-maxsize.
 
 bdii 6.0.0's slapd config has no `maxsize` on its mdb databases: slapd's 10 MB
@@ -43,7 +43,7 @@ def test_a_site_larger_than_slapds_default_map_is_served_whole_only_with_the_max
     ldif_file.write_text(proc.stdout)
     fed = {normalise_dn(e.dn) for e in parse_ldif(proc.stdout)}
     assert len(fed) > 4 * HOSTS  # each host is four entries: well past what 10 MB holds
-    provider = (REPO / "etc" / "bdii" / "glueinfo-provider").read_text()
+    provider = (REPO / "providers" / "glueinfo-provider").read_text()
     # The provider re-runs itself under the interpreter glueinfo is installed for (docs/install.md).
     env = {"GLUEINFO_CONFIG": str(conf), "GLUEINFO_PYTHON": sys.executable}
 

@@ -2,7 +2,7 @@
 
 A publish hands each file its new bytes.  When they equal what the file
 holds, the file is not rewritten; its modification time is set to now
-instead, because that is how etc/bdii/glueinfo-provider and monitoring judge
+instead, because that is how providers/glueinfo-provider and monitoring judge
 liveness: an idle, healthy site is never withdrawn for looking stale.
 Otherwise the file is replaced atomically (glueinfo.core.atomicwrite: never
 half a file).  A full or read-only disk is a warning naming the file, whose
