@@ -2,8 +2,12 @@
 
 Exit codes as every Nagios plugin: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 (glueinfo cannot be asked, bad options or config).  One status line on
-stdout, the worst problems first, then ``|`` and performance data
-``label=value[UOM];warn;crit;min;max``.
+stdout whatever happens, the worst problems first, then ``|`` and
+performance data ``label=value[UOM];warn;crit;min;max``: an unknown option,
+a bad threshold or a config file that cannot be read is
+``GLUEINFO UNKNOWN - why`` on stdout, exit 3 (glueinfo.cli hands those to
+:func:`report_usage_error`), never an empty output Nagios would show as
+"(No output)".
 
 What is checked, each against thresholds from options:
 
@@ -18,11 +22,15 @@ What is checked, each against thresholds from options:
   not be read; a CE whose queue its batch system does not have (a mistyped
   ``queue``: published Closed, without counts) is CRITICAL whatever the
   thresholds;
-- with ``--bdii URL``: what a BDII (or any LDAP server) serves under
-  ``[glue] base_dn`` against the LDIF glueinfo last published: entries
-  missing there (which BDII drops with only a line in its own log), and a
-  sample of entries whose values differ (the figures that change every
-  cycle, CE states and loads, are not compared).
+- with ``--bdii URL``: what a BDII (or any LDAP server) serves against the
+  LDIF glueinfo last published, in every tree that LDIF has (o=grid and
+  o=glue, each searched from the entry its top entries hang from, so no
+  config is needed: a monitoring host gives ``--url`` and ``--bdii``):
+  entries missing there (which BDII drops with only a line in its own log),
+  and a sample of entries whose static values differ.  The attributes that
+  change on their own between publications (loads, free memory and space,
+  job and slot counts, states, creation times: glueinfo.glue.volatile) are
+  never compared, so a BDII one cycle behind is not a WARNING.
 
 Where: ``--url`` names a ``glueinfo serve`` (or ``run`` with ``[run] serve``),
 whose /health and /ldif are read; without it the config is read: the files
@@ -38,6 +46,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -48,17 +57,18 @@ OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 WORDS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 USAGE_EXIT = UNKNOWN  # bad options or config: Nagios's UNKNOWN, not CRITICAL (glueinfo.cli reads it)
 
-# Attributes that change between two publications on their own: never compared with a BDII.
-VOLATILE_PREFIXES = ("gluecestate", "gluehostprocessorload", "gluehostmainmemoryramavailable",
-                     "gluehostmainmemoryvirtualavailable", "gluehostlocalfilesystemavailablespace",
-                     "gluesubclusterlocalfilesystem",
-                     # GLUE 2: renewal times, job and slot figures, instances in use, health
-                     "glue2entitycreationtime", "glue2computingsharerunningjobs", "glue2computingsharewaitingjobs",
-                     "glue2computingsharetotaljobs", "glue2computingsharefreeslots", "glue2computingshareusedslots",
-                     "glue2computingshareestimated", "glue2computingservicerunningjobs",
-                     "glue2computingservicewaitingjobs", "glue2computingservicetotaljobs",
-                     "glue2executionenvironmentusedinstances", "glue2executionenvironmentunavailableinstances",
-                     "glue2endpointhealthstate", "glue2endpointservingstate", "glue2computingshareservingstate")
+
+
+def status_line(state: int, text: str) -> str:
+    """``GLUEINFO STATE - text``, the text on one line."""
+    return f"GLUEINFO {WORDS[state]} - {' '.join(text.split())}"
+
+
+def report_usage_error(message: str) -> None:
+    """A usage or configuration error (an unknown option, a bad threshold, a config file that
+    cannot be read), answered as a probe must: the UNKNOWN status line on stdout (glueinfo.cli
+    calls this, then exits USAGE_EXIT)."""
+    print(status_line(UNKNOWN, message), flush=True)
 
 
 class CheckError(UpstreamError):
@@ -149,8 +159,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help=f"CRITICAL from (default {crit.replace('%', '%%')})")
     parser.add_argument("--bdii", metavar="URL", help="compare what this BDII / LDAP server serves (ldap://host:2170) "
                                                        "with the LDIF glueinfo last published")
-    parser.add_argument("--bdii-base", metavar="DN", help="where to search on the BDII (default [glue] base_dn, and "
-                                                          "the GLUE 2 tree's base when GLUE 2 is published)")
+    parser.add_argument("--bdii-base", metavar="DN", help="where to search on the BDII (default: where the published "
+                                                          "trees hang from, e.g. mds-vo-name=resource,o=grid and "
+                                                          "GLUE2GroupID=resource,o=glue)")
     parser.add_argument("--sample", type=int, default=20, metavar="N", help="entries whose values are compared (default 20)")
 
 
@@ -158,9 +169,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     try:
         state, line = probe(args, config)
     except CheckError as exc:
-        state, line = UNKNOWN, f"GLUEINFO UNKNOWN - {' '.join(str(exc).split())}"
+        state, line = UNKNOWN, status_line(UNKNOWN, str(exc))
     except Exception as exc:  # a probe must always answer with a status line
-        state, line = UNKNOWN, f"GLUEINFO UNKNOWN - {type(exc).__name__}: {' '.join(str(exc).split())}"
+        state, line = UNKNOWN, status_line(UNKNOWN, f"{type(exc).__name__}: {config.located(str(exc))}")
     print(line, flush=True)
     return state
 
@@ -188,7 +199,10 @@ def local_url(config: Config) -> Optional[str]:
         return None
     from glueinfo.run.http import parse_listen
 
-    host, port = parse_listen(config.get("serve", "listen"))
+    try:
+        host, port = parse_listen(config.get("serve", "listen"))
+    except ValueError as exc:
+        raise CheckError(config.located(f"[serve] listen: {exc}")) from None
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -335,8 +349,23 @@ def published_ldif(args: argparse.Namespace, config: Config, url: Optional[str])
     return _get(f"{url}/ldif", args.timeout).decode("utf-8", "replace")
 
 
+def tree_bases(dns: Iterable[str]) -> list[str]:
+    """Where the trees of these (normalised) DNs hang from: the parent of each top entry (one whose
+    parent is not among them), or the entry itself when it has no parent; none below another."""
+    from glueinfo.core.ldif import parent_dn
+
+    ours = set(dns)
+    bases = set()
+    for dn in ours:
+        parent = parent_dn(dn)
+        if parent not in ours:
+            bases.add(parent or dn)
+    return sorted(base for base in bases if not any(base.endswith("," + other) for other in bases))
+
+
 def bdii_entries(url: str, base: str, timeout: float) -> dict[str, dict[str, set[str]]]:
-    """Every entry under ``base`` on the LDAP server: normalised DN -> attribute (lower case) -> values."""
+    """Every entry under ``base`` on the LDAP server: normalised DN -> attribute (lower case) -> values.
+    A base the server does not have gives none."""
     import ldap3
     from ldap3.core.exceptions import LDAPException
 
@@ -362,17 +391,18 @@ def bdii_entries(url: str, base: str, timeout: float) -> dict[str, dict[str, set
 
 
 def compare_bdii(args: argparse.Namespace, config: Config, url: Optional[str], result: Result) -> None:
+    """Entries of the published LDIF the BDII lacks, and sampled entries whose static values differ
+    (module docstring), into ``result``; Unreachable when the BDII does not answer."""
     from glueinfo.core.ldif import LDIFError, normalise_dn, parse_ldif
-    from glueinfo.publish.documents import glue2_base
-    from glueinfo.site.publish_settings import publish_settings
+    from glueinfo.glue.volatile import is_volatile
 
-    bases = [args.bdii_base] if args.bdii_base else [config.get("glue", "base_dn")]
-    if not args.bdii_base and (glue2_subtree := glue2_base(publish_settings(config))):
-        bases.append(glue2_subtree)  # the o=glue tree published beside o=grid
     try:
         ours = {normalise_dn(e.dn): e for e in parse_ldif(published_ldif(args, config, url))}
     except LDIFError as exc:
         raise CheckError(f"the published LDIF cannot be read: {exc}") from None
+    if not ours:
+        raise CheckError("the published LDIF has no entries to compare with the BDII")
+    bases = [args.bdii_base] if args.bdii_base else tree_bases(ours)
     served: dict[str, dict[str, set[str]]] = {}
     for base in bases:
         served.update(bdii_entries(args.bdii, base, args.timeout))
@@ -391,10 +421,9 @@ def compare_bdii(args: argparse.Namespace, config: Config, url: Optional[str], r
     for dn in sample:
         theirs = served[dn]
         for name, values in ours[dn].attributes.items():
-            key = name.lower()
-            if key.startswith(VOLATILE_PREFIXES):
+            if is_volatile(name):
                 continue
-            if {str(v) for v in values} != theirs.get(key, set()):
+            if {str(v) for v in values} != theirs.get(name.lower(), set()):
                 differing.append(f"{ours[dn].dn} {name}")
                 break
     result.measure("bdii_differing", len(differing), "", args.differing_warning.limit(len(sample)),

@@ -293,8 +293,8 @@ def test_check_exit_codes_against_the_running_site(site):
     code, line = check("--config", str(site["config"]), "--stale-warning", "2", "--stale-critical", "3")  # files + /health
     assert code == 0 and "LDIF" in line, line
 
-    bad = glueinfo("check", "--url", url, "--stale-warning", "ten")
-    assert bad.returncode == 3 and "--stale-warning" in bad.stderr
+    bad = glueinfo("check", "--url", url, "--stale-warning", "ten")  # a usage error: UNKNOWN, said on stdout
+    assert bad.returncode == 3 and bad.stdout.startswith("GLUEINFO UNKNOWN - ") and "--stale-warning" in bad.stdout
     code, line = check("--url", url + "/ldif")  # not a glueinfo: its /health is not there
     assert code == 3 and line.startswith("GLUEINFO UNKNOWN - "), line
     code, line = check("--url", "http://127.0.0.1:1")
