@@ -27,6 +27,10 @@ reduction give up and the whole document takes the general path above, so
 the result is the same either way; README "Ganglia" says what the reduction
 does not check in the bytes it drops.
 
+A HOST of a gmond running the NVIDIA GPU module of gmond_python_modules has its GPUs read from
+its ``gpu_num``, ``gpu_driver`` and ``gpuN_type``/``gpuN_mem_total``/``gpuN_max_graphics_*``
+metrics (:func:`host_accelerators`); such a document takes the general path.
+
 Mapping (README "Many hosts"): each HOST becomes a snapshot with source
 ``ganglia``; ``collected_at`` is when the host was last heard from (the time
 the document was read minus the HOST's TN, on the head node's clock, so a
@@ -47,8 +51,9 @@ from typing import Any, Optional
 from glueinfo.core.errors import InputError
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.hostrange import HostRangeError, Target, parse_target
-from glueinfo.core.model import CpuInfo, HostSnapshot, LoadInfo, MemoryInfo, OsInfo
+from glueinfo.core.model import Accelerator, CpuInfo, HostSnapshot, LoadInfo, MemoryInfo, OsInfo
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
+from glueinfo.host.accelerators import Device, group
 
 DEFAULT_PORT = 8649
 SOURCE_NAME = "ganglia"
@@ -331,8 +336,50 @@ def host_snapshot(host: Any, fetched_at: float, cluster: Optional[str] = None) -
     if not name:
         raise GangliaError("HOST without a NAME")
     collected_at = _collected_at(get("TN"), get("REPORTED"), fetched_at)
-    return _snapshot(name, collected_at, _metric_values(host), cluster,
-                     (get("IP"), get("LOCATION"), get("TAGS")), get("GMOND_STARTED"))
+    snapshot = _snapshot(name, collected_at, _metric_values(host), cluster,
+                         (get("IP"), get("LOCATION"), get("TAGS")), get("GMOND_STARTED"))
+    if host.find(_GPU_NUM_PATH) is not None:
+        snapshot.accelerators = host_accelerators(host)
+    return snapshot
+
+
+# -- GPUs: the NVIDIA module of ganglia/gmond_python_modules (gpu/nvidia/python_modules/nvidia.py) ----------
+# Its metrics, as its descriptors declare them: gpu_num (uint, GPUs), gpu_driver (string), and per GPU
+# gpuN_type (string, NVML's name), gpuN_mem_total (uint, MB), gpuN_max_graphics_speed (MHz; renamed
+# gpuN_max_graphics_clock in the module's 2014 version).  A document with gpu_num is read by the general
+# path: the packed one keeps no text with spaces in it, as the GPU names have.
+_GPU_MARK = b'NAME="gpu_num"'
+_GPU_NUM_PATH = 'METRIC[@NAME="gpu_num"]'
+MAX_GPUS = 256  # GPUs one HOST may say it has (more: a broken module, read as unknown)
+
+
+def host_accelerators(host: Any) -> Optional[list[Accelerator]]:
+    """A HOST's GPUs from the NVIDIA module's metrics; None when it does not report them (no
+    ``gpu_num``, or not a whole number within MAX_GPUS), ``[]`` when it reports none."""
+    metrics: dict[str, Any] = {}
+    for metric in host.iterchildren("METRIC"):
+        name = metric.get("NAME") or ""
+        if name.startswith("gpu"):
+            metrics[name] = metric
+    count = _gpu_value(metrics, "gpu_num")
+    if count is None or not count.isdigit() or int(count) > MAX_GPUS:
+        return None
+    driver = _gpu_value(metrics, "gpu_driver")
+    devices = []
+    for index in range(int(count)):
+        memory = _gpu_value(metrics, f"gpu{index}_mem_total")
+        clock = _gpu_value(metrics, f"gpu{index}_max_graphics_clock") or _gpu_value(metrics, f"gpu{index}_max_graphics_speed")
+        devices.append(Device(address=None, vendor="NVIDIA", model=_gpu_value(metrics, f"gpu{index}_type"),
+                              memory_mb=int(memory) if memory and memory.isdigit() and int(memory) > 0 else None,
+                              clock_speed_mhz=int(clock) if clock and clock.isdigit() and int(clock) > 0 else None,
+                              driver_version=driver, source=SOURCE_NAME))
+    return group(devices)
+
+
+def _gpu_value(metrics: dict[str, Any], name: str) -> Optional[str]:
+    metric = metrics.get(name)
+    value = (metric.get("VAL") or "").strip() if metric is not None else ""
+    return value if value and value.isprintable() else None
 
 
 class _PackedReader:
@@ -455,7 +502,7 @@ def parse_ganglia(data: bytes, fetched_at: float, max_bytes: int, what: str = "G
     # ~25 containers per HOST, none in a reference cycle: at 10,000 HOSTs the collector would run
     # hundreds of times over them for nothing (a tenth of the parse).
     with collector_paused():
-        report = parse_packed(data, fetched_at, max_bytes, what)
+        report = None if _GPU_MARK in data else parse_packed(data, fetched_at, max_bytes, what)
         return report if report is not None else parse_general(data, fetched_at, max_bytes, what)
 
 
