@@ -354,7 +354,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "misfire_grace": Option("float", 30.0, "A run this many seconds late (suspended process, busy machine) still runs; "
                                 "later ones are skipped and logged", minimum=1.0),
         "ldif_file": Option("path", "/var/lib/glueinfo/glue.ldif", "GLUE 1.3 LDIF rewritten atomically after every refresh "
-                            "(empty: none); etc/bdii/glueinfo-provider prints it for BDII"),
+                            "(empty: none); providers/glueinfo-provider prints it for BDII"),
         "node_xml_file": Option("path", "/var/lib/glueinfo/nodes.xml", "SSS Node XML <Data> of every host, rewritten atomically after "
                                 "every refresh (empty: none)"),
         "state_dir": Option("path", "/var/lib/glueinfo/state", "Each host's last good snapshot, so a restart publishes at once "
@@ -367,7 +367,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "outputs": Option("list", [], "Further outputs every publish goes to, by an installed output plugin's name (its keys in "
                           "[output:NAME]); file always, ldap and http as ldap_sync and serve say"),
         "shutdown_grace": Option("float", 5.0, "Seconds SIGTERM waits for a running job before abandoning it", minimum=0.0),
-        "provider_max_age": Option("float", 600.0, "etc/bdii/glueinfo-provider refuses (prints nothing, exits 1) an ldif_file "
+        "provider_max_age": Option("float", 600.0, "providers/glueinfo-provider refuses (prints nothing, exits 1) an ldif_file "
                                    "older than this many seconds", minimum=1.0),
     },
     # An output plugin's own section: the keys are the ones the plugin declares (glueinfo.publish.outputs).
