@@ -310,6 +310,26 @@ def new_job_cpus(state: Optional[str], total: int, allocated: int, free: Optiona
 
 
 @dataclass(frozen=True)
+class QueueLimits:
+    """What the batch system lets one job of a queue have, beyond QueueState's maximum times and job
+    counts; None: not stated, unlimited or not known (left out, never a large number).
+
+    Per slot, as GLUE 2 counts a job's times (docs/batch-systems.md "Limits from the batch system"):
+    a memory figure is what one slot of a job may use (max) or is set aside for it when it asks for
+    nothing (guaranteed); a batch system's per-node or per-job figure is what a one-slot job gets.
+    Times in seconds, memory in MB (2**20 bytes), rounded down so nothing is promised that the
+    batch system does not give."""
+
+    default_wall_clock_time_s: Optional[int] = None  # a job that asks for no time limit gets this
+    default_cpu_time_s: Optional[int] = None
+    max_slots_per_job: Optional[int] = None  # CPUs (slots) one job can be given
+    max_main_memory_mb: Optional[int] = None
+    guaranteed_main_memory_mb: Optional[int] = None
+    max_virtual_memory_mb: Optional[int] = None
+    guaranteed_virtual_memory_mb: Optional[int] = None
+
+
+@dataclass(frozen=True)
 class QueueAccelerators:
     """A queue's accelerators of one type and model as its batch system counts them (Slurm GRES
     ``gpu:a100:4``, HTCondor's GPUs, PBS's ngpus ...): GLUE 2.1 ComputingManagerAccelerator /
@@ -362,6 +382,7 @@ class QueueState:
     max_waiting_jobs: Optional[int] = None
     priority: Optional[int] = None
     accelerators: tuple[QueueAccelerators, ...] = ()  # empty: none known (not: known to have none)
+    limits: QueueLimits = QueueLimits()  # the other limits a job has here (frozen: one shared default)
     hosts: list[str] = field(default_factory=list)  # nodes that serve the queue
     jobs: list[JobInfo] = field(default_factory=list)
     vo_counts: dict[str, VoJobCounts] = field(default_factory=dict)  # VO -> its jobs; mapped jobs only
