@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from typing import Optional
 
-from glueinfo.core.bounded_run import CommandError
 from glueinfo.core.model import Accelerator
 from glueinfo.host import accelerators as acc
 from glueinfo.host.collect import CollectContext, Collector
@@ -82,6 +81,8 @@ Reader = Callable[[], Optional[list[acc.Device]]]
 
 def _first_answer(readers: list[Reader]) -> Optional[list[acc.Device]]:
     """The devices of the first reader that gives an answer; a reader that fails is passed over."""
+    from glueinfo.core.bounded_run import CommandError  # subprocess & co.: only on a host with accelerators
+
     for reader in readers:
         try:
             found = reader()
