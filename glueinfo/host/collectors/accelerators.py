@@ -13,11 +13,11 @@ that vendor's devices (it knows their memory, compute capability, driver and MIG
 
 A tool that is not installed, fails, times out or prints something else is passed over for the
 next (its process group killed within the time left of the collector's own timeout); the host is
-never reported with fewer devices than sysfs shows because a tool failed, and the collector fails
-only when nothing could be read at all.  The host is known to have none (``[]``) when sysfs was
-read and shows none and no tool found any; when sysfs cannot be read (a container without it) and
-no tool answers, its accelerators are unknown (None).  A recorded tree is read the same way, the
-tools' answers from its ``.glueinfo`` folder (glueinfo.host.linux).
+never reported with fewer devices than sysfs shows because a tool failed (a tool that lists none
+where the bus has some, say without access to /dev/nvidia*, is passed over too).  The host is
+known to have none (``[]``) when sysfs was read and shows none; when sysfs cannot be read (a
+container without it) and no tool lists a device, its accelerators are unknown (None).  A recorded
+tree is read the same way, the tools' answers from its ``.glueinfo`` folder (glueinfo.host.linux).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def collect(ctx: CollectContext) -> Optional[list[Accelerator]]:
         if not unknown_bus and vendor not in vendors:
             continue
         told = _first_answer(readers)
-        if told is not None:
+        if told:
             answered = True
             devices.extend(acc.with_sysfs(told, by_address))
         else:
@@ -88,7 +88,7 @@ def _first_answer(readers: list[Reader]) -> Optional[list[acc.Device]]:
             found = reader()
         except (ValueError, RuntimeError, OSError, CommandError):  # not its answer, a failed run, stopped
             continue
-        if found is not None:
+        if found:  # a tool that sees no device where the bus has them (no access to /dev/nvidia*) tells nothing
             return found
     return None
 
