@@ -172,17 +172,19 @@ def test_lintian_finds_no_error(deb):
 
 @pytest.fixture(scope="module")
 def installed(deb):
-    if shutil.which("glueinfo", path="/usr/bin") or Path("/etc/glueinfo").exists():
-        pytest.skip("glueinfo is already installed on this machine: not installing over it")
+    mine = ("/usr/bin/glueinfo", "/etc/glueinfo/glueinfo.conf", "/etc/default/glueinfo")
+    if any(os.path.lexists(path) for path in mine):
+        pytest.skip("glueinfo is already installed on this machine (one of " + ", ".join(mine) + "): not installing over it")
     env = {**clean_env(), "DEBIAN_FRONTEND": "noninteractive"}
-    done = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb)], env=env, timeout=600)
+    done = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb)], env=env, timeout=600,
+               stdin=subprocess.DEVNULL)
     try:
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         yield deb
     finally:
-        purged = run(["apt-get", "purge", "-y", "-q", "glueinfo"], env=env, timeout=300)
+        purged = run(["apt-get", "purge", "-y", "-q", "glueinfo"], env=env, timeout=300, stdin=subprocess.DEVNULL)
         assert purged.returncode == 0, purged.stderr
-        assert not Path("/usr/bin/glueinfo").exists() and not Path("/etc/glueinfo").exists()
+        assert not any(os.path.lexists(path) for path in (*mine, "/usr/lib/glueinfo"))
 
 
 def test_usr_bin_glueinfo_prints_this_host_as_a_site(installed):
