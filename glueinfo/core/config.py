@@ -171,6 +171,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "sge_bin_dir": Option("path", "", "Directory holding qstat/qhost/qconf (default: found on PATH)"),
         "sge_root": Option("path", "", "SGE_ROOT for the Grid Engine commands (default: theirs)"),
         "sge_cell": Option("str", "", "SGE_CELL for the Grid Engine commands (default: theirs)"),
+        "sge_gpu_complex": Option("str", "", "Grid Engine consumable complex that counts a host's GPUs (e.g. gpu: "
+                                  "complex_values gpu=4 on each exec host, jobs ask -l gpu=1); unset: no GPU is read"),
         "lsf_bin_dir": Option("path", "", "Directory holding bqueues/bjobs/bhosts (default: found on PATH)"),
         "lsf_envdir": Option("path", "", "LSF_ENVDIR for the LSF commands (default: theirs)"),
         "queue": Option("str", "", "Queue / partition name (default: the section name)"),

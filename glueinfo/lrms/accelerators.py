@@ -12,8 +12,9 @@ same for all of them (docs/lrms/accelerators.md):
   on (NodeAllocation state Idle: a node whose CPUs are all taken, or that is offline, gives
   none, as FreeCPUs counts them);
 - max_per_job: what one job can be given: the accelerators of the queue's ``max_nodes``
-  largest nodes of that model (every node when the queue sets no node limit), within a
-  per-job cap the batch system states.
+  largest nodes of that model (every node when the queue sets no node limit; on a node, what
+  one job can have there when less than all of them: an HTCondor slot's), within a per-job
+  cap the batch system states.
 
 A figure a node does not tell (its used count unknown) leaves the queue's figure unknown, never
 0.  Pure functions: no command is run here.
@@ -37,6 +38,7 @@ class NodeAccelerators:
     used: Optional[int]  # None: not told
     can_start: bool  # a new job can start on the node now (its NodeAllocation state is Idle)
     type: str = "GPU"
+    largest: Optional[int] = None  # the most one job can be given there (HTCondor: one slot's); None: all
 
 
 def queue_accelerators(nodes: Iterable[NodeAccelerators], max_nodes: Optional[int] = None,
@@ -57,7 +59,7 @@ def queue_accelerators(nodes: Iterable[NodeAccelerators], max_nodes: Optional[in
         told = all(n.used is not None for n in members)
         used = sum(n.used or 0 for n in members) if told else None
         free = sum(max(0, n.total - (n.used or 0)) for n in members if n.can_start) if told else None
-        sizes = sorted((n.total for n in members), reverse=True)
+        sizes = sorted((n.total if n.largest is None else min(n.largest, n.total) for n in members), reverse=True)
         largest = sum(sizes[:max_nodes] if max_nodes is not None else sizes)
         per_job = min(largest, max_per_job) if max_per_job is not None else largest
         result.append(QueueAccelerators(type=kind, model=model, total=total, used=used, free=free,

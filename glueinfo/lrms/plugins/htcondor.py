@@ -32,6 +32,12 @@ stay in TotalCPUs and none is free.  FreeCPUs = the unallocated CPUs of
 partitionable slots plus the Cpus of Unclaimed (and Backfill) static slots, on
 machines that are not Offline.
 
+GPUs are counted by the same rules from the slots' ``GPUs`` and
+``TotalSlotGPUs`` (HTCondor's custom machine resource, ``use feature : GPUs``),
+their model from ``GPUs_DeviceName`` (``CUDADeviceName`` before 9.0); one job
+runs in one slot, so it can have at most the largest slot's GPUs
+(:func:`pool_gpus`).  A job's ``RequestGPUs`` is its request.
+
 Jobs: JobStatus 1 Idle, 2 Running, 3 Removed, 4 Completed, 5 Held,
 6 Transferring Output, 7 Suspended (see ``JOB_STATES``).  Jobs of the
 scheduler, grid and local universes (DAGMan, routed copies, helpers) run on
@@ -62,9 +68,10 @@ from typing import Any, Optional
 
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
+from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
+from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots
 from glueinfo.lrms.names import host_matcher, site_host
@@ -75,7 +82,9 @@ from glueinfo.lrms.waiting import Observed, job_records, settle
 # -- what is asked for ---------------------------------------------------------------
 
 SLOT_ATTRS = ("Name", "Machine", "SlotType", "SlotID", "Cpus", "TotalSlotCpus", "State", "Activity", "Draining",
-              "DrainReason")
+              "DrainReason",
+              # GPUs (a slot without them has none of these: condor_status leaves them out)
+              "GPUs", "TotalSlotGPUs", "GPUs_DeviceName", "CUDADeviceName")
 SCHEDD_ATTRS = ("Name", "MaxJobsRunning", "TotalRunningJobs", "TotalIdleJobs", "TotalHeldJobs")
 JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobUniverse", "Owner", "AcctGroup", "AccountingGroup",
              "x509UserProxyVOName", "x509userproxysubject", "QDate", "JobCurrentStartDate", "EnteredCurrentStatus",
@@ -83,7 +92,9 @@ JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobUniverse", "Owner", "AcctGr
              # For the SSS Job object: Cmd is in every ad, the others only in those of jobs that ended, were
              # removed or held.  Attributes every ad has and the counts never read (JobPrio, RemoteUserCpu,
              # Iwd, Arguments, Environment) are not asked for: each would cost every refresh (docs/lrms/htcondor.md).
-             "Cmd", "ExitCode", "ExitBySignal", "ExitSignal", "RemoveReason", "HoldReasonCode")
+             "Cmd", "ExitCode", "ExitBySignal", "ExitSignal", "RemoveReason", "HoldReasonCode",
+             # only in the ads of jobs that asked for GPUs
+             "RequestGPUs")
 
 # The token a job was submitted with (HTCondor's job ClassAd attributes AuthTokenIssuer, AuthTokenGroups:
 # its wlcg.groups, comma-separated), asked for only when a [vos] map rule reads them (issuer:, token_group:).
@@ -218,6 +229,11 @@ class Machine:
     unknown_states: set[str] = field(default_factory=set)
     reason: Optional[str] = None
     largest_slot: int = 0  # CPUs of its largest slot (a partitionable slot's whole size): the most one job gets
+    # GPUs, counted as its CPUs are (GPUs / TotalSlotGPUs); the model its slots name (GPUs_DeviceName)
+    gpus: int = 0
+    gpus_allocated: int = 0
+    largest_gpu_slot: int = 0
+    gpu_model: Optional[str] = None
 
     @property
     def offline(self) -> bool:
@@ -284,6 +300,7 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
         parsed.append((name, host, kind, cpus, total, state, slot_id, startd, ad))
     for name, machine_name, kind, cpus, total, state, slot_id, startd, ad in parsed:
         machine = machines.setdefault(machine_name.lower(), Machine(machine_name))
+        _count_gpus(machine, ad, kind, state, (startd, slot_id) in parents and slot_id is not None)
         if literal(ad.get("draining")) is True:
             machine.draining = True
             machine.reason = machine.reason or _str(ad, "drainreason") or "draining"
@@ -321,6 +338,41 @@ def read_machines(ads: Iterable[Mapping[str, Any]]) -> list[Machine]:
         if not each.reason and each.slots and each.owner_slots == each.slots:
             each.reason = "Owner state: the startd's START expression is false"
     return sorted(machines.values(), key=lambda m: m.name)
+
+
+def _count_gpus(machine: Machine, ad: Mapping[str, Any], kind: str, state: str, has_parent: bool) -> None:
+    """A slot's GPUs on its machine, by the CPUs' rules: a partitionable slot gives TotalSlotGPUs, of
+    which GPUs are still unallocated; a static slot its GPUs, allocated when claimed; a dynamic slot
+    only when its partitionable parent is not in the collector (its GPUs are inside the parent's)."""
+    gpus = _int(ad, "gpus")
+    if gpus is None or gpus < 0:
+        return
+    model = _str(ad, "gpus_devicename") or _str(ad, "cudadevicename")
+    if model and machine.gpu_model is None:
+        machine.gpu_model = model
+    if kind == "Partitionable":
+        size = _int(ad, "totalslotgpus")
+        size = size if size is not None and size >= gpus else gpus
+        machine.gpus += size
+        machine.gpus_allocated += size - gpus
+        machine.largest_gpu_slot = max(machine.largest_gpu_slot, size)
+    elif kind == "Dynamic":
+        if not has_parent:
+            machine.gpus += gpus
+            machine.gpus_allocated += gpus
+            machine.largest_gpu_slot = max(machine.largest_gpu_slot, gpus)
+    else:
+        machine.gpus += gpus
+        machine.gpus_allocated += gpus if state in _ALLOCATED_STATES else 0
+        machine.largest_gpu_slot = max(machine.largest_gpu_slot, gpus)
+
+
+def pool_gpus(machines: Sequence[Machine], allocations: Sequence[NodeAllocation]) -> tuple[QueueAccelerators, ...]:
+    """The pool's GPUs by glueinfo.lrms.accelerators' rule, per model: a job runs in one slot, so it
+    gets at most the GPUs of the largest slot of that model."""
+    return queue_accelerators(
+        (NodeAccelerators(m.gpu_model, m.gpus, m.gpus_allocated, a.state == "Idle", largest=m.largest_gpu_slot)
+         for m, a in zip(machines, allocations, strict=True) if m.gpus), max_nodes=1)
 
 
 def node_allocations(machines: Sequence[Machine], lookup: dict[str, str]) -> list[NodeAllocation]:
@@ -405,6 +457,9 @@ def job_from_ad(ad: Mapping[str, Any], schedd: str, lookup: dict[str, str], now:
         delivered_processors=cpus if started else None,
         delivered_wall_s=max(0, int(ran_until - start)) if started and start is not None else None,
         nodes=nodes, scheduler_specific=reason, proxy_vo=_str(ad, "x509userproxyvoname"))
+    gpus = ad.get("requestgpus")  # in the ads of jobs that asked for GPUs only
+    if gpus is not None and (asked := _int(ad, "requestgpus")):
+        info.requested_accelerators = asked
     command = ad.get("cmd")  # a literal path in every job ad
     if type(command) is str and command:
         info.executable = command
@@ -586,6 +641,7 @@ def query(ctx: LrmsContext) -> QueueState:
         state.nodes = node_allocations(machines, lookup)
         # A job runs in one slot: the largest slot is the most CPUs one job can be given (docs/lrms/htcondor.md).
         state.limits = QueueLimits(max_slots_per_job=max((m.largest_slot for m in machines), default=0) or None)
+        state.accelerators = pool_gpus(machines, state.nodes)
 
     schedds: Optional[list[Schedd]] = step(lambda: read_schedds(schedd_ads))() if schedd_ads is not None else None
     in_scope: list[Schedd] = []

@@ -27,6 +27,10 @@ steps still fill theirs.  A job list is read whole or not at all.
 
 Mappings (docs/lrms/lsf.md has the tables): ``QUEUE_STATUS``,
 ``JOB_STATES``, :func:`sss_host_state`, :func:`response_times`.
+
+GPUs (LSF >= 10.1.0.6, ``GPU_SINCE``): each host's ``ngpus`` and ``ngpus_alloc`` in the same
+``bhosts -o ... -json`` (asked again without them when this LSF does not know them), a listed
+job's ``gpu_num`` in bjobs -o; :func:`host_gpus`.
 """
 
 from __future__ import annotations
@@ -40,9 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
+from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
+from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -80,6 +85,11 @@ BJOBS_FIELDS = ("jobid", "jobindex", "stat", "user", "user_group", "queue", "pro
 # listed job's refresh a few percent (docs/lrms/lsf.md), so they are not asked for.
 BJOBS_LISTED_FIELDS = ("command",)
 BHOSTS_FIELDS = ("host_name", "status", "max", "njobs", "run", "ssusp", "ususp", "rsv", "comments")
+# GPUs (IBM's GPU enhancements of LSF 10.1 Fix Pack 6): a host's physical GPUs and those allocated to
+# jobs, and the GPUs a listed job asked for (bsub -gpu num=N).
+GPU_SINCE = (10, 1, 0, 6)
+BHOSTS_GPU_FIELDS = ("ngpus", "ngpus_alloc")
+BJOBS_GPU_FIELDS = ("gpu_num",)
 
 _OUTPUT_ENV = ("LSB_BJOBS_FORMAT", "LSB_BQUEUES_FORMAT", "LSB_BHOSTS_FORMAT", "LSB_HMS_TIME_FORMAT",
                "LSB_BJOBS_PENDREASON_LEVEL", "LSF_LSLOAD_FORMAT")
@@ -352,6 +362,8 @@ class LsfHost:
     running: int
     reserved: int
     comment: Optional[str] = None
+    gpus: Optional[int] = None  # NGPUS: physical GPUs (None: not asked, or none); NGPUS_ALLOC those jobs hold
+    gpus_used: Optional[int] = None
 
 
 _UNKNOWN_HOST = ("unavail", "unreach", "closed_LIM")
@@ -386,7 +398,8 @@ def parse_bhosts_json(text: str) -> list[LsfHost]:
             hosts.append(LsfHost(name=str(record["HOST_NAME"]), status=str(record.get("STATUS") or ""),
                                  max_slots=_count(record.get("MAX")), njobs=_count(record.get("NJOBS")) or 0,
                                  running=_count(record.get("RUN")) or 0, reserved=_count(record.get("RSV")) or 0,
-                                 comment=str(record.get("COMMENTS") or "").strip() or None))
+                                 comment=str(record.get("COMMENTS") or "").strip() or None,
+                                 gpus=_count(record.get("NGPUS")), gpus_used=_count(record.get("NGPUS_ALLOC"))))
         except (KeyError, ValueError) as exc:
             raise LsfOutputError(f"bhosts -json: unexpected record {one_line(json.dumps(record), 120)}: {exc}") from None
     return hosts
@@ -411,6 +424,21 @@ def parse_bhosts_wide(text: str) -> list[LsfHost]:
         except ValueError as exc:
             raise LsfOutputError(f"bhosts -w: line {one_line(line, 120)!r}: {exc}") from None
     return hosts
+
+
+def host_gpus(hosts: Sequence[LsfHost], allocations: Sequence[NodeAllocation]) -> tuple[QueueAccelerators, ...]:
+    """The queue's GPUs by glueinfo.lrms.accelerators' rule from each host's NGPUS and NGPUS_ALLOC; LSF
+    names no model here (lshosts -gpu does, a command more per refresh: not asked)."""
+    return queue_accelerators(
+        (NodeAccelerators(None, host.gpus, host.gpus_used, allocation.state == "Idle")
+         for host, allocation in zip(hosts, allocations, strict=True) if host.gpus), max_nodes=None)
+
+
+def _gpu_number(value: Any) -> Optional[int]:
+    """bjobs GPU_NUM: the GPUs a job asked for (``2``), ``-`` or nothing when none; a form not read here
+    (a range, say) is unknown, not a failed job list."""
+    text = str(value if value is not None else "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def node_allocations(hosts: Sequence[LsfHost], lookup: dict[str, str]) -> list[NodeAllocation]:
@@ -448,6 +476,7 @@ class LsfJob:
     pend_reason: Optional[str] = None
     command: Optional[str] = None  # for the SSS Job object (JSON, full=True only)
     work_dir: Optional[str] = None  # exec_cwd, when the working directory is asked for
+    gpus: Optional[int] = None  # gpu_num, when asked for (JSON, full=True, LSF >= GPU_SINCE)
 
     @property
     def finished(self) -> bool:
@@ -541,6 +570,7 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                 job.end_time = stamp(record.get("FINISH_TIME"))
                 job.hosts = exec_hosts(str(record.get("EXEC_HOST") or ""))
                 job.pend_reason = texts[record.get("PEND_REASON")]
+                job.gpus = _gpu_number(record.get("GPU_NUM"))
                 command, work_dir = record.get("COMMAND"), record.get("EXEC_CWD")
                 if command:
                     job.command = str(command)
@@ -629,6 +659,8 @@ def job_info(job: LsfJob, node_name: Callable[[str], str], private: frozenset[st
         scheduler_specific=job.pend_reason if pending else None)
     if started and job.hosts:
         info.node_processors = tuple(job.hosts.values())
+    if job.gpus is not None:
+        info.requested_accelerators = job.gpus
     if job.command:  # the command line: the program, then its arguments
         executable, _, arguments = job.command.strip().partition(" ")
         info.executable = executable or None
@@ -685,24 +717,58 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
 
 
 def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool,
-              private: frozenset[str] = frozenset()) -> list[LsfJob]:
+              private: frozenset[str] = frozenset(), gpus: bool = False) -> list[LsfJob]:
     """The queue's unfinished jobs (bjobs -u all lists no finished ones unless asked); ``private``: the
-    private fields to read too (the working directory: exec_cwd)."""
+    private fields to read too (the working directory: exec_cwd); ``gpus``: each listed job's gpu_num
+    too (asked again without it when this LSF does not know the field)."""
+    if json_mode and full and gpus:
+        try:
+            return _read_json_jobs(tools, queue, now, (*_listed_fields(private), *BJOBS_GPU_FIELDS), full)
+        except LrmsQueryError as exc:
+            if not _unknown_field(str(exc), BJOBS_GPU_FIELDS):
+                raise
     if json_mode:
-        fields = (*BJOBS_FIELDS, *BJOBS_LISTED_FIELDS) if full else BJOBS_FIELDS
-        if full and "working_directory" in private:
-            fields = (*fields, "exec_cwd")
-        code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(fields), "-json", "-hms",
-                                    ok_codes=(0, 255))
-        if not out.strip() and any(message in err for message in _NO_JOBS):
-            return []
-        if code != 0:
-            raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
-        return parse_bjobs_json(out, now, full=full)
+        fields = _listed_fields(private) if full else BJOBS_FIELDS
+        return _read_json_jobs(tools, queue, now, fields, full)
     code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-w", ok_codes=(0, 255))
     if code != 0 and not any(message in err for message in _NO_JOBS):
         raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
     return parse_bjobs_wide(out, now)
+
+
+def _listed_fields(private: frozenset[str]) -> tuple[str, ...]:
+    """bjobs -o's fields for a published job list (exec_cwd only when the working directory is asked for)."""
+    fields = (*BJOBS_FIELDS, *BJOBS_LISTED_FIELDS)
+    return (*fields, "exec_cwd") if "working_directory" in private else fields
+
+
+def _read_json_jobs(tools: Tools, queue: str, now: float, fields: Sequence[str], full: bool) -> list[LsfJob]:
+    code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(fields), "-json", "-hms",
+                                ok_codes=(0, 255))
+    if not out.strip() and any(message in err for message in _NO_JOBS):
+        return []
+    if code != 0:
+        raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
+    return parse_bjobs_json(out, now, full=full)
+
+
+def _unknown_field(message: str, fields: Sequence[str]) -> bool:
+    """Does a failed bjobs/bhosts -o say it does not know one of ``fields`` (an LSF older than
+    GPU_SINCE, or built without them)?  Its wording is not documented: any mention of one of them."""
+    return any(name in message.lower() for name in fields)
+
+
+def read_hosts(tools: Tools, host_args: Sequence[str], gpus: bool) -> list[LsfHost]:
+    """``bhosts -o BHOSTS_FIELDS -json`` for the queue's hosts, with the GPU fields when ``gpus`` (asked
+    again without them when this LSF does not know them: the hosts' slots are read either way)."""
+    if gpus:
+        try:
+            return parse_bhosts_json(tools("bhosts", "-o", " ".join((*BHOSTS_FIELDS, *BHOSTS_GPU_FIELDS)), "-json",
+                                           *host_args))
+        except LrmsQueryError as exc:
+            if not _unknown_field(str(exc), BHOSTS_GPU_FIELDS):
+                raise
+    return parse_bhosts_json(tools("bhosts", "-o", " ".join(BHOSTS_FIELDS), "-json", *host_args))
 
 
 def query(ctx: LrmsContext) -> QueueState:
@@ -719,15 +785,15 @@ def query(ctx: LrmsContext) -> QueueState:
 
     state.lrms_version = step(lambda: parse_version(tools("lsid")))
     json_mode = uses_json(state.lrms_version)
+    gpus = json_mode and version_tuple(state.lrms_version) >= GPU_SINCE
     queue: Optional[LsfQueue] = step(lambda: parse_bqueues_long(tools("bqueues", "-l", queue_name), queue_name))
     host_args = bhosts_arguments(queue)
     if json_mode:
-        hosts: Optional[list[LsfHost]] = step(lambda: parse_bhosts_json(
-            tools("bhosts", "-o", " ".join(BHOSTS_FIELDS), "-json", *host_args)))
+        hosts: Optional[list[LsfHost]] = step(lambda: read_hosts(tools, host_args, gpus))
     else:
         hosts = step(lambda: parse_bhosts_wide(tools("bhosts", "-w", *host_args)))
     jobs: Optional[list[LsfJob]] = step(lambda: read_jobs(tools, queue_name, json_mode, now, ctx.with_jobs,
-                                                          private_fields(ctx.ce_config)))
+                                                          private_fields(ctx.ce_config), gpus))
 
     if queue is not None:
         state.status = glue_status(queue.status)
@@ -747,6 +813,7 @@ def query(ctx: LrmsContext) -> QueueState:
         usable = commands.node_capacity(state, allocations)
         if usable is None:
             errors.append("bhosts: a host without a slot limit (MAX '-'): TotalCPUs and FreeCPUs unknown")
+        state.accelerators = host_gpus(hosts, allocations)
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
 

@@ -15,7 +15,11 @@ variables that change output (all ``SGE_*`` but the cell's own are dropped):
                                               [vos] map has ``account:`` rules (JB_project and
                                               JB_department, at about twice the bytes per job)
 - ``qhost -xml``                           -> each host's processors (num_proc) and whether its
-                                              execd reports (``-`` values: it does not)
+                                              execd reports (``-`` values: it does not); with
+                                              ``-F COMPLEX`` when ``[ce:NAME] sge_gpu_complex`` names
+                                              one, what each host has left of it (GPUs)
+- ``qconf -sc``                            -> only with ``sge_gpu_complex``: that complex's shortcut
+                                              and whether a job consumes it per slot or per job
 - ``qconf -sq QUEUE``                      -> MaxWallClockTime (h_rt/s_rt), MaxCPUTime (h_cpu/s_cpu), the
                                               other per-job limits (:func:`queue_limits`: h_rss/s_rss,
                                               h_vmem/s_vmem, pe_list)
@@ -49,6 +53,10 @@ Rules (the tables are in docs/lrms/sge.md):
   range ``2-10:2`` is its five tasks.
 - Times are limits in minutes, rounded down but a positive limit at least 1
   (GLUE 1.3's unit; glueinfo.lrms.figures.glue_minutes).
+- GPUs (:func:`queue_gpus`), when ``sge_gpu_complex`` names the consumable that counts them: a
+  host's are what ``qhost -F`` says it has left (``hc:``, a host consumable) plus what the
+  running jobs of every queue hold there (their ``hard_request``: per slot, or once per job when
+  the complex is consumable ``JOB``); a job's request is that times its slots (per job: itself).
 """
 
 from __future__ import annotations
@@ -65,10 +73,11 @@ from typing import Any, Optional
 
 from glueinfo.core.gc_pause import collector_paused
 from glueinfo.core.job import JobInfo
-from glueinfo.core.model import NodeAllocation, QueueLimits, QueueState
+from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState
 from glueinfo.core.text import one_line
 from glueinfo.core.xmlsafe import XMLInputError, parse_xml
 from glueinfo.lrms import commands, queues
+from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Steps, Tools, environment
 from glueinfo.lrms.figures import free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
@@ -394,6 +403,7 @@ class SgeJob:
     h_cpu_s: Optional[int] = None  # its hard_request h_cpu
     predecessors: tuple[str, ...] = ()  # the jobs it waits for (-hold_jid), resolved to job numbers
     instance_slots: Optional[list[int]] = None  # a parallel job's slots on each of ``instances``
+    gpus: Optional[int] = None  # its hard_request of the GPU complex (per slot or per job: GpuComplex)
 
     @property
     def local_id(self) -> str:
@@ -437,6 +447,17 @@ _CONTAINERS = ("queue_info", "job_info", "Queue-List", "job_list")
 
 def _job(values: Mapping[str, str], queues: list[str], h_rt: Optional[int], instance: Optional[str], full: bool,
          read: _Readers) -> list[SgeJob]:
+    jobs = _job_tasks(values, queues, h_rt, instance, full, read)
+    gpus = values.get("gpus")
+    if gpus is not None:
+        count = read.count(gpus)
+        for job in jobs:
+            job.gpus = count
+    return jobs
+
+
+def _job_tasks(values: Mapping[str, str], queues: list[str], h_rt: Optional[int], instance: Optional[str],
+               full: bool, read: _Readers) -> list[SgeJob]:
     """One ``job_list`` element's values (its children's texts by tag, the last of a tag winning; its
     ``hard_req_queue`` texts; its ``h_rt`` request) -> its jobs (one per array task).
     ValueError naming the first malformed value."""
@@ -492,6 +513,15 @@ class _Readers:
     state: Callable[[str], Any] = field(default_factory=lambda: _memo(map_job_state))
     time_s: Callable[[str], Any] = field(default_factory=lambda: _memo(parse_time_s))
     timestamp: Callable[[str], Any] = field(default_factory=lambda: _memo(_timestamp))
+    count: Callable[[str], Any] = field(default_factory=lambda: _memo(_request_count))
+
+
+def _request_count(text: str) -> int:
+    """A consumable's request as qstat -r prints it (``1``, ``2.000000``) -> a whole count; ValueError else."""
+    value = float(text.strip())
+    if not value >= 0 or value != int(value):
+        raise ValueError(f"GPU request {text.strip()!r} is not a whole count")
+    return int(value)
 
 
 def _instance(queue: Any) -> tuple[QueueInstance, str]:
@@ -549,7 +579,7 @@ class _QstatJobs:
             raise SgeOutputError(f"{where}: {exc}") from None
 
 
-def parse_qstat(text: str, full: bool = True) -> QstatReport:
+def parse_qstat(text: str, full: bool = True, gpu_names: frozenset[str] = frozenset()) -> QstatReport:
     """``qstat -xml -f -r -u '*'`` (with or without ``-ext -pri``) -> queue instances and jobs.
 
     Read: ``job_info/queue_info/Queue-List`` (each a queue instance, with its
@@ -560,7 +590,8 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
     would be wrong, not just incomplete.  A parallel job listed under several
     instances is one job with their slots summed.  ``full=False`` reads only
     what the counts, per-VO counts and estimates need (no names, projects,
-    departments or priorities).
+    departments or priorities).  ``gpu_names``: the GPU complex's name and shortcut, whose
+    ``hard_request`` each job's ``gpus`` is.
     """
     try:
         root = parse_xml(text, max_bytes=MAX_XML_BYTES, what="qstat -xml")
@@ -598,6 +629,8 @@ def parse_qstat(text: str, full: bool = True) -> QstatReport:
                         h_rt = found.h_rt(element.text or "", where)
                     elif name == "h_cpu":
                         values["h_cpu"] = element.text or ""
+                    elif name in gpu_names:
+                        values["gpus"] = element.text or ""
                 elif tag == "predecessor_jobs":  # one element per job waited for
                     text = (element.text or "").strip()
                     values[tag] = f"{values[tag]},{text}" if tag in values else text
@@ -642,6 +675,8 @@ class HostInfo:
     name: str
     num_proc: Optional[int]  # None: '-', the execd does not report
     reporting: bool
+    # qhost -F: what is left of each host consumable (resourcevalue dominance "hc"), by complex name
+    consumables: dict[str, float] = field(default_factory=dict)
 
 
 def parse_qhost(text: str) -> dict[str, HostInfo]:
@@ -664,8 +699,84 @@ def parse_qhost(text: str) -> dict[str, HostInfo]:
         if num_proc != "-" and not num_proc.isdigit():
             raise SgeOutputError(f"qhost -xml: host {one_line(name, 60)!r}: num_proc {one_line(num_proc, 30)!r}")
         reporting = values.get("load_avg", "-") != "-"
-        hosts[name] = HostInfo(name, int(num_proc) if num_proc.isdigit() else None, reporting)
+        consumables = {}
+        for resource in host.iterchildren("resourcevalue"):  # only with -F
+            if resource.get("dominance") == "hc":
+                try:
+                    consumables[str(resource.get("name"))] = float((resource.text or "").strip())
+                except ValueError:
+                    raise SgeOutputError(f"qhost -xml: host {one_line(name, 60)!r}: {resource.get('name')} "
+                                         f"{one_line(resource.text or '', 30)!r} is not a number") from None
+        hosts[name] = HostInfo(name, int(num_proc) if num_proc.isdigit() else None, reporting, consumables)
     return hosts
+
+
+# -- GPUs: a consumable complex -------------------------------------------------------
+
+@dataclass(frozen=True)
+class GpuComplex:
+    """The consumable complex that counts GPUs (``[ce:NAME] sge_gpu_complex``), as qconf -sc defines it."""
+
+    name: str
+    shortcut: str
+    per_job: bool  # consumable JOB: a job consumes its request once, not per slot
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset((self.name, self.shortcut))
+
+
+def parse_complex(text: str, name: str) -> GpuComplex:
+    """``qconf -sc`` (``#name shortcut type relop requestable consumable default urgency`` lines) ->
+    the complex ``name`` (or whose shortcut it is).  SgeOutputError when it is not there, or is not a
+    consumable (YES: per slot; JOB: per job; UGE's HOST: per host, not read)."""
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if name not in fields[:2]:
+            continue
+        if len(fields) < 6:
+            raise SgeOutputError(f"qconf -sc: unexpected line {one_line(line, 120)!r}")
+        consumable = fields[5].upper()
+        if consumable not in ("YES", "JOB"):
+            raise SgeOutputError(f"sge_gpu_complex {name!r} is not a consumable per slot or job (qconf -sc: consumable "
+                                 f"{fields[5]}): its GPUs are unknown")
+        return GpuComplex(fields[0], fields[1], consumable == "JOB")
+    raise SgeOutputError(f"sge_gpu_complex {name!r}: qconf -sc has no such complex: its GPUs are unknown")
+
+
+def queue_gpus(report: QstatReport, nodes: Sequence[NodeAllocation], mine: Sequence[QueueInstance],
+               hosts: Mapping[str, HostInfo], gpus: GpuComplex, max_nodes: Optional[int]) -> tuple[QueueAccelerators, ...]:
+    """The queue's GPUs by glueinfo.lrms.accelerators' rule: each of its hosts has what ``qhost -F``
+    says is left of the complex plus what the running jobs of every queue hold there; a host qhost
+    gives none of it has no GPU.  ``nodes``: the NodeAllocations of ``mine``, in the same order."""
+    held: dict[str, int] = {}
+    for job in report.jobs:
+        if not job.running or not job.gpus:
+            continue
+        shares = job.instance_slots or [job.slots]
+        for name, slots in zip(job.instances, shares, strict=False):
+            where = name.split("@", 1)[1]
+            held[where] = held.get(where, 0) + (job.gpus if gpus.per_job else job.gpus * slots)
+            if gpus.per_job:
+                break  # consumed once, on the job's first (master) host
+    readings = []
+    for instance, node in zip(mine, nodes, strict=True):
+        host = hosts.get(instance.host)
+        left = host.consumables.get(gpus.name) if host is not None else None
+        if left is None:
+            continue
+        used = held.get(instance.host, 0)
+        readings.append(NodeAccelerators(None, int(round(left)) + used, used, node.state == "Idle"))
+    return queue_accelerators(readings, max_nodes)
+
+
+def requested_gpus(job: SgeJob, gpus: Optional[GpuComplex]) -> Optional[int]:
+    """A job's requested GPUs: its request of the complex times its slots (per job: once)."""
+    if gpus is None or not job.gpus:
+        return None
+    return job.gpus if gpus.per_job else job.gpus * job.slots
 
 
 # -- the queue's view -----------------------------------------------------------------
@@ -751,8 +862,8 @@ def _account(job: SgeJob) -> Optional[str]:
     return job.project or (job.department if job.department and job.department != "defaultdepartment" else None)
 
 
-def job_info(job: SgeJob, queue: str, lookup: dict[str, str]) -> JobInfo:
-    """The model's view of one Grid Engine job (GLUE CE Job / SSS Job)."""
+def job_info(job: SgeJob, queue: str, lookup: dict[str, str], gpus: Optional[GpuComplex] = None) -> JobInfo:
+    """The model's view of one Grid Engine job (GLUE CE Job / SSS Job); ``gpus``: the GPU complex, when read."""
     started = bool(job.instances)
     hosts = [site_host(name.split("@", 1)[1], lookup) for name in job.instances] if started else []
     account = _account(job)
@@ -767,6 +878,8 @@ def job_info(job: SgeJob, queue: str, lookup: dict[str, str]) -> JobInfo:
     )
     if job.h_cpu_s is not None:  # set apart: see the other plugins' job_info
         info.cpu_time_limit_s = job.h_cpu_s
+    if job.gpus:
+        info.requested_accelerators = requested_gpus(job, gpus)
     if started:
         info.cpu_duration_s = job.cpu_s
         if job.instance_slots is None:
@@ -819,12 +932,14 @@ def _query(ctx: LrmsContext) -> QueueState:
         raise LrmsQueryError("sge: no cluster queue named for this CE (set its queue)")
     queue = ctx.queue
     state.lrms_version = step(lambda: parse_version(tools("qstat", "-help")))
+    gpu_name = str(ctx.ce_config.get("sge_gpu_complex") or "").strip()
+    gpus: Optional[GpuComplex] = step(lambda: parse_complex(tools("qconf", "-sc"), gpu_name)) if gpu_name else None
     full = _needs_accounts(ctx)
     args = ["-xml", "-f", "-r", *(("-ext", "-pri") if full else ()), "-u", "*"]
     try:
         text = tools("qstat", *args)
         with collector_paused():  # 50,000 jobs' records: see glueinfo.core.gc_pause
-            report = parse_qstat(text, full=full)
+            report = parse_qstat(text, full=full, gpu_names=gpus.names if gpus is not None else frozenset())
         del text
     except SgeOutputError as exc:
         errors.append(str(exc))
@@ -834,7 +949,8 @@ def _query(ctx: LrmsContext) -> QueueState:
             raise LrmsQueryError(f"sge: qmaster unreachable: {exc}") from None
         errors.append(str(exc))
         report = None
-    hosts: Optional[dict[str, HostInfo]] = step(lambda: parse_qhost(tools("qhost", "-xml")))
+    hosts: Optional[dict[str, HostInfo]] = step(lambda: parse_qhost(tools("qhost", "-xml", *(
+        ("-F", gpus.name) if gpus is not None else ()))))
     config: Optional[dict[str, str]] = step(lambda: parse_queue_config(tools("qconf", "-sq", queue)))
 
     default_wall_s: Optional[int] = None
@@ -850,7 +966,12 @@ def _query(ctx: LrmsContext) -> QueueState:
 
     if report is not None:
         with collector_paused():
-            _fill_jobs(state, ctx, report, hosts, default_wall_s, now, errors)
+            _fill_jobs(state, ctx, report, hosts, default_wall_s, now, errors, gpus)
+        if gpus is not None and hosts is not None:
+            mine = [i for i in report.instances if i.cluster_queue == queue]
+            # a job of a queue without a parallel environment runs on one host
+            one_host = config is not None and not queue_pes(config)
+            state.accelerators = queue_gpus(report, state.nodes, mine, hosts, gpus, 1 if one_host else None)
     if config is not None:
         pes = {name: step(functools.partial(_read_pe, tools, name)) for name in queue_pes(config)}
         try:
@@ -873,7 +994,7 @@ def _read_pe(tools: Tools, name: str) -> dict[str, str]:
 
 
 def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: Optional[dict[str, HostInfo]],
-               default_wall_s: Optional[int], now: float, errors: list[str]) -> None:
+               default_wall_s: Optional[int], now: float, errors: list[str], gpus: Optional[GpuComplex] = None) -> None:
     """The queue's nodes, status, job counts, per-VO counts, jobs and response times from qstat's report."""
     queue = state.queue or ""
     mine = [i for i in report.instances if i.cluster_queue == queue]
@@ -884,7 +1005,7 @@ def _fill_jobs(state: QueueState, ctx: LrmsContext, report: QstatReport, hosts: 
     state.waiting_jobs = state.total_jobs - state.running_jobs
     if ctx.with_jobs:
         lookup = host_matcher([h.hostname for h in ctx.hosts])
-        infos = [job_info(j, queue, lookup) for j in jobs]
+        infos = [job_info(j, queue, lookup, gpus) for j in jobs]
         commands.assign_vos(ctx.vo_map, infos)
         state.vo_counts = count_by_vo(infos)
         state.jobs = infos

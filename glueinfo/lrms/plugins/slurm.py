@@ -590,20 +590,29 @@ def tres_gpus(tres: str) -> Optional[int]:
     return sum(int(v) for v in typed) if typed and all(v.isdigit() for v in typed) else None
 
 
+def _gres_total(text: str) -> Optional[int]:
+    """The GPUs of a GRES text, every type together; None when it names none."""
+    gpus = gres_gpus(text)
+    return sum(gpus.values()) if gpus else None
+
+
 def requested_gpus(alloc_tres: str, per_job: str, per_node: str, per_task: str,
-                   node_count: Optional[int], tasks: Optional[int]) -> Optional[int]:
+                   node_count: Optional[int], tasks: Optional[int],
+                   tres: Callable[[str], Optional[int]] = tres_gpus,
+                   gres: Callable[[str], Optional[int]] = _gres_total) -> Optional[int]:
     """The GPUs a job asked for (or holds): its tres-alloc's when Slurm accounts GPUs (what it
     holds, or will hold when it waits), else ``--gpus``/tres-per-job, else tres-per-node (``--gres``,
     ``--gpus-per-node``) times its nodes, else tres-per-task (``--gpus-per-task``) times its tasks;
     None when none of them names a GPU (a job that asked for none).  tres-per-socket is not read:
-    squeue does not say how many sockets a job has."""
-    accounted = tres_gpus(alloc_tres)
+    squeue does not say how many sockets a job has.  ``tres``/``gres``: the readers of one TRES and
+    one GRES text (a parse passes cached ones)."""
+    accounted = tres(alloc_tres)
     if accounted is not None:
         return accounted
     for text, times in ((per_job, 1), (per_node, node_count), (per_task, tasks)):
-        gpus = gres_gpus(text)
-        if gpus:
-            return sum(gpus.values()) * times if times is not None else None
+        gpus = gres(text)
+        if gpus is not None:
+            return gpus * times if times is not None else None
     return None
 
 
@@ -754,15 +763,25 @@ def _memory_of_tres(tres: str) -> Optional[int]:
     return parse_memory_mb(memory) if memory else None
 
 
-def _gpus_of(tres: str, per_job: str, per_node: str, per_task: str, node_count: Optional[int],
-             tasks: Optional[int]) -> Optional[int]:
-    """requested_gpus, cheap for the job that names no GPU (most of them): no parse at all."""
-    if "gpu" not in tres and "gpu" not in per_job and "gpu" not in per_node and "gpu" not in per_task:
-        return None
-    try:
-        return requested_gpus(tres, per_job, per_node, per_task, node_count, tasks)
-    except SlurmOutputError:
-        return None  # a request this reading does not understand is unknown; the job's other fields stand
+GpusOf = Callable[[str, str, str, str, Optional[int], Optional[int]], Optional[int]]
+
+
+def _gpu_reader() -> GpusOf:
+    """requested_gpus for one parse: nothing read for a job that names no GPU (most of them), and each
+    TRES and GRES text read once (a queue repeats a handful).  A request this reading does not
+    understand is unknown (None); the job's other fields stand."""
+    tres, gres = _memo(tres_gpus), _memo(_gres_total)
+
+    def gpus_of(alloc_tres: str, per_job: str, per_node: str, per_task: str, node_count: Optional[int],
+                tasks: Optional[int]) -> Optional[int]:
+        if "gpu" not in alloc_tres and "gpu" not in per_job and "gpu" not in per_node and "gpu" not in per_task:
+            return None
+        try:
+            return requested_gpus(alloc_tres, per_job, per_node, per_task, node_count, tasks, tres, gres)
+        except SlurmOutputError:
+            return None
+
+    return gpus_of
 
 
 def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
@@ -783,6 +802,7 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     timestamp, duration, number, memory, opt, count = (fast_timestamp, _memo(parse_duration_s), _memo(_int_or_none),
                                                        _memo(_memory_of_tres), _memo(_opt), _memo(_count_or_none))
     mapping = _memo(lambda key: map_state(*key.split("|", 1)))
+    gpus_of = _gpu_reader()
     valid_state = _memo(lambda state: bool(re.fullmatch(r"[A-Z_]+", state)))
     separators = n_fields - 1
     for number_of_record, record in enumerate(records[:-1], 1):
@@ -822,7 +842,7 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 dependency if dependency and dependency != NULL else None,
                 features if features and features != NULL else None,
                 submit_host if submit_host and submit_host != NULL else None, task_count,
-                _gpus_of(tres, per_job, per_node, per_task, nodes_asked, task_count)))
+                gpus_of(tres, per_job, per_node, per_task, nodes_asked, task_count)))
         except ValueError as exc:
             raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
                                    f"{one_line(record.replace(sep, '|'), 120)!r}") from None

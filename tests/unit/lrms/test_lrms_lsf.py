@@ -108,7 +108,9 @@ def test_lsf10_queue_figures():
     # + 5006 2 x RUNLIMIT 2160 min (129600 s) = 266400 slot-s over 48 usable slots (hosta, hostb, hoste)
     assert state.worst_response_time_s == 266400 // 48 == 5550
     assert state.estimated_response_time_s == 2775
-    assert ["bhosts", "-o", "host_name status max njobs run ssusp ususp rsv comments", "-json", "gridhosts"] in calls
+    # LSF 10.1.0.13 >= GPU_SINCE: the GPU fields too (issue 27)
+    assert ["bhosts", "-o", "host_name status max njobs run ssusp ususp rsv comments ngpus ngpus_alloc", "-json",
+            "gridhosts"] in calls
     bjobs = next(c for c in calls if c[0] == "bjobs")
     assert bjobs[:5] == ["bjobs", "-u", "all", "-q", "grid"] and bjobs[-2:] == ["-json", "-hms"]
 
@@ -174,7 +176,7 @@ def test_lsf10_inactive_queue_with_window_is_queueing():
     assert state.max_wall_clock_time_min == 30 and state.max_cpu_time_min is None and state.max_running_jobs is None
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (0, 0, 0)
     # HOSTS: all -> bhosts asked about every host
-    assert ["bhosts", "-o", "host_name status max njobs run ssusp ususp rsv comments", "-json"] in calls
+    assert ["bhosts", "-o", "host_name status max njobs run ssusp ususp rsv comments ngpus ngpus_alloc", "-json"] in calls
 
 
 # -- LSF 9.1.3, plain formats ----------------------------------------------------------------

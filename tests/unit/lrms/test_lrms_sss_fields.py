@@ -302,5 +302,6 @@ def test_lsf_asks_for_the_command_only_with_a_job_list_and_exec_cwd_only_when_as
         state = queue_state("lsf", LrmsContext(queue="express", ce_config=config, hosts=[], clock=lambda: 1732003200.0,
                                                with_jobs=with_jobs, run=run))
         assert state.error is None
-    assert [fields[17:] for fields in asked] == [[], ["command"], ["command", "exec_cwd"]]
+    # gpu_num too with a job list: LSF 10.1.0.13 is past GPU_SINCE (issue 27)
+    assert [fields[17:] for fields in asked] == [[], ["command", "gpu_num"], ["command", "exec_cwd", "gpu_num"]]
     assert state.jobs[0].working_directory == "/home/cms002/reco"
