@@ -7,7 +7,8 @@ and merged snapshot, and every failure; ``summary`` one line a host;
 (stale hosts kept out of free-CPU figures); ``node-xml`` a ``<Data>`` with
 every host's Node (stale ones State Unknown), what ``node-xml --site`` prints;
 both made by the publish layer (glueinfo.publish).  Failures are logged on stderr with the host's name;
-the exit code is 1 only when no host at all could be gathered.
+the exit code is 1 only when no host at all could be gathered.  On a terminal, a
+progress line on stderr says what takes the time (glueinfo.commands.progress).
 """
 
 from __future__ import annotations
@@ -30,34 +31,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from glueinfo.commands.progress import Progress, hosts
     from glueinfo.commands.site_options import make_assembler, site_config
 
     config = site_config(args, config)
     assembler = make_assembler(args, config)
-    assembler.open_state()
-    result = assembler.gather()
     out = sys.stdout
-    if args.format == "json":
-        out.write(json.dumps(result.to_dict(), indent=2 if args.pretty else None, ensure_ascii=False) + "\n")
-    elif args.format == "summary":
-        for host in result.hosts:
-            sources = ", ".join(f"{name} {max(0.0, result.started_at - at):.0f}s ago" for name, at in host.sources.items())
-            out.write(f"{host.snapshot.hostname}\t{'stale' if host.stale else 'fresh'}\t{sources}\n")
-        out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
-                  f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
-    else:
-        from glueinfo.commands.site_options import print_documents, publisher_for
-
-        assembler.refresh_lrms()
-        documents = publisher_for(args, config).documents(assembler.assemble())
-        if args.format == "node-xml":
-            print_documents(documents, "node-xml", pretty=args.pretty)
+    with Progress("gather") as progress:  # on a terminal only, after a second
+        progress.stage("reading the state directory")
+        assembler.open_state()
+        progress.stage("gathering hosts")
+        result = assembler.gather()
+        if args.format in ("json", "summary"):
+            progress.stage(f"writing {hosts(len(result.hosts))}")
+            if out.isatty():
+                progress.pause()
+        if args.format == "json":
+            out.write(json.dumps(result.to_dict(), indent=2 if args.pretty else None, ensure_ascii=False) + "\n")
+        elif args.format == "summary":
+            for host in result.hosts:
+                sources = ", ".join(f"{name} {max(0.0, result.started_at - at):.0f}s ago" for name, at in host.sources.items())
+                out.write(f"{host.snapshot.hostname}\t{'stale' if host.stale else 'fresh'}\t{sources}\n")
+            out.write(f"# {len(result.hosts)} hosts, {sum(h.stale for h in result.hosts)} stale, "
+                      f"{len(result.failures)} failures, {result.duration_s:.2f} s\n")
         else:
-            print_documents(documents, "ldif")
-            for warning in documents.warnings:
-                log.info("%s", warning)
-            for problem in documents.errors:
-                print(f"glueinfo: left out {problem}", file=sys.stderr)
-    assembler.close()
-    out.flush()
+            from glueinfo.commands.site_options import print_documents, publisher_for
+
+            progress.stage(f"asking the batch systems about {hosts(len(result.hosts))}")
+            assembler.refresh_lrms()
+            progress.stage(f"assembling {hosts(len(result.hosts))}")
+            documents = publisher_for(args, config).documents(assembler.assemble())
+            progress.stage("rendering the Node XML" if args.format == "node-xml" else "rendering the LDIF")
+            if out.isatty():
+                progress.pause()
+            if args.format == "node-xml":
+                print_documents(documents, "node-xml", pretty=args.pretty)
+            else:
+                print_documents(documents, "ldif")
+        progress.stage("writing the state directory")
+        assembler.close()
+        out.flush()
+    if args.format == "ldif":
+        for warning in documents.warnings:
+            log.info("%s", warning)
+        for problem in documents.errors:
+            print(f"glueinfo: left out {problem}", file=sys.stderr)
     return 1 if not result.hosts and result.failures else 0

@@ -13,6 +13,9 @@ one ERROR line was logged when the LRMS was asked, and the LDIF is still
 printed whole (the CE Closed, without counts), so a BDII keeps the rest of
 the site (glueinfo.lrms.queues).
 
+On a terminal, a progress line on stderr says what takes the time
+(glueinfo.commands.progress); never in a pipe to BDII.
+
 `glueinfo ldif --check FILE` only checks an LDIF file (any provider's) the
 same way and prints one line per problem.
 """
@@ -105,17 +108,22 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return run_check(args.check, config)
 
     from glueinfo.cli import long_lived_objects
+    from glueinfo.commands.progress import Progress
     from glueinfo.commands.site_options import assemble_once, clock_from_environment, print_documents, publisher_for, site_config
     from glueinfo.lrms.queues import missing_queues
 
     config = site_config(args, config)
     clock = clock_from_environment()
-    # The modules and the snapshots live until the process ends: keep the cyclic
-    # GC from walking their millions of objects again and again while the tree is built.
-    with long_lived_objects():
-        site = assemble_once(args, config, clock, args.snapshots)
-    documents = publisher_for(args, config, versions=tuple(args.glue) if args.glue else None).documents(site)
-    print_documents(documents, "ldif")
+    with Progress("ldif") as progress:  # on a terminal only (never BDII's pipe), after a second
+        # The modules and the snapshots live until the process ends: keep the cyclic
+        # GC from walking their millions of objects again and again while the tree is built.
+        with long_lived_objects():
+            site = assemble_once(args, config, clock, args.snapshots, progress.stage)
+        documents = publisher_for(args, config, versions=tuple(args.glue) if args.glue else None).documents(site)
+        progress.stage("rendering the LDIF")
+        if sys.stdout.isatty():  # the LDIF is written as it is rendered: to this terminal, in place of the line
+            progress.pause()
+        print_documents(documents, "ldif")
     report_warnings(documents.warnings, args.verbose)
     for problem in documents.errors:
         print(f"glueinfo: left out {problem}", file=sys.stderr)

@@ -17,7 +17,9 @@ does not have is published (Closed, without counts) and makes the exit code
 1 too, after its one ERROR line (glueinfo.lrms.queues).  An unreachable server is one line on
 stderr and exit 1.
 
-On a terminal (stderr a TTY) a progress line counts the writes as the server
+On a terminal (stderr a TTY) a progress line says what the command is doing
+once it has run a second (gathering, asking the batch systems, assembling,
+rendering: glueinfo.commands.progress), then counts the writes as the server
 answers them and ends as the summary; otherwise only the one-line summary is
 printed on stderr, after the refusals.
 """
@@ -79,20 +81,28 @@ def adopt_from_server(assembler: SiteAssembler, settings: PublishSettings) -> No
 
 
 def published_site(args: argparse.Namespace, config: Config, clock: Callable[[], float],
-                   settings: PublishSettings) -> AssembledSite:
+                   settings: PublishSettings, on_stage: Callable[[str], None] = lambda text: None) -> AssembledSite:
     """The site to publish: the --snapshots files, else every source once with the state
-    directory; an upgrade (no SubCluster ids remembered) keeps the ids the server already has."""
+    directory; an upgrade (no SubCluster ids remembered) keeps the ids the server already has.
+    ``on_stage``: told each step as it starts (the progress line)."""
+    from glueinfo.commands.progress import hosts
     from glueinfo.commands.site_options import assemble_once, make_assembler
 
     if args.snapshots:
-        return assemble_once(args, config, clock, args.snapshots)
+        return assemble_once(args, config, clock, args.snapshots, on_stage)
     assembler = make_assembler(args, config, clock=clock)
+    on_stage("reading the state directory")
     assembler.open_state()
     if assembler.ids.is_empty():
+        on_stage("reading the SubCluster ids the server publishes")
         adopt_from_server(assembler, settings)
-    assembler.gather()
+    on_stage("gathering hosts")
+    count = len(assembler.gather().hosts)
+    on_stage(f"asking the batch systems about {hosts(count)}")
     assembler.refresh_lrms()
+    on_stage(f"assembling {hosts(count)}")
     site = assembler.assemble()
+    on_stage("writing the state directory")
     assembler.close()
     return site
 
@@ -136,6 +146,7 @@ def summary_line(url: str, bases: tuple[str, ...], report: PublishReport) -> str
 def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.cli import long_lived_objects
     from glueinfo.commands.ldif import report_warnings
+    from glueinfo.commands.progress import Progress
     from glueinfo.commands.site_options import clock_from_environment, publisher_for, site_config
     from glueinfo.core.errors import UsageError
     from glueinfo.glue.glue2.publish import load_times, save_times
@@ -168,13 +179,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
         raise UsageError(f"publish: {exc}") from None
 
     started = time.monotonic()
-    # The snapshots live until the process ends: keep the cyclic GC from walking their millions of
-    # objects again and again (as ldif does).
-    with long_lived_objects():
-        site = published_site(args, config, clock, settings)
-    collected = time.monotonic()
-    documents = publisher.documents(site)
-    entries = documents.entries()  # TemplateError, Glue2Error: the config is wrong, exit 2
+    with Progress("publish") as stages:  # on a terminal only, after a second; the writes' own line follows
+        # The snapshots live until the process ends: keep the cyclic GC from walking their millions of
+        # objects again and again (as ldif does).
+        with long_lived_objects():
+            site = published_site(args, config, clock, settings, stages.stage)
+        collected = time.monotonic()
+        stages.stage("rendering the trees")
+        documents = publisher.documents(site)
+        entries = documents.entries()  # TemplateError, Glue2Error: the config is wrong, exit 2
     if times_file and publisher.times is not None and documents.glue2 is not None:
         unsaved = save_times(times_file, publisher.times)
         if unsaved:

@@ -87,15 +87,19 @@ def make_assembler(args: argparse.Namespace, config: Config, *, without_local: b
 
 
 def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], float],
-                  snapshots: list[str] | None = None) -> AssembledSite:
+                  snapshots: list[str] | None = None, on_stage: Callable[[str], None] = lambda text: None) -> AssembledSite:
     """The site of a one-shot command: exactly these snapshot files (``--snapshots``) when given,
-    else every source once (glueinfo.site.assemble)."""
+    else every source once (glueinfo.site.assemble).  ``on_stage``: told each step as it starts
+    (a command's progress line, glueinfo.commands.progress)."""
     if snapshots:
         from glueinfo.commands.ldif import read_snapshots
         from glueinfo.site.assemble import assemble_snapshots
 
-        return assemble_snapshots(config, read_snapshots(snapshots), clock)
-    return make_assembler(args, config, clock=clock).once()
+        on_stage("reading snapshots")
+        read = read_snapshots(snapshots)
+        on_stage(f"assembling {len(read):,} host{'' if len(read) == 1 else 's'}")
+        return assemble_snapshots(config, read, clock)
+    return make_assembler(args, config, clock=clock).once(on_stage)
 
 
 def publisher_for(args: argparse.Namespace, config: Config, *, versions: tuple[str, ...] | None = None,

@@ -397,13 +397,20 @@ class SiteAssembler:
             return AssembledSite(assembled_at=now, model=self.model, hosts=hosts, local=local, groups=groups,
                                  states=dict(self.states or {}), failures=failures)
 
-    def once(self) -> AssembledSite:
+    def once(self, on_stage: Callable[[str], None] = lambda text: None) -> AssembledSite:
         """What a one-shot command publishes: state read, every source once, the LRMS once,
-        assembled, state written back when this process may."""
+        assembled, state written back when this process may.  ``on_stage`` is told each step as
+        it starts ("gathering hosts", "asking the batch systems about 30,000 hosts"...), for a
+        command's progress line."""
+        on_stage("reading the state directory")
         self.open_state()
-        self.gather()
+        on_stage("gathering hosts")
+        count = len(self.gather().hosts)
+        on_stage(f"asking the batch systems about {count:,} host{'' if count == 1 else 's'}")
         self.refresh_lrms()
+        on_stage(f"assembling {count:,} host{'' if count == 1 else 's'}")
         site = self.assemble()
+        on_stage("writing the state directory")
         self.close()
         return site
 
