@@ -137,6 +137,49 @@ def test_gpus_match_sinfos_gres_and_gres_used(slurm, busy, slurm_json):
     assert [j.local_id for j in state.jobs if j.requested_accelerators is not None] == [busy["gpu"]]
 
 
+def test_gpus_are_published_in_glue21_json_and_the_glue2_ldap_forms(slurm, busy, tmp_path):
+    """Issue 27's "done when": the live Slurm's two GPUs, one in use, as `glueinfo glue2-json` (GLUE 2.1's
+    ComputingManagerAccelerator and ComputingShareAccelerator) and `glueinfo ldif` (GLUE 2.0 OtherInfo
+    pairs; the 2.1 entries with [glue] accelerator_schema = yes) publish them, against sinfo's own view."""
+    import json
+
+    if not slurm.gpus:
+        pytest.skip("the harness's GPUs are device nodes made with mknod: root only")
+    config = tmp_path / "gpu.conf"
+    config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n[ce:short]\nlrms = slurm\nslurm_conf = {slurm.conf}\n"
+                      f"lrms_timeout = 20\naccess = VO:dteam\n[run]\nstate_dir = {tmp_path / 'state'}\n")
+    total, used = sinfo_gpus(slurm, "short")
+    assert (total, used) == (2, 1)
+    free = 0 if sinfo_cpus(slurm, "short")[1] == 0 else total - used  # a GPU a new job can get needs a CPU too
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "glue2-json", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (service,) = json.loads(proc.stdout)["ComputingService"]
+    (manager,) = service["ComputingManager"]
+    (gpus,) = manager["ComputingManagerAccelerator"]
+    assert (gpus["Type"], gpus["TotalSlots"], gpus["UsedSlots"]) == ("GPU", total, used)
+    (share,) = service["ComputingShare"]  # the queue's one share (dteam): the queue's used GPUs are its own
+    (share_gpus,) = share["ComputingShareAccelerator"]
+    assert (share_gpus["FreeSlots"], share_gpus["UsedSlots"], share_gpus["MaxSlotsPerJob"]) == (free, used, total)
+
+    for schema, extra in ((False, ""), (True, "[glue]\naccelerator_schema = yes\n")):
+        with open(config, "a") as handle:
+            handle.write(extra)
+        ldif = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--glue", "2.0", "--config", str(config)],
+                              capture_output=True, text=True, timeout=120)
+        assert ldif.returncode == 0, ldif.stderr
+        (manager_entry,) = ldif_blocks(ldif.stdout, "dn: GLUE2ManagerID=")
+        pairs = [line for line in ldif.stdout.replace("\n ", "").split("\n\n") if line.startswith("dn: GLUE2ManagerID=")]
+        assert f"GLUE2EntityOtherInfo: GPUTotalSlots={total}" in pairs[0] and f"GLUE2EntityOtherInfo: GPUUsedSlots={used}" in pairs[0]
+        entries = ldif_blocks(ldif.stdout, "dn: GLUE2ComputingManagerAcceleratorID=")
+        if schema:
+            (entry,) = entries
+            assert (entry["GLUE2ComputingManagerAcceleratorTotalSlots"],
+                    entry["GLUE2ComputingManagerAcceleratorUsedSlots"]) == (str(total), str(used))
+        else:
+            assert entries == [] and manager_entry  # GLUE20.schema alone has no such class
+
+
 def test_response_times_follow_slurms_forecasts(slurm, busy):
     before = time.time()
     state = state_of(slurm, "short")
