@@ -53,7 +53,8 @@ from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, halved
-from glueinfo.lrms.vo_map import KINDS, count_by_vo
+from glueinfo.lrms.vo_map import KINDS, VoMap, count_by_vo
+from glueinfo.lrms.waiting import RECENT_S, Observed, WaitRecord, settle
 
 JSON_SINCE = (10, 1, 0, 2)
 
@@ -522,8 +523,10 @@ def _records(text: str, what: str) -> list[dict[str, Any]]:
 
 def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
     """``bjobs -u all -q QUEUE -o "<BJOBS_FIELDS>" -json -hms``.  ``full=False`` leaves out the
-    times, hosts and names only a published job list needs."""
+    hosts, names and times only a published job list needs (the submit and start times of a job
+    started in the last RECENT_S seconds are kept: its wait)."""
     jobs = []
+    recent = now - RECENT_S
     stamps: dict[str, Optional[float]] = {}
     clocks: dict[str, int] = {}
     counts: dict[Any, Optional[int]] = {}
@@ -576,6 +579,11 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                     job.command = str(command)
                 if work_dir:  # asked for only as a private field
                     job.work_dir = _opt(work_dir)
+            elif (started := record.get("START_TIME")) and started != "-":
+                # the counts read the times of a job that started lately only: its wait (glueinfo.lrms.waiting)
+                start = stamp(started)
+                if start is not None and start >= recent:
+                    job.start_time, job.submit_time = start, stamp(record.get("SUBMIT_TIME"))
         except (KeyError, ValueError, TypeError) as exc:  # TypeError: a list or object where text belongs
             raise LsfOutputError(f"bjobs -json: job {one_line(str(record.get('JOBID')), 120)}: {exc}") from None
         jobs.append(job)
@@ -679,6 +687,19 @@ def job_info(job: LsfJob, node_name: Callable[[str], str], private: frozenset[st
 
 
 # -- estimates ---------------------------------------------------------------------------
+
+def started_records(jobs: Iterable[LsfJob], vo_map: VoMap, since: float) -> Iterable[WaitRecord]:
+    """The records glueinfo.lrms.waiting reads (LSF forecasts no start): each job that started at or
+    after ``since``, with its SUBMIT_TIME and START_TIME (``bjobs -json``; plain ``bjobs -w`` prints
+    no start, so none), its VO by the [vos] map on its user, user group and project."""
+    vos: dict[tuple[Optional[str], Optional[str], Optional[str]], Optional[str]] = {}  # the map once per owners
+    for job in jobs:
+        if job.start_time is not None and job.start_time >= since and job.submit_time is not None:
+            owners = (job.user, job.group, job.project)
+            vo = vos[owners] if owners in vos else vos.setdefault(
+                owners, vo_map.vo_of(user=owners[0], group=owners[1], account=owners[2]))
+            yield vo, False, job.submit_time, job.start_time
+
 
 def response_times(jobs: Sequence[LsfJob], free_slots: Optional[int], usable_slots: Optional[int],
                    queue_run_limit_s: Optional[int]) -> tuple[Optional[int], Optional[int]]:
@@ -835,7 +856,13 @@ def query(ctx: LrmsContext) -> QueueState:
     state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if jobs is not None and state.free_cpus is not None and state.status == "Production":
         limit = queue.run_limit_min * 60 if queue is not None and queue.run_limit_min is not None else None
-        state.estimated_response_time_s, state.worst_response_time_s = response_times(jobs, state.free_cpus, usable, limit)
+        # A free slot with nothing pending, else the waits of the jobs started in the last hour, else
+        # response_times' drain rule (glueinfo.lrms.waiting).
+        starts_now = bool(state.free_cpus) and not any(j.glue_status == "SCHEDULED" for j in jobs)
+        seen = Observed(now)
+        if not starts_now:
+            seen.add(started_records(jobs, ctx.vo_map, seen.since))
+        settle(state, seen, starts_now, lambda: response_times(jobs, state.free_cpus, usable, limit))
     # Without the queue, bhosts is asked about every host: never kept for a queue no answer named
     # (bqueues -l prints it, or a job of it is listed; glueinfo.lrms.queues).
     queues.settle(state, queue is not None or bool(jobs), lambda: queue_names(tools("bqueues", "-w")), errors, "queue")

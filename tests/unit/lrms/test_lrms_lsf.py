@@ -76,9 +76,9 @@ def replay(directory, overrides=None, calls=None):
     return run
 
 
-def state_of(directory, queue, overrides=None, calls=None, with_jobs=True, vo_map=VoMap(), hosts=()):
+def state_of(directory, queue, overrides=None, calls=None, with_jobs=True, vo_map=VoMap(), hosts=(), now=NOW):
     ctx = LrmsContext(queue=queue, ce_config={"lsf_envdir": "/etc/lsf", "lsf_bin_dir": "/opt/lsf/bin"},
-                      hosts=list(hosts), clock=lambda: NOW, with_jobs=with_jobs,
+                      hosts=list(hosts), clock=lambda: now, with_jobs=with_jobs,
                       run=replay(directory, overrides, calls), vo_map=vo_map)
     return queue_state("lsf", ctx)
 
@@ -88,6 +88,25 @@ def by_id(state):
 
 
 # -- LSF 10.1.0.13, JSON ---------------------------------------------------------------------
+
+def test_lsf10_drain_model_when_no_job_started_in_the_last_hour():
+    """The same queue seen two hours later (10:00): no job started since 09:00, the drain rule."""
+    state = state_of(LSF10, "grid", now=NOW + 7200)
+    assert state.response_basis == "model"
+    # a slot is free, so first = 0; pending work = 5003[2] 1 x 3600 + 5003[3] 1 x 3600
+    # + 5006 2 x RUNLIMIT 2160 min (129600 s) = 266400 slot-s over 48 usable slots (hosta, hostb, hoste)
+    assert state.worst_response_time_s == 266400 // 48 == 5550
+    assert state.estimated_response_time_s == 2775
+
+
+def test_lsf10_each_vo_from_its_own_recent_waits():
+    vo_map = VoMap.from_values(["user:lhcb*=lhcb", "user:ops*=ops", "user:atlas*=atlas"])
+    for with_jobs in (False, True):
+        state = state_of(LSF10, "grid", with_jobs=with_jobs, vo_map=vo_map)
+        # lhcb001's 5003[1] waited 1800 s, ops001's 5007 60 s; atlas's jobs started before 07:00
+        assert state.vo_response_times == {"lhcb": (1800, 1800), "ops": (60, 60)}
+        assert state.response_times_of_vo("atlas") == (930, 1800)
+
 
 def test_lsf10_queue_figures():
     calls = []
@@ -104,10 +123,10 @@ def test_lsf10_queue_figures():
     # RUN 5001, 5002, 5003[1] and UNKWN 5008 hold slots; 5003[2], 5003[3], 5006 PEND, 5004 SSUSP, 5005 PSUSP; 5007 DONE
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (4, 5, 9)
     assert state.free_job_slots == min(8, 64 - 4) == 8
-    # drain model: a slot is free, so first = 0; pending work = 5003[2] 1 x 3600 + 5003[3] 1 x 3600
-    # + 5006 2 x RUNLIMIT 2160 min (129600 s) = 266400 slot-s over 48 usable slots (hosta, hostb, hoste)
-    assert state.worst_response_time_s == 266400 // 48 == 5550
-    assert state.estimated_response_time_s == 2775
+    # LSF forecasts no start: the waits of the jobs that started in the hour before 08:00, SUBMIT_TIME to
+    # START_TIME: 5003[1] 07:00 -> 07:30 (1800 s), 5007 07:40 -> 07:41 (60 s); 5001 started at 06:00
+    assert (state.estimated_response_time_s, state.worst_response_time_s) == ((1800 + 60) // 2, 1800)
+    assert state.response_basis == "measured"
     # LSF 10.1.0.13 >= GPU_SINCE: the GPU fields too (issue 27)
     assert ["bhosts", "-o", "host_name status max njobs run ssusp ususp rsv comments ngpus ngpus_alloc", "-json",
             "gridhosts"] in calls
