@@ -205,6 +205,11 @@ class NodeObjects:
         """Whether a query has needed them (then the next view's are prepared with the publish)."""
         return self._objects is not None
 
+    def cache_figures(self) -> Optional[tuple[int, int]]:
+        """(fields cached, their estimated bytes) of the objects' query cache; None before any query."""
+        objects = self._objects
+        return (len(objects.cache), objects.cache.bytes) if objects is not None else None
+
     def get(self) -> ObjectSet:
         with self._lock:
             if self._objects is None:
@@ -541,7 +546,8 @@ class NodeStore:
             host_state=node_state(local, now, self.settings) if local is not None else None,
             states=dict(view.states) if view is not None else {}, hosts_total=sum(view.states.values()) if view else 0,
             hosts_stale=stale, hosts_dropped=observed.hosts_dropped,
-            claims_refused=observed.claims_refused, ces=tuple(ces), subclusters=tuple(subclusters),
+            claims_refused=observed.claims_refused,
+            sssrmap_cache=view.objects.cache_figures() if view is not None else None, ces=tuple(ces), subclusters=tuple(subclusters),
             notable_hosts=tuple(notable), local_host=host_rows(local) if local is not None else (),
             collectors=collectors, sources=sources, publish=publish,
             refresh_ok=bool(self.last_refresh.get("success")) if self.last_refresh else None, problems=problems,

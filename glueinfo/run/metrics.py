@@ -14,7 +14,8 @@ Families (labels in brackets):
 - ``glueinfo_info`` [version, role, site] 1
 - ``glueinfo_hosts`` [state]: hosts by published Node State;
   ``glueinfo_hosts_known``, ``glueinfo_hosts_stale``, ``glueinfo_hosts_dropped_total``,
-  ``glueinfo_gather_refused_claims_total``
+  ``glueinfo_gather_refused_claims_total``; ``glueinfo_sssrmap_cached_fields``, ``glueinfo_sssrmap_cache_bytes``
+  (once a query made them)
 - ``glueinfo_collector_last_duration_seconds``, ``_last_success``, ``_failures_total`` [collector]
 - ``glueinfo_source_last_duration_seconds``, ``_last_success``, ``_runs_total``,
   ``_failures_total``, ``_snapshots``, ``_failed_targets`` [source]
@@ -84,6 +85,12 @@ class StatusCollector(Collector):
         yield CounterMetricFamily("glueinfo_gather_refused_claims",
                                   "Answers refused since start for claiming a host that is not their target's",
                                   value=status.claims_refused)
+        if status.sssrmap_cache is not None:
+            fields, size = status.sssrmap_cache
+            yield GaugeMetricFamily("glueinfo_sssrmap_cached_fields",
+                                    "Fields SSSRMAP queries keep worked out for the served Nodes (bounded, least recently used out)",
+                                    value=fields)
+            yield GaugeMetricFamily("glueinfo_sssrmap_cache_bytes", "Estimated bytes of those fields", value=size)
 
         yield from self._health("collector", status.collectors, "this host's collector")
         yield from self._health("source", status.sources, "source")

@@ -258,6 +258,7 @@ class Status:
     hosts_stale: int
     hosts_dropped: int
     claims_refused: int = 0
+    sssrmap_cache: Optional[tuple[int, int]] = None  # (fields, estimated bytes) SSSRMAP queries keep; None: never queried
     ces: tuple[CeStatus, ...] = ()
     subclusters: tuple[SubClusterRow, ...] = ()
     notable_hosts: tuple[HostRow, ...] = ()  # stale or Unknown

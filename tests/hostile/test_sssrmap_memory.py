@@ -9,7 +9,9 @@ recently used forgotten first (docs/sss.md "Memory").  What a user can check fro
 outside, and this test does: every such query is answered, and the fields asked
 before the flood (a projection and a numeric Where, whose cached columns were
 forgotten meanwhile) give the same answers as before it, the fixture's own facts.
-The server's memory is measured, not asserted: benchmarks/sssrmap_names.py.
+The server's memory is measured, not asserted: benchmarks/sssrmap_names.py; the
+fields it keeps are read from /metrics (glueinfo_sssrmap_cached_fields), as a
+monitoring engineer would, and must stay within the documented bound.
 Only HTTP is used: the test means the same against any version of the code.
 """
 
@@ -80,5 +82,25 @@ def test_finding6_fields_asked_before_5000_distinct_names_answer_the_same_after_
             assert [node.findtext("Id") for node in nodes] == hosts
             assert all([child.tag for child in node] == ["Id"] for node in nodes)
         assert client.models() == models and client.fast() == fast
+        # and what monitoring reads: the fields the server keeps stay within its bound (docs/sss.md)
+        metrics = metric_values(server)
+        assert 0 < metrics["glueinfo_sssrmap_cached_fields"] <= 256 + 16  # the bound and the fields the server warms
+        assert metrics["glueinfo_sssrmap_cache_bytes"] <= 32 * 2**20 + 8 * 2**20
     finally:
         client.connection.close()
+
+
+def metric_values(served: Served) -> dict[str, float]:
+    """Unlabelled samples of the server's /metrics, by name."""
+    connection = http.client.HTTPConnection(served.host, served.port, timeout=30)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if line and not line.startswith("#") and "{" not in name:
+            values[name] = float(value)
+    return values
