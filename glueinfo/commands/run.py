@@ -64,6 +64,8 @@ def setup_logging(args: argparse.Namespace) -> None:
         root.addHandler(handler)
     # APScheduler logs every run at INFO and overruns at WARNING: ours say more, once (glueinfo.run.scheduler).
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose > 1 else logging.ERROR)
+    # pika (the amqp output) logs every connection step at INFO and a refused one at ERROR: the output says it once.
+    logging.getLogger("pika").setLevel(logging.DEBUG if args.verbose > 1 else logging.CRITICAL)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

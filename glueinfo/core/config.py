@@ -304,6 +304,31 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "window": Option("int", 64, "Writes sent before their answers are read (1: one at a time); keep it under slapd's "
                          "conn_max_pending_auth (1000)", minimum=1),
     },
+    # -- the amqp output (glueinfo/publish/outputs/amqp.py): [run] outputs = amqp --
+    "amqp": {
+        "url": Option("str", "", "AMQP 0-9-1 broker the amqp output pushes to: amqp://USER@HOST[:PORT][/VHOST], or amqps:// "
+                      "with ca_file (and cert_file, key_file for a client certificate; without a USER the certificate's "
+                      "subject logs in, EXTERNAL); never a password"),
+        "password_file": Option("path", "", "File holding USER's password (first line)"),
+        "exchange": Option("str", "glueinfo", "Exchange the documents are published to, declared as a durable topic "
+                           "exchange; routing keys are DOCUMENT.SITE, e.g. glue21.json.EXAMPLE-SITE"),
+        "documents": Option("list", ["glue21-json"], "Documents pushed at every publish: glue21-json (the GLUE 2.1 JSON of "
+                            "the site, as glue2-json prints it), node-xml (the site's Node XML, as node-xml --site prints it)",
+                            choices=("glue21-json", "node-xml")),
+        "ca_file": Option("path", "", "CA certificates the broker's certificate is checked against (amqps; default: the "
+                          "system's)"),
+        "cert_file": Option("path", "", "Client certificate (PEM) presented to the broker (amqps)"),
+        "key_file": Option("path", "", "Its private key, when cert_file does not hold it"),
+        "timeout": Option("float", 10.0, "Seconds to connect, and to wait for a blocked connection, before trying again",
+                          minimum=0.1),
+        "retry_min": Option("float", 1.0, "Seconds before trying again after the broker failed; doubled after each failure "
+                            "(documents wait in the outbox, in [run] state_dir, the newest per routing key)", minimum=0.1),
+        "retry_max": Option("float", 300.0, "Longest wait between attempts", minimum=0.1),
+        "resend": Option("float", 600.0, "A document unchanged since it was confirmed is sent again after this many seconds, "
+                         "so consumers see the site alive", minimum=1.0),
+        "drain_timeout": Option("float", 5.0, "At stop (and after run --once), seconds spent sending what waits; what is "
+                                "left is sent after the next start", minimum=0.0),
+    },
     # -- many hosts: glueinfo/gather/ and its sources (glueinfo/gather/sources/) -----
     "sources": {
         "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia, prometheus, "
@@ -372,8 +397,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
                                  minimum=0.1),
         "ldap_retry_max": Option("float", 300.0, "Longest wait between LDAP retries", minimum=0.1),
         "serve": Option("bool", False, "Answer HTTP on [serve] listen from this process, with the state just published"),
-        "outputs": Option("list", [], "Further outputs every publish goes to, by an installed output plugin's name (its keys in "
-                          "[output:NAME]); file always, ldap and http as ldap_sync and serve say"),
+        "outputs": Option("list", [], "Further outputs every publish goes to: amqp ([amqp]), or an installed output plugin's "
+                          "name (its keys in [output:NAME]); file always, ldap and http as ldap_sync and serve say"),
         "shutdown_grace": Option("float", 5.0, "Seconds SIGTERM waits for a running job before abandoning it", minimum=0.0),
         "provider_max_age": Option("float", 600.0, "providers/glueinfo-provider refuses (prints nothing, exits 1) an ldif_file "
                                    "older than this many seconds", minimum=1.0),

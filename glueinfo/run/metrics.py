@@ -33,6 +33,9 @@ Families (labels in brackets):
 - ``glueinfo_subcluster_accelerators`` [subcluster, cluster, type, model]: accelerators (devices, or
   partitions of partitioned ones) over the SubCluster's hosts; nothing for one whose hosts' are unknown
 - ``glueinfo_output_age_seconds``, ``glueinfo_output_interval_seconds``, ``glueinfo_output_write_ok`` [output] (run)
+- ``glueinfo_outbox_documents``, ``glueinfo_outbox_last_confirm_timestamp_seconds``, ``glueinfo_outbox_confirmed_total``,
+  ``glueinfo_outbox_broker_up`` [output]: a pushing output's (amqp's) documents waiting for the broker's confirm, its
+  last confirm (left out before the first), the confirms since start, 1 unless the broker failed at the last attempt (run)
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class StatusCollector(Collector):
         yield from self._lrms(status)
         yield from self._subclusters(status)
         yield from self._outputs(status)
+        yield from self._outboxes(status)
 
     @staticmethod
     def _health(kind: str, rows: Iterable[HealthRow], what: str) -> Iterator[Metric]:
@@ -224,6 +228,27 @@ class StatusCollector(Collector):
             for (acc_type, model), count in counts.items():
                 family.add_metric([sc.unique_id, sc.cluster, acc_type, model], count)
         yield family
+
+    @staticmethod
+    def _outboxes(status: Status) -> Iterator[Metric]:
+        if not status.outboxes:
+            return
+        depth = GaugeMetricFamily("glueinfo_outbox_documents", "Documents waiting in the output's outbox for the broker's "
+                                  "confirm", labels=["output"])
+        last = GaugeMetricFamily("glueinfo_outbox_last_confirm_timestamp_seconds", "When the broker last confirmed a "
+                                 "document of the output", labels=["output"])
+        confirmed = CounterMetricFamily("glueinfo_outbox_confirmed", "Documents the broker confirmed since start",
+                                        labels=["output"])
+        up = GaugeMetricFamily("glueinfo_outbox_broker_up", "1 unless the broker failed at the output's last attempt",
+                               labels=["output"])
+        for box in status.outboxes:
+            depth.add_metric([box.output], box.depth)
+            if box.last_confirm_at is not None:
+                last.add_metric([box.output], box.last_confirm_at)
+            confirmed.add_metric([box.output], box.confirmed)
+            if box.up is not None:
+                up.add_metric([box.output], float(box.up))
+        yield from (depth, last, confirmed, up)
 
     @staticmethod
     def _outputs(status: Status) -> Iterator[Metric]:

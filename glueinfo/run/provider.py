@@ -56,7 +56,17 @@ from glueinfo.core.model import HostSnapshot
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 from glueinfo.publish.documents import Publisher
-from glueinfo.publish.outputs import Output, OutputContext, OutputError, Publication, all_outputs, make_outputs, publish_all
+from glueinfo.publish.outputs import (
+    Output,
+    OutputContext,
+    OutputError,
+    Publication,
+    all_outputs,
+    close_outputs,
+    make_outputs,
+    outbox_states,
+    publish_all,
+)
 from glueinfo.publish.outputs.file import FileOutput
 from glueinfo.publish.outputs.ldap import LdapOutcome, LdapOutput, LdapSync
 from glueinfo.run.gc_policy import CollectorPolicy
@@ -169,7 +179,7 @@ class Provider:
         from glueinfo.run.http_output import http_plugin
 
         names = self._output_names(plan)
-        sections = {name: plan.config.section(name) for name in ("run", "serve", "ldap")}
+        sections = {name: plan.config.section(name) for name in ("run", "serve", "ldap", "amqp")}
         sections.update({f"output:{name}": plan.config.section(f"output:{name}") for name in names})  # each plugin's own
         context = OutputContext(plan.publish_settings, sections, self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
         available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])
@@ -311,6 +321,7 @@ class Provider:
     def close(self) -> None:
         """Flush: the last state, and stop answering HTTP."""
         self.stopping.set()
+        close_outputs(self.outputs)  # a pushing output's sender sends what waits, within its drain time
         if self.server is not None:
             try:
                 self.server.stop()
@@ -390,6 +401,7 @@ class Provider:
             "outputs": dict(self.write_errors),
             "output_records": {name: stats.to_dict() for name, stats in self.output_stats.items()},
             "ldap": self.ldap.to_dict() if self.ldap is not None else None,
+            "outboxes": [dataclasses.asdict(state) for state in outbox_states(self.outputs)],
             "publishes": self.publishes,
         }
 
@@ -408,7 +420,7 @@ class Provider:
             outputs.append(OutputStatus(kind, path, age, interval, files.files.errors.get(path) if files else None))
         return with_run(status, jobs=self.job_stats, collectors=self.local_host.stats_copy(), ldap=self.ldap,
                         outputs=outputs, entries=self.store.ldif_entries() if self.settings.serve else self._entries,
-                        output_records=self.output_stats)
+                        output_records=self.output_stats, outboxes=outbox_states(self.outputs))
 
     def _with_metrics(self, snapshot: HostSnapshot) -> HostSnapshot:
         """A copy of this host's snapshot carrying the self-metrics as Extension facts."""
@@ -538,7 +550,8 @@ class Provider:
                 self.local_host.slow_facts = self.local_host.fast_facts = None
             self._published_fingerprint = None
             self.publisher = publisher
-            self.outputs = outputs
+            old_outputs, self.outputs = self.outputs, outputs
+            close_outputs(old_outputs, drain=False)  # the new ones take over (an outbox included)
             for name in set(self.output_stats) - {output.name for output in outputs}:
                 del self.output_stats[name]  # an output no longer made reports nothing, not its last error
             self.store.settings = plan.node_settings

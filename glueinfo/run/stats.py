@@ -15,6 +15,7 @@ from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 from glueinfo.gather.gatherer import GatherResult
 from glueinfo.gather.registry import Source, SourceContext, SourceReport
+from glueinfo.publish.outbox import OutboxState
 from glueinfo.site.accelerators import AcceleratorKind
 from glueinfo.site.assemble import AssembledSite, SiteAssembler
 
@@ -269,6 +270,7 @@ class Status:
     publish: Optional[PublishStatus] = None
     outputs: tuple[OutputStatus, ...] = ()
     output_plugins: tuple[HealthRow, ...] = ()  # each output of the publish layer: its runs, failures, last error
+    outboxes: tuple[OutboxState, ...] = ()  # each pushing output's outbox (the amqp output's)
     refresh_ok: Optional[bool] = None
     problems: tuple[str, ...] = ()
     history: dict[str, list[tuple[float, Optional[int], Optional[int], Optional[int]]]] = field(default_factory=dict)
@@ -305,10 +307,10 @@ def stats_row(name: str, stats: JobStats) -> HealthRow:
 
 def with_run(status: Status, *, jobs: dict[str, JobStats], collectors: dict[str, JobStats], ldap: Any,
              outputs: Sequence[OutputStatus], entries: Optional[int],
-             output_records: Optional[dict[str, JobStats]] = None) -> Status:
+             output_records: Optional[dict[str, JobStats]] = None, outboxes: Sequence[OutboxState] = ()) -> Status:
     """``serve``'s status with what ``glueinfo run`` keeps besides: its jobs, its collectors'
     records, the last publication (``jobs["publish"]``) with the LDAP synchronisation
-    (glueinfo.publish.outputs.ldap.LdapSync or None) and the output files."""
+    (glueinfo.publish.outputs.ldap.LdapSync or None), the output files and the pushing outputs' outboxes."""
     publish = jobs.get("publish", JobStats())
     last = getattr(ldap, "last", None)
     ldap_stats = getattr(ldap, "stats", None)
@@ -325,7 +327,7 @@ def with_run(status: Status, *, jobs: dict[str, JobStats], collectors: dict[str,
         ldap_refused_total=getattr(ldap, "refused_total", 0) if ldap is not None else 0,
         rejected=tuple(last.rejected) if last is not None else ())
     return dataclasses.replace(
-        status, publish=report, outputs=tuple(outputs),
+        status, publish=report, outputs=tuple(outputs), outboxes=tuple(outboxes),
         output_plugins=tuple(stats_row(name, stats) for name, stats in (output_records or {}).items()),
         jobs=tuple(stats_row(name, stats) for name, stats in jobs.items() if name != "publish"),
         collectors=tuple(stats_row(name, stats) for name, stats in sorted(collectors.items())) or status.collectors)

@@ -2,7 +2,7 @@
 
 An output is an :class:`OutputPlugin` value: a name, whether it is on by
 default, and ``make`` (typed context -> :class:`Output`).  Built-ins are the
-modules of this folder (``stdout``, ``file``, ``ldap``); the daemon adds
+modules of this folder (``stdout``, ``file``, ``ldap``, ``amqp``); the daemon adds
 ``http`` (glueinfo.run.http_output, which holds the server); installed
 packages register more under the ``glueinfo.outputs`` entry point group.
 Each output reads only its own config section (the context's ``sections``,
@@ -13,6 +13,11 @@ Every publish hands each output the same :class:`Publication`;
 raises or reports an error fails alone: the others still publish, and its
 record (runs, failures, last duration, last success, last error) is what
 ``/metrics`` and the status page show.
+
+An output that holds a thread or a connection has ``close(drain=True)``
+(:func:`close_outputs`: the daemon's stop, and a reload for the outputs it
+replaces); one that pushes through an outbox has ``outbox_state()``
+(:func:`outbox_states`: ``/metrics``).
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ from glueinfo.core.text import one_line
 
 if TYPE_CHECKING:
     from glueinfo.publish.documents import Documents
+    from glueinfo.publish.outbox import OutboxState
     from glueinfo.site.publish_settings import PublishSettings
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "glueinfo.outputs"
-BUILTIN_MODULES = ("stdout", "file", "ldap")
+BUILTIN_MODULES = ("stdout", "file", "ldap", "amqp")
 
 
 class OutputError(ConfigurationError):
@@ -154,3 +160,26 @@ def publish_all(outputs: Sequence[Output], publication: Publication, records: di
             record.last_success_at = clock()
         results[output.name] = result
     return results
+
+
+def close_outputs(outputs: Sequence[Output], drain: bool = True) -> None:
+    """Close the outputs that have a ``close(drain)`` (a sender thread, a connection); ``drain``:
+    let them send what waits first, within their own limit.  One that raises is logged and the
+    others are still closed."""
+    for output in outputs:
+        close = getattr(output, "close", None)
+        if callable(close):
+            try:
+                close(drain=drain)
+            except Exception as exc:  # closing down anyway
+                log.warning("output %s: not closed cleanly: %s", output.name, one_line(exc))
+
+
+def outbox_states(outputs: Sequence[Output]) -> list[OutboxState]:
+    """What each output that pushes through an outbox reports of it (``outbox_state()``)."""
+    states: list[OutboxState] = []
+    for output in outputs:
+        state = getattr(output, "outbox_state", None)
+        if callable(state):
+            states.append(state())
+    return states

@@ -1,0 +1,494 @@
+"""The ``amqp`` output: the site's documents pushed to an AMQP 0-9-1 broker (RabbitMQ), nothing lost.
+
+Switched on by ``[run] outputs = amqp`` and set in ``[amqp]``: ``url``
+(``amqp://USER@HOST:PORT/VHOST``, or ``amqps://`` with ``ca_file`` and,
+for a client certificate, ``cert_file`` and ``key_file``),
+``password_file`` (its first line), ``exchange`` (declared as a durable
+topic exchange), ``documents`` (``glue21-json``: the GLUE 2.1 JSON of the
+whole site, the publish layer's ``Documents.glue2_json``, what ``glueinfo
+glue2-json`` prints; ``node-xml``: the site's SSS Node XML, what
+``node-xml --site`` prints).
+
+Routing keys carry the document kind and the site id:
+``glue21.json.<site>`` and ``node.xml.<site>``, the site word being
+``[site] id`` with every character but letters, digits, ``-`` and ``_``
+written ``%XX`` (a dot would split the word a topic binding matches).
+Messages are persistent (delivery mode 2), with ``content_type``, a fresh
+``message_id`` per document, ``timestamp`` (the publish's time),
+``app_id`` glueinfo and headers ``document`` and ``site_id`` (the id as
+written).
+
+At a publish the output only writes each document to its outbox
+(glueinfo.publish.outbox, in ``[run] state_dir``/amqp-outbox) and wakes
+its sender thread; a document whose bytes are those last sent is not sent
+again until ``resend`` seconds after that send (so a consumer sees an idle
+site alive).  The sender publishes what waits with publisher confirms and
+drops a document only once the broker confirmed it; when the broker is
+away or refuses, it retries after ``retry_min`` seconds, doubled to
+``retry_max``, while newer documents replace older ones in the outbox (the
+newest per routing key is what goes out on reconnect).  So a slow or dead
+broker never delays the other outputs, and a restart, even after kill -9,
+sends what was left.
+
+The output's result is an error while the broker does not confirm (so
+``/metrics`` ``glueinfo_output_failures_total`` and ``/health`` show it),
+and ``/metrics`` has ``glueinfo_outbox_documents`` and
+``glueinfo_outbox_last_confirm_timestamp_seconds``.  At stop (and at the
+end of ``run --once``) the sender has ``drain_timeout`` seconds to send
+what waits; what is left is sent after the next start.
+
+pika (the ``amqp`` extra) is imported only when this output is made.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+from urllib.parse import unquote, urlsplit
+
+from glueinfo.core.atomicwrite import WriteError
+from glueinfo.core.text import one_line
+from glueinfo.publish.outbox import Message, Outbox, OutboxState, new_header
+from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
+
+log = logging.getLogger(__name__)
+
+OUTBOX_DIR = "amqp-outbox"
+# Document (as [amqp] documents names it) -> (routing key's first words, content type).
+DOCUMENTS = {"glue21-json": ("glue21.json", "application/json"), "node-xml": ("node.xml", "application/xml")}
+MAX_ROUTING_KEY = 200  # AMQP allows 255 bytes; the key also names the outbox's files
+IDLE_POLL_S = 5.0  # how often an idle connection answers the broker's heartbeats
+
+
+@dataclass(frozen=True)
+class AmqpSettings:
+    """``[amqp]``, typed and checked (:func:`amqp_settings`)."""
+
+    url: str
+    host: str
+    port: int
+    virtual_host: str
+    user: str
+    tls: bool
+    password_file: str = ""
+    exchange: str = "glueinfo"
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    documents: tuple[str, ...] = ("glue21-json",)
+    timeout_s: float = 10.0
+    retry_min_s: float = 1.0
+    retry_max_s: float = 300.0
+    resend_s: float = 600.0
+    drain_s: float = 5.0
+
+    @property
+    def where(self) -> str:
+        """The broker as logs name it (no password: the URL holds none)."""
+        return f"{'amqps' if self.tls else 'amqp'}://{self.host}:{self.port}"
+
+
+def site_word(site_id: str) -> str:
+    """``[site] id`` as one word of a topic routing key: letters, digits, ``-`` and ``_`` kept,
+    every other character's UTF-8 bytes written ``%XX``."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "".join(f"%{b:02X}" for b in c.encode())
+                   for c in site_id)
+
+
+def routing_key(document: str, site_id: str) -> str:
+    return f"{DOCUMENTS[document][0]}.{site_word(site_id)}"
+
+
+def read_password(path: str) -> str:
+    """The first line of ``path`` ('' for no path); ValueError (one line) when unreadable."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"[amqp] password_file {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def amqp_settings(section: Mapping[str, Any]) -> AmqpSettings:
+    """``[amqp]`` checked: ValueError (one line naming the key) for a URL that is not
+    amqp(s)://USER@HOST[:PORT][/VHOST], a password in the URL, TLS files on a plain URL or files
+    that cannot be read, an empty exchange, an unknown document."""
+    url = str(section.get("url") or "")
+    if not url:
+        raise ValueError("[amqp] url is not set (e.g. amqps://USER@broker.example.org/)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"[amqp] url {url!r}: {exc}") from None
+    if parts.scheme not in ("amqp", "amqps"):
+        raise ValueError(f"[amqp] url {url!r}: the scheme must be amqp or amqps")
+    if not parts.hostname:
+        raise ValueError(f"[amqp] url {url!r}: no broker host")
+    if parts.password is not None:
+        raise ValueError("[amqp] url: holds a password; put it in [amqp] password_file (config files are often readable)")
+    if parts.query or parts.fragment:
+        raise ValueError(f"[amqp] url {url!r}: no query or fragment (TLS files are [amqp] ca_file, cert_file, key_file)")
+    tls = parts.scheme == "amqps"
+    cert_file = str(section.get("cert_file") or "")
+    user = unquote(parts.username or "")
+    if not user and not cert_file:
+        raise ValueError(f"[amqp] url {url!r}: no user (amqp://USER@HOST/), and no client certificate ([amqp] cert_file) "
+                         "to authenticate with")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    files = {name: str(section.get(name) or "") for name in ("ca_file", "cert_file", "key_file")}
+    if not tls and any(files.values()):
+        raise ValueError(f"[amqp] {', '.join(k for k, v in files.items() if v)}: TLS files need an amqps:// url")
+    for name, file in files.items():
+        if file and not os.access(file, os.R_OK):
+            raise ValueError(f"[amqp] {name} {file}: cannot be read")
+    if files["key_file"] and not files["cert_file"]:
+        raise ValueError("[amqp] key_file: no cert_file to go with it")
+    documents = tuple(str(d) for d in section.get("documents") or ())
+    unknown = [d for d in documents if d not in DOCUMENTS]
+    if unknown or not documents:
+        raise ValueError(f"[amqp] documents: {', '.join(unknown) or 'none'}: choose from {', '.join(DOCUMENTS)}")
+    exchange = str(section.get("exchange") or "")
+    if not exchange:
+        raise ValueError("[amqp] exchange is empty")
+    password_file = str(section.get("password_file") or "")
+    read_password(password_file)  # refused now, not at the first connection
+    retry_min = float(section.get("retry_min", 1.0))
+    return AmqpSettings(
+        url=url, host=parts.hostname, port=port or (5671 if tls else 5672), virtual_host=unquote(path) or "/",
+        user=user, tls=tls, password_file=password_file, exchange=exchange, documents=documents,
+        timeout_s=float(section.get("timeout", 10.0)), retry_min_s=retry_min,
+        retry_max_s=max(retry_min, float(section.get("retry_max", 300.0))), resend_s=float(section.get("resend", 600.0)),
+        drain_s=float(section.get("drain_timeout", 5.0)), **files)
+
+
+# -- the broker side -------------------------------------------------------------------------------
+
+class Link(Protocol):
+    """A connection to the broker with a channel in confirm mode on the declared exchange."""
+
+    def publish(self, message: Message) -> None:
+        """Send ``message`` and return once the broker confirmed it; raises when it refused it
+        or the connection failed."""
+
+    def idle(self) -> None:
+        """Answer the broker (heartbeats) while nothing is to be sent; raises when the connection is gone."""
+
+    def close(self) -> None: ...
+
+
+class PikaLink:
+    """A :class:`Link` over pika's BlockingConnection (one thread: the sender's)."""
+
+    def __init__(self, settings: AmqpSettings) -> None:
+        import pika
+
+        self.settings = settings
+        self._pika = pika
+        password = read_password(settings.password_file)
+        if settings.user:
+            credentials = pika.PlainCredentials(settings.user, password, erase_on_connect=True)
+        else:  # the client certificate's subject is the identity (RabbitMQ's rabbitmq_auth_mechanism_ssl)
+            credentials = pika.credentials.ExternalCredentials()
+        ssl_options = None
+        if settings.tls:
+            context = ssl.create_default_context(cafile=settings.ca_file or None)
+            if settings.cert_file:
+                context.load_cert_chain(settings.cert_file, settings.key_file or None)
+            ssl_options = pika.SSLOptions(context, server_hostname=settings.host)
+        parameters = pika.ConnectionParameters(
+            host=settings.host, port=settings.port, virtual_host=settings.virtual_host, credentials=credentials,
+            ssl_options=ssl_options, connection_attempts=1, socket_timeout=settings.timeout_s,
+            stack_timeout=settings.timeout_s, blocked_connection_timeout=settings.timeout_s,
+            client_properties={"connection_name": "glueinfo amqp output"})
+        self.connection = pika.BlockingConnection(parameters)
+        try:
+            self.channel = self.connection.channel()
+            self.channel.exchange_declare(exchange=settings.exchange, exchange_type="topic", durable=True)
+            self.channel.confirm_delivery()
+        except BaseException:
+            self.close()
+            raise
+
+    def publish(self, message: Message) -> None:
+        header = message.header
+        properties = self._pika.BasicProperties(
+            content_type=header.content_type, delivery_mode=2, message_id=header.id, timestamp=int(header.created),
+            app_id="glueinfo", headers={"document": header.document, "site_id": header.site_id})
+        # With confirms on, this returns once the broker acked it, and raises NackError when it nacked it.
+        self.channel.basic_publish(self.settings.exchange, header.routing_key, message.body, properties)
+
+    def idle(self) -> None:
+        self.connection.process_data_events(time_limit=0)
+
+    def close(self) -> None:
+        try:
+            if self.connection.is_open:
+                self.connection.close()
+        except Exception as exc:  # the connection is being dropped anyway
+            log.debug("AMQP close: %s", one_line(exc))
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failure to reach or use the broker."""
+    text = one_line(exc) or ""
+    name = type(exc).__name__
+    if name in ("AMQPConnectionError",) and exc.args:  # pika wraps the socket's error: say that one
+        inner = exc.args[0]
+        text = one_line(inner) if isinstance(inner, BaseException) else text
+    if name == "ProbableAuthenticationError" or name == "AuthenticationError":
+        return f"refused the login: {text}"
+    return f"{name}: {text}" if text else name
+
+
+# -- the sender thread -----------------------------------------------------------------------------
+
+class Sender:
+    """Sends what waits in the outbox, on its own thread (see the module docstring).
+
+    ``connect`` makes a :class:`Link` (raises when the broker cannot be used); ``clock`` stamps
+    confirms.  Waits between attempts use the monotonic clock."""
+
+    def __init__(self, outbox: Outbox, connect: Callable[[], Link], where: str, retry_min_s: float, retry_max_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.outbox, self.connect, self.where = outbox, connect, where
+        self.retry_min_s, self.retry_max_s = retry_min_s, retry_max_s
+        self.clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._drain_until = 0.0
+        self._thread: Optional[threading.Thread] = None
+        self._state = threading.Lock()
+        self.link: Optional[Link] = None
+        self.up: Optional[bool] = None
+        self.last_error: Optional[str] = None
+        self.failing_since: Optional[float] = None
+        self.last_confirm_at: Optional[float] = None
+        self.confirmed_total = 0
+        self.backoff_s = 0.0
+        self._next_attempt = 0.0  # monotonic
+
+    # -- control, from the publishing thread -----------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="glueinfo-amqp-sender", daemon=True)
+            self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, drain_s: float = 0.0) -> bool:
+        """Stop the thread after at most ``drain_s`` seconds spent sending what waits (not while
+        waiting to retry a broker that failed); returns whether it ended in time (a thread stuck
+        in a connection is left, as a daemon thread, to the process's end)."""
+        self._drain_until = time.monotonic() + drain_s
+        self._stop.set()
+        self._wake.set()
+        if self._thread is None:
+            return True
+        self._thread.join(drain_s + 2.0)
+        return not self._thread.is_alive()
+
+    def state(self) -> tuple[Optional[bool], Optional[str], Optional[float], Optional[float], int]:
+        with self._state:
+            return self.up, self.last_error, self.failing_since, self.last_confirm_at, self.confirmed_total
+
+    # -- the thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while True:
+                waiting = self.outbox.waiting()
+                if self._stop.is_set():
+                    if not waiting or time.monotonic() >= self._drain_until or time.monotonic() < self._next_attempt:
+                        return
+                if not waiting:
+                    self._idle()
+                    continue
+                delay = self._next_attempt - time.monotonic()
+                if delay > 0:  # backing off: newer documents replace older ones meanwhile
+                    self._stop.wait(delay)
+                    continue
+                self._send(waiting)
+        except Exception as exc:  # a bug must be seen, not end the pushing silently
+            log.error("AMQP %s: the sender stopped: %s", self.where, describe(exc), exc_info=True)
+            with self._state:
+                self.up, self.last_error = False, f"the sender stopped: {describe(exc)}"
+        finally:
+            self._drop_link()
+
+    def _idle(self) -> None:
+        self._wake.wait(IDLE_POLL_S)
+        self._wake.clear()
+        if self.link is not None and not self._wake.is_set():
+            try:
+                self.link.idle()
+            except Exception as exc:  # the broker went away while idle: reconnect when there is something to send
+                log.info("AMQP %s: connection lost while idle: %s", self.where, describe(exc))
+                self._drop_link()
+
+    def _send(self, keys: Sequence[str]) -> None:
+        self._wake.clear()
+        try:
+            if self.link is None:
+                self.link = self.connect()
+            sent = 0
+            for key in keys:
+                message = self.outbox.read(key)
+                if message is None:
+                    continue
+                self.link.publish(message)
+                at = self.clock()
+                self.outbox.confirmed(key, message.header.id, at)
+                sent += 1
+                with self._state:
+                    self.last_confirm_at, self.confirmed_total = at, self.confirmed_total + 1
+        except Exception as exc:  # whatever the broker or the network did: retried later, never raised
+            self._failed(exc)
+            return
+        with self._state:
+            if self.failing_since is not None:
+                log.info("AMQP %s: confirmed again after %.0f s (%d documents sent)", self.where,
+                         self.clock() - self.failing_since, sent)
+            self.up, self.last_error, self.failing_since = True, None, None
+        self.backoff_s, self._next_attempt = 0.0, 0.0
+
+    def _failed(self, exc: BaseException) -> None:
+        self._drop_link()
+        error = describe(exc)
+        self.backoff_s = self.retry_min_s if self.backoff_s <= 0 else min(self.retry_max_s, self.backoff_s * 2)
+        self._next_attempt = time.monotonic() + self.backoff_s
+        with self._state:
+            first = self.failing_since is None
+            changed = error != self.last_error
+            self.up, self.last_error = False, error
+            if first:
+                self.failing_since = self.clock()
+        depth = self.outbox.depth()
+        level = logging.WARNING if first or changed else logging.INFO
+        log.log(level, "AMQP %s: %s; %d documents wait in %s; next attempt in %.0f s", self.where, error, depth,
+                self.outbox.directory, self.backoff_s)
+
+    def _drop_link(self) -> None:
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+
+
+# -- the output ------------------------------------------------------------------------------------
+
+class AmqpOutput:
+    """The ``amqp`` output (module docstring).  Its sender starts at the first publish, so an
+    output made only to check a config (or a reload's, until it takes over) sends nothing."""
+
+    name = "amqp"
+
+    def __init__(self, settings: AmqpSettings, site_id: str, outbox_dir: str, clock: Callable[[], float] = time.time,
+                 connect: Optional[Callable[[], Link]] = None) -> None:
+        self.settings, self.site_id, self.clock = settings, site_id, clock
+        self.keys = {document: routing_key(document, site_id) for document in settings.documents}
+        self.outbox = Outbox(outbox_dir)
+        self.sender = Sender(self.outbox, connect or (lambda: PikaLink(settings)), settings.where, settings.retry_min_s,
+                             settings.retry_max_s, clock)
+
+    def publish(self, publication: Publication) -> OutputResult:
+        self.sender.start()
+        documents = publication.documents
+        queued, errors = 0, []
+        for document, key in self.keys.items():
+            try:
+                if documents is None or (document == "node-xml" and not publication.hosts_changed):
+                    queued += self._resend_if_due(key)
+                    continue
+                chunks = self._chunks(document, documents)
+                if chunks is None:
+                    errors.append(f"{document} not made")
+                    continue
+                queued += self._put(document, key, chunks, documents.site.assembled_at)
+            except (WriteError, OSError) as exc:
+                errors.append(one_line(exc))
+        if queued:
+            self.sender.wake()
+        up, error, failing_since, _last, _count = self.sender.state()
+        depth = self.outbox.depth()
+        note = f"AMQP {queued} queued, {depth} waiting"
+        if error is not None:
+            errors.append(f"{self.settings.where}: {error} (since {time.strftime('%H:%M:%S', time.localtime(failing_since or 0))}); "
+                          f"{depth} documents wait in the outbox")
+        return OutputResult(note=note, error="; ".join(errors) or None, written=bool(queued))
+
+    @staticmethod
+    def _chunks(document: str, documents: Any) -> Optional[Sequence[bytes]]:
+        if document == "glue21-json":
+            body = documents.glue2_json
+            return None if body is None else [body]
+        chunks: Optional[Sequence[bytes]] = documents.node_xml_chunks()
+        return chunks
+
+    def _put(self, document: str, key: str, chunks: Sequence[bytes], created: float) -> int:
+        """Put a document in the outbox unless its bytes are those last put and that one is still
+        waiting, or was confirmed less than ``resend`` seconds ago."""
+        header = new_header(key, DOCUMENTS[document][1], DOCUMENTS[document][0], self.site_id, chunks, created)
+        last = self.outbox.last(key)
+        if last is not None:
+            previous, waiting, at = last
+            if previous.digest == header.digest and (waiting or self.clock() - at < self.settings.resend_s):
+                return 0
+        self.outbox.put(header, chunks)
+        return 1
+
+    def _resend_if_due(self, key: str) -> int:
+        last = self.outbox.last(key)
+        if last is None or last[1] or self.clock() - last[2] < self.settings.resend_s:
+            return 0
+        return int(self.outbox.resend(key))
+
+    def outbox_state(self) -> OutboxState:
+        """What /metrics shows: documents waiting, the last confirm, whether the broker answers."""
+        up, error, _since, last, count = self.sender.state()
+        return OutboxState(self.name, self.outbox.depth(), last, count, up, error)
+
+    def close(self, drain: bool = True) -> None:
+        """Stop the sender, after at most ``drain_timeout`` seconds spent sending what waits
+        (``drain`` False: at once, a reload's next output takes over the outbox)."""
+        if not self.sender.stop(self.settings.drain_s if drain and self.sender.running else 0.0):
+            log.warning("AMQP %s: the sender did not stop within %g s; %d documents wait in %s for the next start",
+                        self.settings.where, self.settings.drain_s, self.outbox.depth(), self.outbox.directory)
+        elif self.outbox.depth():
+            log.info("AMQP %s: %d documents wait in %s for the next start", self.settings.where, self.outbox.depth(),
+                     self.outbox.directory)
+        self.outbox.close()
+
+
+def _make(context: OutputContext) -> AmqpOutput:
+    settings = amqp_settings(context.sections.get("amqp", {}))
+    site_id = context.settings.site_id
+    if not site_id:
+        raise ValueError("[site] id is not set: the amqp output's routing keys carry it")
+    if "glue21-json" in settings.documents and not context.settings.publishes("2.0"):
+        raise ValueError("[amqp] documents: glue21-json needs GLUE 2 ([glue] versions has no 2.0)")
+    too_long = [key for key in (routing_key(d, site_id) for d in settings.documents) if len(key.encode()) > MAX_ROUTING_KEY]
+    if too_long:
+        raise ValueError(f"[site] id is too long for a routing key ({too_long[0][:40]}...: over {MAX_ROUTING_KEY} bytes)")
+    state_dir = str(context.sections.get("run", {}).get("state_dir") or "")
+    if not state_dir:
+        raise ValueError("[run] state_dir is empty: the amqp output keeps its outbox there")
+    if context.options.get("amqp_connect") is None and importlib.util.find_spec("pika") is None:
+        raise ValueError("needs the Python package pika: pip install 'glueinfo[amqp]' (Debian: python3-pika)")
+    return AmqpOutput(settings, site_id, os.path.join(state_dir, OUTBOX_DIR), context.clock,
+                      connect=context.options.get("amqp_connect"))
+
+
+OUTPUT = OutputPlugin("amqp", _make, description="push the GLUE 2.1 JSON (and Node XML) to an AMQP broker, "
+                      "through an outbox in [run] state_dir")
