@@ -55,18 +55,21 @@ def duration(seconds: int) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-def job_details(user: str, rng: random.Random) -> list[str]:
-    """squeue's Command, WorkDir, exit_code, GroupName, PriorityLong, Dependency, Feature, AllocNodes, NumTasks."""
+def job_details(user: str, rng: random.Random, gpus: int = 0) -> list[str]:
+    """squeue's Command, WorkDir, exit_code, GroupName, PriorityLong, Dependency, Feature, AllocNodes, NumTasks,
+    tres-per-job, tres-per-node, tres-per-task (a job asking for ``gpus`` GPUs per node: --gres=gpu:N)."""
     script = rng.choice(("run.sh", "sim.sh --steps 100", "(null)"))
     dependency = f"afterok:{rng.randint(90000, 99999)}(unfulfilled)" if rng.random() < 0.05 else "(null)"
     return [f"/home/{user}/jobs/{script}" if script != "(null)" else script, f"/home/{user}/jobs", "0",
             f"grp{user[-1]}", str(rng.randint(1, 2**32 - 2)), dependency, rng.choice(("(null)", "ib")),
-            rng.choice(("login1", "login2")), str(rng.choice((1, 1, 2, 4)))]
+            rng.choice(("login1", "login2")), str(rng.choice((1, 1, 2, 4))),
+            "N/A", f"gres:gpu:{gpus}" if gpus else "N/A", "N/A"]
 
 
-def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True) -> dict[str, str]:
+def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True, gpus: int = 0) -> dict[str, str]:
     """Recorded-style outputs for one partition: half the jobs running, half waiting (half of those
-    with a start forecast, none without ``forecasts``: sched/builtin, or a backfill not run yet)."""
+    with a start forecast, none without ``forecasts``: sched/builtin, or a backfill not run yet).
+    ``gpus``: each node's GPUs (gpu:a100:N GRES; 0: none, Gres "(null)"), one job in four asking for one."""
     rng = random.Random(seed)
     cpus_per_node = 64
     names = [f"n{i:04d}" for i in range(1, nodes + 1)]
@@ -77,6 +80,7 @@ def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True) -> di
                  f"PreemptMode=OFF State=UP TotalCPUs={nodes * cpus_per_node} TotalNodes={nodes} "
                  f"SelectTypeParameters=NONE JobDefaults=(null) DefMemPerCPU=2000 MaxMemPerNode=256000\n")
     allocated = {name: 0 for name in names}
+    gpus_used = {name: 0 for name in names}
     records = []
     for i in range(jobs):
         job_id = str(100000 + i) if i % 10 else f"{100000 + i}_{i % 7}"
@@ -85,27 +89,35 @@ def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True) -> di
         submit = NOW - rng.randint(60, 86400)
         user = f"user{rng.randint(1, 200):03d}"
         name = rng.choice(("sim", "analysis|step 2", "train model", "a" * 60))
+        job_gpus = 1 if gpus and i % 4 == 0 else 0
         if i < jobs // 2:
             node = names[i % nodes]
             allocated[node] = min(cpus_per_node, allocated[node] + cpus)
+            gpus_used[node] = min(gpus, gpus_used[node] + job_gpus)
             start = NOW - rng.randint(0, limit - 1)
             fields = [job_id, "RUNNING", "None", user, "acct", PARTITION, iso(submit), iso(start), iso(start + limit),
                       duration(limit), duration(NOW - start), str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
-                      "1", node, "normal", *job_details(user, rng), name]
+                      "1", node, "normal", *job_details(user, rng, job_gpus), name]
         else:
             forecast = iso(NOW + rng.randint(60, 7 * 86400)) if i % 2 else "N/A"
             forecast = forecast if forecasts else "N/A"
             reason = "Resources" if i % 3 else "Priority"
             fields = [job_id, "PENDING", reason, user, "acct", PARTITION, iso(submit), forecast, "N/A",
                       duration(limit), "0:00", str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
-                      "1", "", "normal", *job_details(user, rng), name]
+                      "1", "", "normal", *job_details(user, rng, job_gpus), name]
         records.append("|~|".join(fields) + "|~.\n")
-    sinfo_text = "".join(f"{n}|{n}|{a}/{cpus_per_node - a}/0/{cpus_per_node}|{'mixed' if a else 'idle'}\n"
-                         for n, a in allocated.items())
+    def indexes(used: int) -> str:  # GresUsed's device list: N/A, 0, 0-2
+        return "N/A" if not used else "0" if used == 1 else f"0-{used - 1}"
+
+    gres = {n: (f"gpu:a100:{gpus}", f"gpu:a100:{gpus_used[n]}(IDX:{indexes(gpus_used[n])})") if gpus
+            else ("(null)", "(null)") for n in names}
+    sinfo_text = "".join(f"{n}|{n}|{a}/{cpus_per_node - a}/0/{cpus_per_node}|{'mixed' if a else 'idle'}|"
+                         f"{gres[n][0]}|{gres[n][1]}\n" for n, a in allocated.items())
     sinfo_json = json.dumps({
         "meta": {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"release": "22.05.8"}}, "errors": [],
         "nodes": [{"name": n, "hostname": n, "cpus": cpus_per_node, "alloc_cpus": a, "idle_cpus": cpus_per_node - a,
-                   "state": "mixed" if a else "idle", "state_flags": [], "partitions": [PARTITION]}
+                   "state": "mixed" if a else "idle", "state_flags": [], "partitions": [PARTITION],
+                   "gres": gres[n][0] if gpus else "", "gres_used": gres[n][1] if gpus else ""}
                   for n, a in allocated.items()]}, indent=2)
     return {"version": "slurm-wlm 22.05.8\n", "partition": partition, "sinfo_text": sinfo_text,
             "sinfo_json": sinfo_json, "squeue": "".join(records)}
@@ -183,6 +195,15 @@ def main() -> None:
         print(f"  {label}  wall median {median:6.1f} ms  min {best:6.1f} ms   CPU median {cpu:6.1f} ms")
     print(f"  state: running {state.running_jobs}, waiting {state.waiting_jobs}, total CPUs {state.total_cpus}, "
           f"free {state.free_cpus}, ERT {state.estimated_response_time_s} s, WRT {state.worst_response_time_s} s")
+    # Accelerators (issue 27): every node with 4 GPUs (gpu GRES), a job in four asking for one.
+    with_gpus = generate(jobs, nodes, gpus=4)
+    for label, cfg, with_jobs in (("in-process, counts only, 4 GPUs a node ", {}, False),
+                                  ("in-process, job list, 4 GPUs a node   ", {}, True)):
+        ctx = LrmsContext(queue=PARTITION, ce_config=cfg, hosts=[], clock=lambda: float(NOW), timeout_s=30,
+                          with_jobs=with_jobs, run=memory_runner(with_gpus))
+        median, best, cpu, gpu_state = timed(ctx, runs)
+        print(f"  {label}  wall median {median:6.1f} ms  min {best:6.1f} ms   CPU median {cpu:6.1f} ms")
+    print(f"  GPUs: {gpu_state.accelerators}")
     # The waiting times' other paths (issue 25): no forecast (the waits of the jobs started in the
     # last hour are read, SubmitTime parsed for those), and per-VO figures from a [vos] map.
     from glueinfo.lrms.vo_map import VoMap

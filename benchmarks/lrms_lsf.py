@@ -7,8 +7,8 @@ One refresh = glueinfo.lrms.registry.queue_state("lsf", ...) for one queue:
 lsid, bqueues -l, bhosts and bjobs, with every parse, count, host view and
 estimate.  The outputs are generated here in the form LSF 10.1.0.13 prints
 for the options the plugin uses (``bjobs -o FIELDS -json -hms``: every
-field asked for, as in tests/fixtures/lsf/10.1.0.13; ``bhosts -o ...
--json``) and in the plain forms of LSF 9.1.3 (``bjobs -w``, ``bhosts -w``).
+field asked for, as in tests/fixtures/lsf/10.1.0.13, gpu_num included; ``bhosts -o ...
+-json`` with ngpus and ngpus_alloc) and in the plain forms of LSF 9.1.3 (``bjobs -w``, ``bhosts -w``).
 Outputs are handed over from memory (parsing and model cost only).  Two
 paths: jobs published (``with_jobs``) and the cheap path (counts and
 per-VO counts only).  Target: at most 1 s CPU.
@@ -75,7 +75,8 @@ def generate(jobs: int, hosts: int, seed: int = 17) -> dict[str, str]:
             "EXEC_HOST": exec_host, "NREQ_SLOT": str(slots), "NALLOC_SLOT": str(slots if placed else 0),
             "RUNTIMELIMIT": hms(limit), "RUN_TIME": hms(NOW - start if start else 0),
             "PEND_REASON": "" if placed else "Job slot limit reached;"})
-        listed.append({**records[-1], "COMMAND": f"/home/{user}/jobs/{name}.sh -n {slots}"})
+        # LSF >= 10.1.0.6 is asked for gpu_num too (issue 27): "-" for a job that asked for no GPU
+        listed.append({**records[-1], "COMMAND": f"/home/{user}/jobs/{name}.sh -n {slots}", "GPU_NUM": "-"})
         wide.append(f"{job_id:<7} {user:<7} {stat:<5} {QUEUE:<10} ce01.example.org {exec_host or '':<11} {name:<10} "
                     f"{time.strftime('%b %d %H:%M', time.gmtime(submit))}")
     host_records, host_wide = [], ["HOST_NAME          STATUS          JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV "]
@@ -83,7 +84,8 @@ def generate(jobs: int, hosts: int, seed: int = 17) -> dict[str, str]:
         status = "closed_Adm" if h % 97 == 0 else ("closed_Full" if used[h] == SLOTS else "ok")
         host_records.append({"HOST_NAME": f"h{h:04d}", "STATUS": status, "MAX": str(SLOTS), "NJOBS": str(used[h]),
                              "RUN": str(used[h]), "SSUSP": "0", "USUSP": "0", "RSV": "0",
-                             "COMMENTS": "maintenance" if h % 97 == 0 else ""})
+                             "COMMENTS": "maintenance" if h % 97 == 0 else "",
+                             "NGPUS": "0", "NGPUS_ALLOC": "0"})  # asked from 10.1.0.6 on (issue 27): no GPU here
         host_wide.append(f"h{h:04d}              {status:<15} -       {SLOTS:>4} {used[h]:>6} {used[h]:>6}      0      0      0")
     queue = ("\nQUEUE: grid\n  -- Grid jobs.\n\nPARAMETERS/STATISTICS\n"
              "PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV PJOBS\n"

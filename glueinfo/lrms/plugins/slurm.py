@@ -842,7 +842,9 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 dependency if dependency and dependency != NULL else None,
                 features if features and features != NULL else None,
                 submit_host if submit_host and submit_host != NULL else None, task_count,
-                gpus_of(tres, per_job, per_node, per_task, nodes_asked, task_count)))
+                # most jobs ask for no GRES at all: no call for them (50,000 jobs a refresh)
+                gpus_of(tres, per_job, per_node, per_task, nodes_asked, task_count)
+                if per_node != "N/A" or per_job != "N/A" or per_task != "N/A" or "gres/gpu" in tres else None))
         except ValueError as exc:
             raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record} ({exc}): "
                                    f"{one_line(record.replace(sep, '|'), 120)!r}") from None
