@@ -123,6 +123,17 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(self.usage_exit, line + "\n")
 
 
+def _command_word(words: Sequence[str]) -> tuple[Optional[str], bool]:
+    """The first word that names the command, and whether only ``--config FILE`` (or
+    ``--config=FILE``) comes before it: of the top-level options only --config takes a value."""
+    for index, word in enumerate(words):
+        if not word.startswith("-") and not (index and words[index - 1] == "--config"):
+            before = words[:index]
+            return word, all(w == "--config" or w.startswith("--config=") or (i and before[i - 1] == "--config")
+                             for i, w in enumerate(before))
+    return None, False
+
+
 def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
     """The parser for ``argv``.  A command line that starts with a command gets
     only that command's sub-parser and module: building all nine sub-parsers
@@ -131,11 +142,15 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     options such as --help first) gets every sub-parser, so help and errors
     list all the commands."""
     words = list(sys.argv[1:] if argv is None else argv)
-    chosen = next((word for word in words if not word.startswith("-")), None)  # top-level options take no value
-    only = chosen if words[:1] == [chosen] and chosen in COMMANDS else None
+    chosen, config_only_before = _command_word(words)
+    only = chosen if config_only_before and chosen in COMMANDS else None
+    # No abbreviations of the top-level options: `--conf FILE` would hide the command word above.
     parser = OneLineErrorParser(prog="glueinfo", description="GLUE / SSS grid information provider",
-                                formatter_class=HelpFormatter)
+                                formatter_class=HelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"glueinfo {__version__}")
+    # `glueinfo --config FILE COMMAND` as well as `glueinfo COMMAND --config FILE` (main() takes either).
+    parser.add_argument("--config", metavar="FILE", dest="top_config",
+                        help="config file, as the command's own --config (given before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     common = common_options()
@@ -187,7 +202,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from glueinfo.core.text import one_line
 
     with long_lived_objects():  # the parser and the command's module
-        args = build_parser(argv).parse_args(argv)
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+    if args.top_config is not None:  # `glueinfo --config FILE COMMAND`
+        if args.config is not None and args.config != args.top_config:
+            parser.error(f"--config given twice, {args.top_config} before the command and {args.config} after it")
+        args.config = args.top_config
     if args.verbose or not getattr(args._module, "LOGGING_ON_FIRST_WARNING", False):
         setup_logging(args.verbose)
     config: Optional[Config] = None
