@@ -9,8 +9,8 @@ import time
 import pytest
 from glue_sites import CLASSES, make_host
 from test_glue2 import CE_IDS, EXAMPLE, NOW, example_site
-from test_minimal_site import MINIMAL, SITE_ID
-from test_minimal_site import documents as minimal_documents
+from test_glue2_minimal_site import MINIMAL, SITE_ID
+from test_glue2_minimal_site import documents as minimal_documents
 
 from glueinfo.core.config import load
 from glueinfo.core.model import QueueState
