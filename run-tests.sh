@@ -13,8 +13,8 @@ DEBS=(slapd ldap-utils glue-schema bdii slurm-wlm slurm-client munge ganglia-mon
       build-essential fakeroot debhelper dh-python devscripts lintian rpmlint rpm man-db systemd
       python3.11 python3.11-venv python3-pip python3-setuptools python3-wheel
       python3-psutil python3-lxml python3-ldap3 python3-apscheduler python3-h11
-      # tests/integration/test_amqp_push.py: a private broker the amqp output pushes to
-      rabbitmq-server)
+      # tests/integration/test_amqp_push.py: a private broker the amqp output pushes to, its TLS certificates
+      rabbitmq-server openssl)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -10,7 +10,13 @@ of its own (``ERL_EPMD_PORT``) that the harness starts in the foreground
 before the broker, so it is stopped by its PID like the broker and never
 left behind.  ``loopback_users = none`` lets ``guest`` in from loopback.
 
-Start to first connection takes about 7 s on the CI machine, so a test
+With ``tls=True`` it also listens for AMQP over TLS (``tls_port``) with
+a certificate of a private CA (:func:`make_certificates`, by the
+``openssl`` tool), demands a client certificate of that CA, and lets a
+client log in as its certificate's common name (SASL EXTERNAL, the
+``rabbitmq_auth_mechanism_ssl`` plugin); :meth:`add_user` makes such users.
+
+Start to first connection takes 4 to 7 s on the CI machine, so a test
 module starts one broker (see tests/integration/test_amqp_push.py) and
 stops and starts it again (same directory, same durable exchanges and
 queues, same persistent messages) to play a broker that goes away.
@@ -35,6 +41,7 @@ from servers import ServerError, _stop, _tail, free_port
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the script itself: the wrapper in /usr/sbin runs it under su
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 EPMD = "/usr/bin/epmd"
+OPENSSL = "/usr/bin/openssl"
 USER = "rabbitmq"
 _names = itertools.count()
 
@@ -43,6 +50,8 @@ def missing_rabbitmq() -> list[str]:
     """What is missing to run a broker (empty when everything is there)."""
     missing = [f"{path} (Debian package rabbitmq-server)" for path in (RABBITMQ_SERVER, RABBITMQCTL, EPMD)
                if not os.access(path, os.X_OK)]
+    if not os.access(OPENSSL, os.X_OK):
+        missing.append(f"{OPENSSL} (Debian package openssl)")
     try:
         pwd.getpwnam(USER)
     except KeyError:
@@ -54,14 +63,36 @@ def missing_rabbitmq() -> list[str]:
     return missing
 
 
+def make_certificates(directory: Path, client_cn: str) -> dict[str, Path]:
+    """A private CA (``ca.pem``), a server certificate for 127.0.0.1 and a client certificate
+    whose common name is ``client_cn`` (each ``NAME.pem`` with ``NAME.key``), EC P-256, valid
+    two days; the paths by name."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args: str) -> None:
+        subprocess.run([OPENSSL, *args], cwd=directory, check=True, capture_output=True, timeout=60)
+
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=glueinfo test CA")
+    for name, cn, usage in (("server", "127.0.0.1", "serverAuth"), ("client", client_cn, "clientAuth")):
+        (directory / f"{name}.ext").write_text(f"subjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n")
+        openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return {name: directory / name for name in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
+
+
 class RabbitMQ:
     """A private broker in ``workdir`` (see the module docstring); ``user``/``password`` guest."""
 
     user = "guest"
     password = "guest"
 
-    def __init__(self, workdir: os.PathLike[str] | str) -> None:
+    def __init__(self, workdir: os.PathLike[str] | str, tls: bool = False) -> None:
         self.workdir = Path(workdir)
+        self.tls = tls
+        self.tls_port = free_port() if tls else None
+        self.certificates: dict[str, Path] = {}
         self.node = f"glueinfo-test-{os.getpid()}-{next(_names)}@localhost"
         self.port = free_port()
         self.dist_port = free_port()
@@ -99,8 +130,20 @@ class RabbitMQ:
         d = self.workdir
         for sub in ("mnesia", "log", "home"):
             (d / sub).mkdir(parents=True, exist_ok=True)
-        (d / "rabbitmq.conf").write_text(f"loopback_users = none\nlisteners.tcp.default = 127.0.0.1:{self.port}\n")
-        (d / "enabled_plugins").write_text("[].\n")
+        conf = f"loopback_users = none\nlisteners.tcp.default = 127.0.0.1:{self.port}\n"
+        plugins = "[]."
+        if self.tls:
+            self.certificates = make_certificates(d / "tls", "example-site")
+            files = self.certificates
+            conf += (f"listeners.ssl.default = 127.0.0.1:{self.tls_port}\n"
+                     f"ssl_options.cacertfile = {files['ca.pem']}\nssl_options.certfile = {files['server.pem']}\n"
+                     f"ssl_options.keyfile = {files['server.key']}\nssl_options.verify = verify_peer\n"
+                     "ssl_options.fail_if_no_peer_cert = true\n"
+                     "auth_mechanisms.1 = PLAIN\nauth_mechanisms.2 = AMQPLAIN\nauth_mechanisms.3 = EXTERNAL\n"
+                     "ssl_cert_login_from = common_name\n")
+            plugins = "[rabbitmq_auth_mechanism_ssl]."
+        (d / "rabbitmq.conf").write_text(conf)
+        (d / "enabled_plugins").write_text(plugins + "\n")
         (d / "rabbitmq-env.conf").write_text("")
         if self._as_rabbitmq:  # the broker runs as rabbitmq and writes only here
             account = pwd.getpwnam(USER)
@@ -154,6 +197,20 @@ class RabbitMQ:
 
         return pika.ConnectionParameters("127.0.0.1", self.port, credentials=pika.PlainCredentials(self.user, self.password),
                                          connection_attempts=1, socket_timeout=5)
+
+    def ctl(self, *args: str) -> str:
+        """``rabbitmqctl -n NODE ARGS`` as the broker's user, with its cookie; its output.  ServerError."""
+        done = subprocess.run([RABBITMQCTL, "-n", self.node, *args], env=self._env(), cwd=self.workdir,
+                              capture_output=True, text=True, timeout=120, **self._user())
+        if done.returncode != 0:
+            raise ServerError(f"rabbitmqctl {' '.join(args)}: {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
+
+    def add_user(self, name: str, configure: str, write: str, read: str = "^$") -> None:
+        """A user without a password (it logs in by its certificate) with these permissions on vhost /."""
+        self.ctl("add_user", name, os.urandom(16).hex())
+        self.ctl("clear_password", name)
+        self.ctl("set_permissions", "-p", "/", name, configure, write, read)
 
     def connect(self) -> Any:
         """A pika BlockingConnection to the broker, as guest."""

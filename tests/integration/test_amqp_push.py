@@ -46,7 +46,7 @@ def broker(tmp_path_factory):
     # Not below pytest's own temporary directory: that is root's, mode 0700, and the broker runs as rabbitmq.
     import tempfile
 
-    server = RabbitMQ(tempfile.mkdtemp(prefix="glueinfo-rabbitmq-")).start()
+    server = RabbitMQ(tempfile.mkdtemp(prefix="glueinfo-rabbitmq-"), tls=True).start()
     try:
         yield server
     finally:
@@ -324,3 +324,39 @@ def test_a_hung_broker_never_holds_up_the_other_outputs(tmp_path, broker):
         consumer.wait_for(lambda: consumer.bodies(GLUE21)[-1] == newest, "the newest document arrived", daemon.text)
     finally:
         assert daemon.stop() == 0, daemon.text()[-4000:]
+
+
+def run_once(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "glueinfo.cli", "run", "--once", "--config", str(config)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, env={**os.environ, "GLUEINFO_CLOCK": CLOCK})
+
+
+@pytest.mark.integration
+def test_amqps_with_a_client_certificate_and_a_site_logged_in_by_its_certificate(tmp_path, broker):
+    files = broker.certificates  # the broker demands a client certificate of its CA on its TLS port
+    config, exchange = push_site(tmp_path, broker, documents="glue21-json")
+    tls = (f"ca_file = {files['ca.pem']}\ncert_file = {files['client.pem']}\nkey_file = {files['client.key']}\n")
+    plain = config.read_text()
+    consumer = Consumer(broker, exchange)
+    expected = glueinfo("glue2-json", config=config).stdout
+
+    # Without a client certificate the broker refuses the connection: nothing is lost, run --once says so.
+    config.write_text(plain.replace(f"url = {broker.url}", f"url = amqps://guest@127.0.0.1:{broker.tls_port}/\n"
+                                    f"ca_file = {files['ca.pem']}"))
+    refused = run_once(config)
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert re.search(rf"WARNING: AMQP amqps://127\.0\.0\.1:{broker.tls_port}: .+; 1 documents wait in ", refused.stderr)
+    assert waiting_in_outbox(tmp_path, GLUE21)[1] == expected
+
+    # With its certificate, as guest (password), then as the user its certificate names (EXTERNAL):
+    # that user may only declare and write this test's exchange.
+    broker.add_user("example-site", f"^{exchange}$", f"^{exchange}$")
+    for url in (f"amqps://guest@127.0.0.1:{broker.tls_port}/", f"amqps://127.0.0.1:{broker.tls_port}/"):
+        config.write_text(plain.replace(f"url = {broker.url}", f"url = {url}\n{tls}"))
+        done = run_once(config)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert waiting_in_outbox(tmp_path, GLUE21) is None
+        consumer.wait_for(lambda: consumer.bodies(GLUE21), f"the document arrived over {url}")
+        assert consumer.bodies(GLUE21) == [expected]
+        consumer.received.clear()
+        (tmp_path / "state" / OUTBOX / f"{GLUE21}.sent").unlink()  # so that the next run sends it again
