@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from glueinfo.core.atomicwrite import WriteError, remove_temporaries, write_atomic_chunks
+from glueinfo.core.atomicwrite import TEMP_SUFFIX, WriteError, write_atomic_chunks
 from glueinfo.core.errors import PublicationError
 
 log = logging.getLogger(__name__)
@@ -139,9 +139,13 @@ class Outbox:
         os.makedirs(directory, mode=0o750, exist_ok=True)
         self._thread_lock = threading.Lock()
         self._lock_fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
-        for name in os.listdir(directory):  # what a writer killed mid-write left
-            if name.endswith((PENDING, SENT)):
-                remove_temporaries(os.path.join(directory, name))
+        with self._locked():  # what a writer killed mid-write left (a live one writes under the lock)
+            for name in os.listdir(directory):
+                if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                    try:
+                        os.unlink(os.path.join(directory, name))
+                    except OSError:
+                        pass
 
     def close(self) -> None:
         if self._lock_fd >= 0:

@@ -163,6 +163,15 @@ def waiting_in_outbox(tmp: Path, key: str) -> tuple[dict[str, Any], bytes] | Non
     return json.loads(line), body
 
 
+def arrived(consumer: Consumer, tmp: Path, daemon: Daemon, **expected: bytes) -> None:
+    """Wait until the last message of each routing key (GLUE21=..., NODES=...) is the expected
+    document and nothing waits in the outbox: the daemon has pushed the site as it now is."""
+    keys = {"GLUE21": GLUE21, "NODES": NODES}
+    consumer.wait_for(lambda: all(consumer.bodies(keys[name])[-1:] == [body] for name, body in expected.items())
+                      and all(waiting_in_outbox(tmp, keys[name]) is None for name in expected),
+                      f"the site's documents arrived: {', '.join(expected)}", daemon.text)
+
+
 def add_worker(tmp: Path, name: str) -> None:
     """A new worker drops its Node XML into the spool (a copy of wn-nfs-lustre's under another name)."""
     spool = tmp / "spool"
@@ -174,19 +183,26 @@ def add_worker(tmp: Path, name: str) -> None:
 
 @pytest.mark.integration
 def test_run_pushes_the_glue21_json_and_node_xml_the_commands_print(tmp_path, broker):
-    config, exchange = push_site(tmp_path, broker, lrms_interval="1", serve="yes")
+    config, exchange = push_site(tmp_path, broker, gather_interval="1", lrms_interval="1", serve="yes")
     consumer = Consumer(broker, exchange)
     daemon = Daemon(config, tmp_path / "run.log")
     try:
         served = daemon.wait_for(r"serving http://([0-9.]+):(\d+)/")
-        daemon.wait_for(r"cycle gather: 5 hosts .*\n(.*\n)*.*cycle lrms: 5 hosts ")
-        consumer.wait_for(lambda: consumer.bodies(GLUE21) and not (tmp_path / "state" / OUTBOX / f"{GLUE21}.msg").exists(),
-                          "the GLUE 2.1 JSON confirmed", daemon.text)
+        arrived(consumer, tmp_path, daemon, GLUE21=glueinfo("glue2-json", config=config).stdout,
+                NODES=glueinfo("node-xml", "--site", config=config).stdout)
         with urllib.request.urlopen(f"http://{served.group(1)}:{served.group(2)}/metrics", timeout=30) as answer:
             metrics = answer.read().decode()
+        # A reload (SIGHUP) hands the outbox to a new output, which goes on pushing.
+        daemon.process.send_signal(signal.SIGHUP)
+        daemon.wait_for(r"SIGHUP: config .* reloaded")
+        add_worker(tmp_path, "wn-joined-1.example.org")
+        arrived(consumer, tmp_path, daemon, GLUE21=glueinfo("glue2-json", config=config).stdout,
+                NODES=glueinfo("node-xml", "--site", config=config).stdout)
+        assert b"wn-joined-1.example.org" in consumer.bodies(NODES)[-1]
     finally:
         assert daemon.stop() == 0, daemon.text()[-4000:]
     consumer.drain()
+    assert "Traceback" not in daemon.text() and "not closed cleanly" not in daemon.text(), daemon.text()[-4000:]
 
     # What a consumer gets is what the commands print for the same site, byte for byte.
     assert consumer.bodies(GLUE21)[-1] == glueinfo("glue2-json", config=config).stdout
@@ -213,11 +229,8 @@ def test_while_the_broker_is_away_the_newest_document_waits_the_files_keep_their
     ldif = tmp_path / "out" / "glue.ldif"
     daemon = Daemon(config, tmp_path / "run.log")
     try:
-        daemon.wait_for(r"cycle lrms: 5 hosts ")
-        consumer.wait_for(lambda: consumer.bodies(GLUE21) and waiting_in_outbox(tmp_path, GLUE21) is None,
-                          "the first document confirmed", daemon.text)
         before_away = glueinfo("glue2-json", config=config).stdout
-        assert consumer.bodies(GLUE21)[-1] == before_away
+        arrived(consumer, tmp_path, daemon, GLUE21=before_away)
 
         broker.stop()
         away_since = ldif.stat().st_mtime
@@ -301,9 +314,7 @@ def test_a_hung_broker_never_holds_up_the_other_outputs(tmp_path, broker):
     ldif = tmp_path / "out" / "glue.ldif"
     daemon = Daemon(config, tmp_path / "run.log")
     try:
-        daemon.wait_for(r"cycle lrms: 5 hosts ")
-        consumer.wait_for(lambda: consumer.bodies(GLUE21) and waiting_in_outbox(tmp_path, GLUE21) is None,
-                          "the first document confirmed", daemon.text)
+        arrived(consumer, tmp_path, daemon, GLUE21=glueinfo("glue2-json", config=config).stdout)
         broker.freeze()
         try:
             # Two workers join one after the other: the publish that sees the first writes the LDIF

@@ -238,14 +238,24 @@ class PikaLink:
 
 
 def describe(exc: BaseException) -> str:
-    """One line for a failure to reach or use the broker."""
-    text = one_line(exc) or ""
-    name = type(exc).__name__
-    if name in ("AMQPConnectionError",) and exc.args:  # pika wraps the socket's error: say that one
-        inner = exc.args[0]
-        text = one_line(inner) if isinstance(inner, BaseException) else text
-    if name == "ProbableAuthenticationError" or name == "AuthenticationError":
-        return f"refused the login: {text}"
+    """One line for a failure to reach or use the broker: the innermost cause pika wraps
+    (AMQPConnectionError holding a connector error holding the socket's or TLS's), by type."""
+    cause = exc
+    for _ in range(5):
+        inner: object = None
+        if type(cause).__name__ == "AMQPConnectionError" and cause.args:
+            inner = cause.args[0]
+        elif tried := getattr(cause, "exceptions", None):  # a connection workflow that tried several addresses
+            inner = list(tried)[-1]
+        else:
+            inner = getattr(cause, "exception", None)
+        if not isinstance(inner, BaseException):
+            break
+        cause = inner
+    text = one_line(cause) or ""
+    name = type(cause).__name__
+    if name in ("ProbableAuthenticationError", "AuthenticationError", "ProbableAccessDeniedError"):
+        return f"refused the login: {text or name}"
     return f"{name}: {text}" if text else name
 
 
@@ -377,7 +387,7 @@ class Sender:
                 self.failing_since = self.clock()
         depth = self.outbox.depth()
         level = logging.WARNING if first or changed else logging.INFO
-        log.log(level, "AMQP %s: %s; %d documents wait in %s; next attempt in %.0f s", self.where, error, depth,
+        log.log(level, "AMQP %s: %s; %d documents wait in %s; next attempt in %.3g s", self.where, error, depth,
                 self.outbox.directory, self.backoff_s)
 
     def _drop_link(self) -> None:
@@ -424,8 +434,8 @@ class AmqpOutput:
         depth = self.outbox.depth()
         note = f"AMQP {queued} queued, {depth} waiting"
         if error is not None:
-            errors.append(f"{self.settings.where}: {error} (since {time.strftime('%H:%M:%S', time.localtime(failing_since or 0))}); "
-                          f"{depth} documents wait in the outbox")
+            failing_s = max(0.0, self.clock() - (failing_since or self.clock()))
+            errors.append(f"{self.settings.where}: {error} (failing for {failing_s:.0f} s); {depth} documents wait in the outbox")
         return OutputResult(note=note, error="; ".join(errors) or None, written=bool(queued))
 
     @staticmethod

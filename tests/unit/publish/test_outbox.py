@@ -76,6 +76,7 @@ def test_what_a_killed_process_left_is_read_by_the_next_and_its_temporary_files_
               f"box.put(h, [b'kept'])\n"
               f"print(h.id, flush=True)\n"
               f"open({str(directory / ('.' + KEY + '.msg.abcd1234.tmp'))!r}, 'wb').write(b'half a docu')\n"
+              f"open({str(directory / '.node.xml.EXAMPLE-SITE.msg.efgh5678.tmp')!r}, 'wb').write(b'a first one')\n"
               f"os.kill(os.getpid(), signal.SIGKILL)\n")
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert child.returncode == -signal.SIGKILL, child.stderr

@@ -221,3 +221,16 @@ def test_stopping_gives_the_sender_its_drain_time_to_send_what_waits(make, broke
     threading.Timer(0.2, broker.hold.set).start()  # the broker answers while the output is closing
     output.close()
     assert [m.body for m in broker.received] == [b"{}"] and output.outbox.depth() == 0
+
+
+def test_a_broker_that_cannot_be_reached_is_said_by_what_the_socket_said():
+    import socket
+
+    from glueinfo.publish.outputs.amqp import PikaLink, describe
+
+    with socket.socket() as closed:  # a loopback port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(Exception) as raised:
+        PikaLink(settings(url=f"amqp://guest@127.0.0.1:{port}/", host="127.0.0.1", port=port, timeout_s=5.0))
+    assert describe(raised.value) == "ConnectionRefusedError: [Errno 111] Connection refused"
