@@ -81,7 +81,7 @@ def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True, gpus:
                  f"SelectTypeParameters=NONE JobDefaults=(null) DefMemPerCPU=2000 MaxMemPerNode=256000\n")
     allocated = {name: 0 for name in names}
     gpus_used = {name: 0 for name in names}
-    records = []
+    records, counted = [], []
     for i in range(jobs):
         job_id = str(100000 + i) if i % 10 else f"{100000 + i}_{i % 7}"
         cpus = rng.choice((1, 1, 2, 4, 8, 16))
@@ -106,6 +106,8 @@ def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True, gpus:
                       duration(limit), "0:00", str(cpus), f"cpu={cpus},mem={cpus * 2000}M,node=1,billing={cpus}",
                       "1", "", "normal", *job_details(user, rng, job_gpus), name]
         records.append("|~|".join(fields) + "|~.\n")
+        # what squeue prints for the counts only: no tres-per-job/-node/-task (the three before Name)
+        counted.append("|~|".join(fields[:-4] + fields[-1:]) + "|~.\n")
     def indexes(used: int) -> str:  # GresUsed's device list: N/A, 0, 0-2
         return "N/A" if not used else "0" if used == 1 else f"0-{used - 1}"
 
@@ -120,7 +122,7 @@ def generate(jobs: int, nodes: int, seed: int = 7, forecasts: bool = True, gpus:
                    "gres": gres[n][0] if gpus else "", "gres_used": gres[n][1] if gpus else ""}
                   for n, a in allocated.items()]}, indent=2)
     return {"version": "slurm-wlm 22.05.8\n", "partition": partition, "sinfo_text": sinfo_text,
-            "sinfo_json": sinfo_json, "squeue": "".join(records)}
+            "sinfo_json": sinfo_json, "squeue": "".join(records), "squeue_counts": "".join(counted)}
 
 
 def memory_runner(outputs: dict[str, str]):
@@ -133,7 +135,7 @@ def memory_runner(outputs: dict[str, str]):
         if tool == "sinfo":
             return 0, outputs["sinfo_json" if "--json" in args else "sinfo_text"], ""
         token = re.search(r"\|([0-9a-f]+)\.$", args[-1]).group(1)
-        return 0, outputs["squeue"].replace("~", token), ""
+        return 0, outputs["squeue" if "tres-per-job" in args[-1] else "squeue_counts"].replace("~", token), ""
     return run
 
 
@@ -147,7 +149,8 @@ def write_fake_tools(outputs: dict[str, str], directory: str) -> None:
         "scontrol": f"exec cat {directory}/partition.out",
         # the -O argument is last; its record end is |TOKEN.
         "squeue": f"""for last; do :; done; token=${{last##*|}}; token=${{token%.}}
-                      exec sed -e "s/~/$token/g" {directory}/squeue.out""",
+                      case "$last" in *tres-per-job*) out=squeue;; *) out=squeue_counts;; esac
+                      exec sed -e "s/~/$token/g" {directory}/$out.out""",
     }
     for name, body in scripts.items():
         path = os.path.join(directory, name)

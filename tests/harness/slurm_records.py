@@ -58,8 +58,12 @@ def replay(version: str, overrides=None, calls=None):
         if tool == "sinfo":
             return 0, read(f"sinfo_{partition}.txt"), ""
         if tool == "squeue":
-            token = re.search(r"\|([0-9a-f]+)\.$", args[args.index("-O") + 1]).group(1)
-            return 0, read(f"squeue_{partition}.txt").replace("|~|", f"|{token}|").replace("|~.", f"|{token}."), ""
+            fields = args[args.index("-O") + 1]
+            token = re.search(r"\|([0-9a-f]+)\.$", fields).group(1)
+            text = read(f"squeue_{partition}.txt")
+            if "tres-per-job" not in fields:  # the counts-only form: squeue prints only the fields asked for
+                text = without_gpu_fields(text)
+            return 0, text.replace("|~|", f"|{token}|").replace("|~.", f"|{token}."), ""
         if tool == "sacctmgr":
             return 0, read(f"sacctmgr_qos_{args[3]}.txt"), ""
         if tool == "sacct":  # a recorded history, else what Slurm 22.05 says without accounting (the live harness's)
@@ -70,6 +74,17 @@ def replay(version: str, overrides=None, calls=None):
         raise AssertionError(f"unexpected command {argv}")
 
     return run
+
+
+def without_gpu_fields(text: str) -> str:
+    """A recorded squeue text (token "~") without tres-per-job/-node/-task, the three fields before Name,
+    as squeue prints it when the plugin asks for the counts only (slurm.SQUEUE_COUNTS_FIELDS)."""
+    records = text.split("|~.\n")
+    kept = []
+    for record in records[:-1]:
+        head, name = record.rsplit("|~|", 1)
+        kept.append(head.rsplit("|~|", 3)[0] + "|~|" + name)
+    return "".join(record + "|~.\n" for record in kept) + records[-1]
 
 
 def now_of(version: str) -> float:

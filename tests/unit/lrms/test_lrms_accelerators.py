@@ -409,3 +409,14 @@ def test_lsf_before_the_gpu_fields_asks_for_none():
     state = queue_state("lsf", LrmsContext(queue="short", ce_config={}, hosts=[], clock=lambda: 1732003200.0,
                                            with_jobs=True, run=run))
     assert state.accelerators == () and not [c for c in calls if "gpu" in c]
+
+
+def test_slurm_asks_for_the_gpu_request_fields_only_when_it_reads_the_jobs_whole():
+    """The counts never read a job's tres-per-job/-node/-task: a counts-only refresh does not ask squeue for
+    them (three more fields and their separators for each of 50,000 jobs)."""
+    for with_jobs in (False, True):
+        calls = []
+        slurm_state("22.05-gpu", "short", with_jobs=with_jobs, calls=calls)
+        (squeue,) = [c for c in calls if c[0] == "squeue"]
+        asked = squeue[squeue.index("-O") + 1]
+        assert ("tres-per-job" in asked and "tres-per-node" in asked and "tres-per-task" in asked) is with_jobs
