@@ -41,6 +41,7 @@ from glueinfo.core.model import QueueAccelerators, QueueState
 from glueinfo.glue.glue2.ids import ARC_CE, Ids
 from glueinfo.site.accelerators import AcceleratorKind, group_accelerators, types_of
 from glueinfo.site.aggregate import ClusterGroup
+from glueinfo.site.aggregate import sum_known as _sum  # None as soon as one part is unknown
 
 # glueinfo's LDAP rendering of the three GLUE 2.1 classes (its own experimental OID arc: the file says why).
 EXTENSION_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "GLUE21-accelerators.schema")
@@ -78,26 +79,32 @@ def environment_id(ids: Ids, ee_id: str, kind: AcceleratorKind) -> str:
     return f"{ee_id}_{part}"
 
 
-def manager_accelerator_id(ids: Ids, manager_id: str, acc_type: str) -> str:
+def _accelerator_id(ids: Ids, kind: str, parent_id: str, acc_type: str) -> str:
+    """The ID of a Computing``kind``Accelerator (kind: Manager or Share) of one type below ``parent_id``."""
     if ids.kind is ARC_CE:
-        return f"urn:ogf:ComputingManagerAccelerator:{ids.host}:{_local(manager_id)}:{_slug(acc_type)}"
-    return f"{manager_id}_{_slug(acc_type)}"
+        return f"urn:ogf:Computing{kind}Accelerator:{ids.host}:{_local(parent_id)}:{_slug(acc_type)}"
+    return f"{parent_id}_{_slug(acc_type)}"
+
+
+def manager_accelerator_id(ids: Ids, manager_id: str, acc_type: str) -> str:
+    return _accelerator_id(ids, "Manager", manager_id, acc_type)
 
 
 def share_accelerator_id(ids: Ids, share_id: str, acc_type: str) -> str:
-    if ids.kind is ARC_CE:
-        return f"urn:ogf:ComputingShareAccelerator:{ids.host}:{_local(share_id)}:{_slug(acc_type)}"
-    return f"{share_id}_{_slug(acc_type)}"
+    return _accelerator_id(ids, "Share", share_id, acc_type)
 
 
-def _sum(values: Iterable[Optional[int]]) -> Optional[int]:
-    """The sum, or None as soon as one part is unknown (never an undercount)."""
-    total = 0
-    for value in values:
-        if value is None:
-            return None
-        total += value
-    return total
+def _add_accelerator(tree: Tree, parent: Entry, kind: str, acc_id: str, parent_id: str, acc_type: str,
+                     figures: Sequence[tuple[str, Optional[int]]]) -> None:
+    """Below a ComputingManager or ComputingShare (``kind``: Manager or Share) its figures of one
+    accelerator type: as ``<type><name>=<value>`` OtherInfo pairs (read without the 2.1 schema) and
+    as one Computing<kind>Accelerator entry; unknown figures left out of both."""
+    parent.add(OTHER_INFO, [f"{acc_type}{name}={value}" for name, value in figures if value is not None])
+    prefix = f"GLUE2Computing{kind}Accelerator"
+    tree.add(make_dn(f"{prefix}ID", acc_id, parent.dn), ("GLUE2Entity", prefix), [
+        (f"{prefix}ID", acc_id), ("GLUE2EntityName", f"{acc_type} of {parent_id}"), (f"{prefix}Type", acc_type),
+        *((f"{prefix}{name}", value) for name, value in figures),
+        (f"{prefix}Computing{kind}ForeignKey", parent_id)])
 
 
 def _max(values: Iterable[Optional[int]]) -> Optional[int]:
@@ -211,18 +218,9 @@ def manager_figures(clusters: Sequence[ClusterGroup], complete: bool,
 def add_manager(tree: Tree, ids: Ids, manager: Entry, manager_id: str, figures: Sequence[ManagerFigures]) -> None:
     """The manager's accelerator pairs and one ComputingManagerAccelerator per type below it."""
     for figure in figures:
-        t = figure.type
-        manager.add(OTHER_INFO, [f"{t}{name}={value}" for name, value in (
-            ("TotalNumbers", figure.total_numbers), ("TotalSlots", figure.total_slots), ("UsedSlots", figure.used_slots))
-            if value is not None])
-        acc_id = manager_accelerator_id(ids, manager_id, t)
-        tree.add(make_dn("GLUE2ComputingManagerAcceleratorID", acc_id, manager.dn), ("GLUE2Entity", MANAGER), [
-            ("GLUE2ComputingManagerAcceleratorID", acc_id), ("GLUE2EntityName", f"{t} of {manager_id}"),
-            ("GLUE2ComputingManagerAcceleratorType", t),
-            ("GLUE2ComputingManagerAcceleratorTotalNumbers", figure.total_numbers),
-            ("GLUE2ComputingManagerAcceleratorTotalSlots", figure.total_slots),
-            ("GLUE2ComputingManagerAcceleratorUsedSlots", figure.used_slots),
-            ("GLUE2ComputingManagerAcceleratorComputingManagerForeignKey", manager_id)])
+        _add_accelerator(tree, manager, "Manager", manager_accelerator_id(ids, manager_id, figure.type), manager_id,
+                         figure.type, (("TotalNumbers", figure.total_numbers), ("TotalSlots", figure.total_slots),
+                                       ("UsedSlots", figure.used_slots)))
 
 
 # -- ComputingShare -----------------------------------------------------------------------------
@@ -255,15 +253,6 @@ def share_figures(state: Optional[QueueState], only_share: bool) -> list[ShareFi
 def add_share(tree: Tree, ids: Ids, share: Entry, share_id: str, figures: Sequence[ShareFigures]) -> None:
     """The share's accelerator pairs and one ComputingShareAccelerator per type below it."""
     for figure in figures:
-        t = figure.type
-        share.add(OTHER_INFO, [f"{t}{name}={value}" for name, value in (
-            ("FreeSlots", figure.free_slots), ("UsedSlots", figure.used_slots), ("MaxSlotsPerJob", figure.max_slots_per_job))
-            if value is not None])
-        acc_id = share_accelerator_id(ids, share_id, t)
-        tree.add(make_dn("GLUE2ComputingShareAcceleratorID", acc_id, share.dn), ("GLUE2Entity", SHARE), [
-            ("GLUE2ComputingShareAcceleratorID", acc_id), ("GLUE2EntityName", f"{t} of {share_id}"),
-            ("GLUE2ComputingShareAcceleratorType", t),
-            ("GLUE2ComputingShareAcceleratorFreeSlots", figure.free_slots),
-            ("GLUE2ComputingShareAcceleratorUsedSlots", figure.used_slots),
-            ("GLUE2ComputingShareAcceleratorMaxSlotsPerJob", figure.max_slots_per_job),
-            ("GLUE2ComputingShareAcceleratorComputingShareForeignKey", share_id)])
+        _add_accelerator(tree, share, "Share", share_accelerator_id(ids, share_id, figure.type), share_id, figure.type,
+                         (("FreeSlots", figure.free_slots), ("UsedSlots", figure.used_slots),
+                          ("MaxSlotsPerJob", figure.max_slots_per_job)))
