@@ -221,6 +221,17 @@ def test_units_user_and_conffile_are_in_place(installed):
         assert (Path("/usr/share/glueinfo/templates") / template.name).read_bytes() == template.read_bytes()
 
 
+def test_bdii_slapd_is_started_through_the_installed_sizing_wrapper(installed):
+    """The README says the package sizes BDII's databases for the site: the drop-in for
+    bdii-slapd.service names a wrapper the package installed, which runs (it prints its choice)."""
+    drop_in = Path("/lib/systemd/system/bdii-slapd.service.d/glueinfo.conf")
+    [slapd] = [line.split("=", 2)[2] for line in drop_in.read_text().splitlines() if line.startswith("Environment=SLAPD=")]
+    assert Path(slapd).is_file() and os.access(slapd, os.X_OK), slapd
+    assert Path(slapd).read_bytes() == (REPO / "etc/bdii/bdii-slapd-maxsize").read_bytes()
+    postinst = run(["dpkg-query", "--control-show", "glueinfo", "postinst"])
+    assert "try-restart bdii.service" in postinst.stdout, postinst.stdout + postinst.stderr
+
+
 def test_bdii_user_runs_the_provider_and_it_reads_glueinfo_config(installed):
     provider = Path("/var/lib/bdii/gip/provider/glueinfo-provider")
     assert os.access(provider, os.X_OK)
