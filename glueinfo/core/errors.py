@@ -61,6 +61,7 @@ every exception class in the package, its parent and its built-in bases)::
             WriteError              glueinfo.core.atomicwrite       also OSError
             NodeRenderError         glueinfo.sss.node_templates     also ValueError
             HaizeaError             glueinfo.haizea.site            also ValueError
+            OutboxError             glueinfo.publish.outbox
             PublishError            glueinfo.glue.ldapsync
                 ConnectionLost      glueinfo.glue.ldapsync
         UpstreamError               glueinfo.core.errors
