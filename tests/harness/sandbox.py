@@ -59,6 +59,8 @@ run("mount", "--rbind", "/dev", root + "/dev")
 run("mount", "-t", "sysfs", "sysfs", root + "/sys")
 for d, mode in (("/run", "0755"), ("/tmp", "1777")):
     run("mount", "-t", "tmpfs", "-o", f"mode={mode}", "sandbox", root + d)
+    if repo.startswith(d + "/"):  # a checkout under /tmp (CI's, say): the fresh tmpfs hid it
+        overlay(repo, root + repo, "repo-in" + d.replace("/", "-"))
 os.makedirs(root + "/run/lock", exist_ok=True)
 os.chmod(root + "/run/lock", 0o1777)
 run("ip", "link", "set", "lo", "up")
