@@ -69,3 +69,16 @@ def read_capped(path: str, limit: int, follow_symlinks: bool = False) -> bytes:
     if len(data) > limit:
         raise ValueError(f"larger than {limit} bytes")
     return data
+
+
+def read_password_file(path: str, key: str) -> str:
+    """The first line of the password file ``path`` named by the config key ``key`` ('' for no
+    path: no password); ValueError naming the key, the file and why when it cannot be read.
+    An admin's own file: a symlink to it is followed."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{key} {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None

@@ -218,7 +218,7 @@ def test_unreachable_server_and_bad_password_are_one_line_errors_and_nothing_is_
     assert proc.returncode == 1 and "bind as cn=publisher,o=grid refused: invalidCredentials (49)" in proc.stderr
     assert server.ldapsearch(BASE, "(objectClass=GlueHost)", ["1.1"]) == []
     proc = site.glueinfo("publish", "--password-file", str(tmp_path / "missing"))
-    assert proc.returncode == 2 and "cannot read" in proc.stderr
+    assert proc.returncode == 2 and "cannot be read" in proc.stderr
 
 
 def test_a_missing_base_is_created(server, tmp_path):

@@ -54,6 +54,7 @@ from typing import Any, Optional, Protocol
 from urllib.parse import unquote, urlsplit
 
 from glueinfo.core.atomicwrite import WriteError
+from glueinfo.core.files import read_password_file
 from glueinfo.core.text import one_line
 from glueinfo.publish.outbox import Message, Outbox, OutboxState, new_header
 from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
@@ -108,13 +109,7 @@ def routing_key(document: str, site_id: str) -> str:
 
 def read_password(path: str) -> str:
     """The first line of ``path`` ('' for no path); ValueError (one line) when unreadable."""
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"[amqp] password_file {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    return read_password_file(path, "[amqp] password_file")
 
 
 def amqp_settings(section: Mapping[str, Any]) -> AmqpSettings:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
+from glueinfo.core.files import read_password_file
 from glueinfo.core.ldif import DNError, dn_key, make_dn, parse_dn
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
@@ -178,13 +179,10 @@ def identity_for(base: str, binds: tuple[LdapBind, ...]) -> LdapBind:
 
 def read_password(path: str) -> str:
     """The first line of a password file ('' for no file); PublishError (one line) when unreadable."""
-    if not path:
-        return ""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PublishError(f"[ldap] password_file {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        return read_password_file(path, "[ldap] password_file")
+    except ValueError as exc:
+        raise PublishError(str(exc)) from None
 
 
 def ldap_targets(settings: PublishSettings, bases: tuple[str, ...], state_file: Optional[str] = None) -> list[LdapTarget]:

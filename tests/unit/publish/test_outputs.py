@@ -119,5 +119,5 @@ def test_a_version_left_out_leaves_its_tree_untouched():
 
 def test_an_unreadable_password_file_is_one_line(tmp_path):
     ldap = LdapSettings(url="ldap://x", binds=(LdapBind("o=grid", str(tmp_path / "missing")),))
-    with pytest.raises(PublishError, match=r"^\[ldap\] password_file .*missing: cannot read: No such file or directory$"):
+    with pytest.raises(PublishError, match=r"^\[ldap\] password_file .*missing: cannot be read: No such file or directory$"):
         ldap_targets(PublishSettings(ldap=ldap), ("o=grid",))
