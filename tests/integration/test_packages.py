@@ -194,14 +194,16 @@ def test_usr_bin_glueinfo_prints_this_host_as_a_site(installed):
     fqdn = run(["hostname", "-f"]).stdout.strip() or run(["hostname"]).stdout.strip()
     ces = [entry for entry in entries if "GlueCE" in entry.get("objectClass")]
     assert [entry.get("GlueCEInfoHostName") for entry in ces] == [[fqdn]], ldif.stdout[:2000]
-    # ... from the package's own virtualenv, with the three bundled dependencies and Debian's lxml.
+    # ... from the package's own virtualenv, with the bundled dependencies (pika for the amqp output)
+    # and Debian's lxml.
     where = run(["/usr/lib/glueinfo/bin/python", "-c",
-                 "import glueinfo, re2, msgspec, prometheus_client, lxml\n"
-                 "for m in (glueinfo, re2, msgspec, prometheus_client, lxml): print(m.__file__)"], env=clean_env(), cwd="/")
+                 "import glueinfo, re2, msgspec, prometheus_client, pika, lxml\n"
+                 "for m in (glueinfo, re2, msgspec, prometheus_client, pika, lxml): print(m.__file__)"],
+                env=clean_env(), cwd="/")
     paths = where.stdout.split()
-    assert where.returncode == 0 and len(paths) == 5, where.stderr
-    assert all(path.startswith("/usr/lib/glueinfo/lib/python3.11/site-packages/") for path in paths[:4]), paths
-    assert paths[4].startswith("/usr/lib/python3/dist-packages/"), paths
+    assert where.returncode == 0 and len(paths) == 6, where.stderr
+    assert all(path.startswith("/usr/lib/glueinfo/lib/python3.11/site-packages/") for path in paths[:5]), paths
+    assert paths[5].startswith("/usr/lib/python3/dist-packages/"), paths
 
 
 def test_units_user_and_conffile_are_in_place(installed):
