@@ -85,26 +85,17 @@ def published_site(args: argparse.Namespace, config: Config, clock: Callable[[],
     """The site to publish: the --snapshots files, else every source once with the state
     directory; an upgrade (no SubCluster ids remembered) keeps the ids the server already has.
     ``on_stage``: told each step as it starts (the progress line)."""
-    from glueinfo.commands.progress import hosts
     from glueinfo.commands.site_options import assemble_once, make_assembler
 
     if args.snapshots:
         return assemble_once(args, config, clock, args.snapshots, on_stage)
-    assembler = make_assembler(args, config, clock=clock)
-    on_stage("reading the state directory")
-    assembler.open_state()
-    if assembler.ids.is_empty():
-        on_stage("reading the SubCluster ids the server publishes")
-        adopt_from_server(assembler, settings)
-    on_stage("gathering hosts")
-    count = len(assembler.gather().hosts)
-    on_stage(f"asking the batch systems about {hosts(count)}")
-    assembler.refresh_lrms()
-    on_stage(f"assembling {hosts(count)}")
-    site = assembler.assemble()
-    on_stage("writing the state directory")
-    assembler.close()
-    return site
+
+    def adopt(assembler: SiteAssembler) -> None:
+        if assembler.ids.is_empty():
+            on_stage("reading the SubCluster ids the server publishes")
+            adopt_from_server(assembler, settings)
+
+    return make_assembler(args, config, clock=clock).once(on_stage, after_state=adopt)
 
 
 class ProgressLine:

@@ -397,13 +397,17 @@ class SiteAssembler:
             return AssembledSite(assembled_at=now, model=self.model, hosts=hosts, local=local, groups=groups,
                                  states=dict(self.states or {}), failures=failures)
 
-    def once(self, on_stage: Callable[[str], None] = lambda text: None) -> AssembledSite:
+    def once(self, on_stage: Callable[[str], None] = lambda text: None,
+             after_state: Optional[Callable[[SiteAssembler], None]] = None) -> AssembledSite:
         """What a one-shot command publishes: state read, every source once, the LRMS once,
         assembled, state written back when this process may.  ``on_stage`` is told each step as
         it starts ("gathering hosts", "asking the batch systems about 30,000 hosts"...), for a
-        command's progress line."""
+        command's progress line; ``after_state`` runs once the state is read, before the gather
+        (``publish`` adopts the server's SubCluster ids there)."""
         on_stage("reading the state directory")
         self.open_state()
+        if after_state is not None:
+            after_state(self)
         on_stage("gathering hosts")
         count = len(self.gather().hosts)
         on_stage(f"asking the batch systems about {count:,} host{'' if count == 1 else 's'}")
