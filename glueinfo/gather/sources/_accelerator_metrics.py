@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from glueinfo.core.model import Accelerator
 from glueinfo.gather.identity import host_key
+from glueinfo.gather.sources._node_metrics import instance_host
 from glueinfo.host.accelerators import Device, group
 
 TargetKey = tuple[str, str]  # (job, instance)
@@ -109,12 +110,12 @@ class AcceleratorSeries:
         as), from the exporter target of the same host (see the module docstring)."""
         by_name: dict[str, set[TargetKey]] = {}
         for key, name in nodes.items():
-            for candidate in (_instance_host(key[1]), name):
+            for candidate in (instance_host(key[1]), name):
                 if candidate:
                     by_name.setdefault(host_key(candidate), set()).add(key)
         given: dict[TargetKey, list[Accelerator]] = {}
         for target in sorted(self.targets):
-            node = _one_match(by_name, (_instance_host(target[1]), self.hostnames.get(target)))
+            node = _one_match(by_name, (instance_host(target[1]), self.hostnames.get(target)))
             if node is None or node in given:
                 continue
             kinds = self.accelerators(target)
@@ -132,10 +133,3 @@ def _one_match(by_name: Mapping[str, set[TargetKey]], candidates: Iterable[Optio
     return None
 
 
-def _instance_host(instance: str) -> str:
-    """``host:9400`` -> ``host``, ``[v6]:9400`` -> ``v6`` (as glueinfo.gather.sources.prometheus)."""
-    if instance.startswith("[") and "]" in instance:
-        return instance[1:instance.index("]")]
-    if instance.count(":") == 1:
-        return instance.split(":", 1)[0]
-    return instance

@@ -315,3 +315,12 @@ def _most_common(counts: Mapping[str, int]) -> Optional[str]:
         return None
     best = max(counts.values())
     return min(name for name, count in counts.items() if count == best)
+
+
+def instance_host(instance: str) -> str:
+    """``instance`` without its port: ``host:9100`` -> ``host``, ``[v6]:9100`` -> ``v6``."""
+    if instance.startswith("[") and "]" in instance:
+        return instance[1:instance.index("]")]
+    if instance.count(":") == 1:
+        return instance.split(":", 1)[0]
+    return instance

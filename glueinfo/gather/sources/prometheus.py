@@ -69,7 +69,7 @@ from glueinfo.gather.identity import host_key
 from glueinfo.gather.registry import Source, SourceContext, SourceFailure, SourceReport
 from glueinfo.gather.sources._accelerator_metrics import QUERIES as ACCELERATOR_QUERIES
 from glueinfo.gather.sources._accelerator_metrics import AcceleratorSeries
-from glueinfo.gather.sources._node_metrics import FILESYSTEM, LOAD, MEMORY, NETWORK, NodeFacts
+from glueinfo.gather.sources._node_metrics import FILESYSTEM, LOAD, MEMORY, NETWORK, NodeFacts, instance_host
 
 SOURCE_NAME = "prometheus"
 _READ_CHUNK = 1 << 16
@@ -420,15 +420,6 @@ def run_queries(server: Server, wanted: dict[str, str], budget_s: float, paralle
             raise PrometheusError(f"no complete answer within {max(0.0, min(budget_s, server.timeout_s)):g} s "
                                   "([sources] timeout)")
     return results
-
-
-def instance_host(instance: str) -> str:
-    """``instance`` without its port: ``host:9100`` -> ``host``, ``[v6]:9100`` -> ``v6``."""
-    if instance.startswith("[") and "]" in instance:
-        return instance[1:instance.index("]")]
-    if instance.count(":") == 1:
-        return instance.split(":", 1)[0]
-    return instance
 
 
 _COUNTS = {"cpus": "cpus", "cores": "cores", "sockets": "sockets"}
