@@ -44,12 +44,12 @@ from glueinfo.core.job import JobInfo
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import FileSystem, HostSnapshot, QueueState
-from glueinfo.glue.access import vos_of, whole_vo_rule
 from glueinfo.glue.schema import to_ascii
 from glueinfo.glue.services13 import cese_bind_entries, service_entries
 from glueinfo.glue.templates import Template
 from glueinfo.lrms.registry import glue_lrms_type
 from glueinfo.site.accelerators import group_accelerators, runtime_tags
+from glueinfo.site.access import vos_of, whole_vo_rule
 from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
 from glueinfo.site.model import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
 
@@ -340,7 +340,7 @@ def filesystem_entry(fs: FileSystem, host_dn: str, host_id: str, fs_name: Option
 
 def voview_entries(ce: CESpec, state: Optional[QueueState], ce_dn: str, template: Template) -> Iterator[Entry]:
     """One GlueVOView per VO the CE admits, by a ``VO:`` or a ``VOMS:`` rule, as GLUE 2 has one
-    ComputingShare (glueinfo.glue.access; lcg-info --vo and brokers select CEs by them): the
+    ComputingShare (glueinfo.site.access; lcg-info --vo and brokers select CEs by them): the
     VO's own job counts when they are known (QueueState.counts_of_vo: left out when the queue's
     jobs were not counted or nothing maps a job to the VO), the VO's own waiting times when its
     jobs told them, else the CE's (QueueState.response_times_of_vo), and the CE's free slots and

@@ -51,7 +51,6 @@ from typing import Any, NamedTuple, Optional
 
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import QueueLimits, QueueState, VoJobCounts
-from glueinfo.glue.access import vos_of
 from glueinfo.glue.glue2 import accelerators
 from glueinfo.glue.glue2.ces import CeView, ce_views
 from glueinfo.glue.glue2.health import EndpointHealth
@@ -60,6 +59,7 @@ from glueinfo.glue.glue2.times import CreationTimes
 from glueinfo.glue.render13 import mailto
 from glueinfo.lrms.registry import glue_lrms_type
 from glueinfo.site.accelerators import group_accelerators, runtime_tags
+from glueinfo.site.access import vos_of
 from glueinfo.site.aggregate import SubClusterGroup, sum_known
 from glueinfo.site.assemble import AssembledSite
 
