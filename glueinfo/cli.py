@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "the periodic provider: refresh, then publish to every output (files, LDAP, HTTP), until SIGTERM"),
     "check": ("check", "a Nagios-compatible probe of a running glueinfo (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)"),
     "glue2-json": ("glue2_json", "print the GLUE 2 objects (the o=glue tree) in the OGF GLUE 2 JSON rendering"),
+    "federate": ("federate", "the federation view: consume the documents sites push to a broker, keep each site's newest, "
+                             "write them into an LDAP server as a top-level BDII and serve them as JSON, until SIGTERM"),
 }
 
 EXIT_OK = 0

@@ -313,8 +313,13 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "exchange": Option("str", "glueinfo", "Exchange the documents are published to, declared as a durable topic "
                            "exchange; routing keys are DOCUMENT.SITE, e.g. glue21.json.EXAMPLE-SITE"),
         "documents": Option("list", ["glue21-json"], "Documents pushed at every publish: glue21-json (the GLUE 2.1 JSON of "
-                            "the site, as glue2-json prints it), node-xml (the site's Node XML, as node-xml --site prints it)",
-                            choices=("glue21-json", "node-xml")),
+                            "the site, as glue2-json prints it), node-xml (the site's Node XML, as node-xml --site prints it), "
+                            "glue-ldif (both LDAP trees as ldif prints them, gzip-compressed: what glueinfo federate loads "
+                            "into its LDAP server), crr-json (WLCG's CRR document)",
+                            choices=("glue21-json", "node-xml", "glue-ldif", "crr-json")),
+        "user_id": Option("str", "", "Name stamped on every message as its user_id, which RabbitMQ checks against the login "
+                          "and federation views trust: default the url's USER; for a certificate login, the name the "
+                          "broker derives from the certificate"),
         "ca_file": Option("path", "", "CA certificates the broker's certificate is checked against (amqps; default: the "
                           "system's)"),
         "cert_file": Option("path", "", "Client certificate (PEM) presented to the broker (amqps)"),
@@ -328,6 +333,34 @@ SCHEMA: dict[str, dict[str, Option]] = {
                          "so consumers see the site alive", minimum=1.0),
         "drain_timeout": Option("float", 5.0, "At stop (and after run --once), seconds spent sending what waits; what is "
                                 "left is sent after the next start", minimum=0.0),
+    },
+    # -- the federation view: glueinfo/federate/ (glueinfo federate; the broker is [amqp], the LDAP server [ldap]) --
+    "federate": {
+        "queue": Option("str", "", "This view's own durable queue on the [amqp] exchange (one per view: several views "
+                        "consuming the same exchange each get every document), e.g. federate-egi"),
+        "documents": Option("list", ["glue21-json", "glue-ldif", "crr-json"], "Documents kept from the sites: "
+                            "glue21-json (served as JSON), glue-ldif (written into [ldap] url), crr-json (served as JSON)",
+                            choices=("glue21-json", "glue-ldif", "crr-json")),
+        "state_dir": Option("path", "/var/lib/glueinfo/federate", "Where each site's newest documents are kept (a "
+                            "restart loses nothing)"),
+        "senders_file": Option("path", "/etc/glueinfo/federate-senders", "Which broker user (a message's user_id) may "
+                               "publish for which site id: lines SITE-ID SENDER; read again when it changes"),
+        "listen": Option("str", "127.0.0.1:8180", "HOST:PORT the view serves /sites, /glue2.json, /health and /metrics on"),
+        "allow": Option("list", [], "Client networks served when listen is not loopback (e.g. 10.0.0.0/8), or any"),
+        "stale_after": Option("float", 1800.0, "Seconds without a document after which a site is marked stale (its "
+                              "documents are still served)", minimum=1.0),
+        "withdraw_after": Option("float", 43200.0, "Seconds without a document after which a site is withdrawn from "
+                                 "LDAP and JSON (BDII's default delete delay)", minimum=1.0),
+        "max_message_bytes": Option("int", 8388608, "Messages larger than this are refused, never loaded", minimum=1),
+        "max_unpacked_bytes": Option("int", 268435456, "A compressed LDIF larger than this once unpacked is refused",
+                                     minimum=1),
+        "grid_base": Option("str", "mds-vo-name=local,o=grid", "Where the sites' GLUE 1.3 trees go in [ldap] url "
+                            "(each below mds-vo-name=SITE), as a top-level BDII lays them out"),
+        "glue_base": Option("str", "GLUE2GroupID=grid,o=glue", "Where the sites' GLUE 2 trees go in [ldap] url "
+                            "(each as GLUE2DomainID=SITE below it)"),
+        "full_sync": Option("float", 3600.0, "Seconds between comparisons of the whole LDAP tree with what the sites "
+                            "sent (in between only changes are written)", minimum=1.0),
+        "prefetch": Option("int", 64, "Messages the broker hands over before they are acknowledged", minimum=1),
     },
     # -- many hosts: glueinfo/gather/ and its sources (glueinfo/gather/sources/) -----
     "sources": {

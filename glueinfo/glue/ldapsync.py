@@ -49,7 +49,7 @@ import os
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
@@ -804,3 +804,55 @@ class _Writes:
                     self.report.added += 1
                 written.add(key)
                 ready.extend(waiting.pop(key, ()))
+
+
+def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entry]) -> PublishReport:
+    """Write to the server only what differs between ``old`` (DN key -> entry: what it holds of
+    these DNs, as this process last wrote or confirmed them) and ``new`` (parents first), without
+    reading the server first: modifications, deletions (children first), additions (parents
+    first), pipelined as :func:`sync_tree` writes.  For a writer that is the only one writing its
+    subtrees and reconciles them with :func:`sync_tree` at its start and after any refusal (the
+    federation view).  No connection is made when nothing differs.  Refused writes are in the
+    report; PublishError when the server cannot be used at all."""
+    start = time.monotonic()
+    report = PublishReport()
+    ours: dict[str, Entry] = {}
+    for entry in new:
+        ours.setdefault(dn_key(entry.dn), entry)
+    modifies: list[tuple[str, Changes]] = []
+    replace: list[str] = []
+    for key, entry in ours.items():
+        before = old.get(key)
+        if before is None:
+            continue
+        if before.attributes == entry.attributes:
+            report.unchanged += 1
+            continue
+        held = {name: [value_text(v).encode() for v in values] for name, values in before.attributes.items()}
+        changes = changes_for(entry, held)
+        if changes is None:
+            replace.append(key)
+        elif changes:
+            modifies.append((key, changes))
+        else:
+            report.unchanged += 1
+    stale = [key for key in old if key not in ours] + replace
+    adds = [key for key in ours if key not in old or key in replace]
+    if not (modifies or stale or adds):
+        report.seconds = time.monotonic() - start
+        return report
+    conn = connect(target)
+    try:
+        writer = _Writes(Pipeline(conn.socket, target.window, target.timeout_s), report, None,
+                         len(modifies) + len(stale) + len(adds))
+        written: set[str] = set()
+        writer.modify([(key, old[key].dn, ours[key].dn, changes) for key, changes in modifies], written)
+        writer.delete({key: old[key].dn for key in stale}, set(replace))
+        writer.add(adds, ours, set(replace), written)
+    finally:
+        try:
+            conn.unbind()
+        except Exception:  # the connection may already be gone; nothing to clean up
+            pass
+    report.seconds = time.monotonic() - start
+    return report

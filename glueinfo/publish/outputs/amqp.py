@@ -7,16 +7,23 @@ for a client certificate, ``cert_file`` and ``key_file``),
 topic exchange), ``documents`` (``glue21-json``: the GLUE 2.1 JSON of the
 whole site, the publish layer's ``Documents.glue2_json``, what ``glueinfo
 glue2-json`` prints; ``node-xml``: the site's SSS Node XML, what
-``node-xml --site`` prints).
+``node-xml --site`` prints; ``glue-ldif``: both LDAP trees as ``glueinfo
+ldif`` prints them, gzip-compressed (``content_encoding`` gzip), what a
+federation view (``glueinfo federate``) loads into its LDAP server;
+``crr-json``: WLCG's CRR document), ``user_id`` (stamped on every message;
+default the URL's user; for a certificate login, the name the broker
+derives from the certificate).
 
 Routing keys carry the document kind and the site id:
-``glue21.json.<site>`` and ``node.xml.<site>``, the site word being
+``glue21.json.<site>``, ``node.xml.<site>``, ``glue.ldif.<site>`` and
+``crr.json.<site>``, the site word being
 ``[site] id`` with every character but letters, digits, ``-`` and ``_``
 written ``%XX`` (a dot would split the word a topic binding matches).
 Messages are persistent (delivery mode 2), with ``content_type``, a fresh
 ``message_id`` per document, ``timestamp`` (the publish's time),
-``app_id`` glueinfo and headers ``document`` and ``site_id`` (the id as
-written).
+``app_id`` glueinfo, ``user_id`` (RabbitMQ refuses a message whose
+user_id is not the login's, so a federation view may trust it) and headers
+``document`` and ``site_id`` (the id as written).
 
 At a publish the output only writes each document to its outbox
 (glueinfo.publish.outbox, in ``[run] state_dir``/amqp-outbox) and wakes
@@ -42,6 +49,7 @@ pika (the ``amqp`` extra) is imported only when this output is made.
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import logging
 import os
@@ -63,7 +71,12 @@ log = logging.getLogger(__name__)
 
 OUTBOX_DIR = "amqp-outbox"
 # Document (as [amqp] documents names it) -> (routing key's first words, content type).
-DOCUMENTS = {"glue21-json": ("glue21.json", "application/json"), "node-xml": ("node.xml", "application/xml")}
+DOCUMENTS = {"glue21-json": ("glue21.json", "application/json"), "node-xml": ("node.xml", "application/xml"),
+             "glue-ldif": ("glue.ldif", "text/plain"), "crr-json": ("crr.json", "application/json")}
+# Documents sent compressed (content_encoding gzip): the LDIF of a large site is tens of MB of
+# repetitive text, a tenth of that compressed, well below a federation view's message limit.
+GZIPPED = {"glue.ldif"}
+GZIP_LEVEL = 1  # fastest: this runs in the publish cycle
 MAX_ROUTING_KEY = 200  # AMQP allows 255 bytes; the key also names the outbox's files
 IDLE_POLL_S = 5.0  # how often an idle connection answers the broker's heartbeats
 
@@ -83,6 +96,7 @@ class AmqpSettings:
     ca_file: str = ""
     cert_file: str = ""
     key_file: str = ""
+    user_id: str = ""  # stamped on every message: RabbitMQ checks it against the login, federation views trust it
     documents: tuple[str, ...] = ("glue21-json",)
     timeout_s: float = 10.0
     retry_min_s: float = 1.0
@@ -160,6 +174,7 @@ def amqp_settings(section: Mapping[str, Any]) -> AmqpSettings:
     return AmqpSettings(
         url=url, host=parts.hostname, port=port or (5671 if tls else 5672), virtual_host=unquote(path) or "/",
         user=user, tls=tls, password_file=password_file, exchange=exchange, documents=documents,
+        user_id=str(section.get("user_id") or "") or user,
         timeout_s=float(section.get("timeout", 10.0)), retry_min_s=retry_min,
         retry_max_s=max(retry_min, float(section.get("retry_max", 300.0))), resend_s=float(section.get("resend", 600.0)),
         drain_s=float(section.get("drain_timeout", 5.0)), **files)
@@ -180,6 +195,30 @@ class Link(Protocol):
     def close(self) -> None: ...
 
 
+def connection_parameters(settings: AmqpSettings, name: str) -> Any:
+    """pika's ConnectionParameters for the broker (password read now, so a changed one applies
+    at the next connection; TLS context with the CA and client certificate); ``name`` is what
+    the broker's management shows for the connection."""
+    import pika
+
+    password = read_password(settings.password_file)
+    if settings.user:
+        credentials = pika.PlainCredentials(settings.user, password, erase_on_connect=True)
+    else:  # the client certificate's subject is the identity (RabbitMQ's rabbitmq_auth_mechanism_ssl)
+        credentials = pika.credentials.ExternalCredentials()
+    ssl_options = None
+    if settings.tls:
+        context = ssl.create_default_context(cafile=settings.ca_file or None)
+        if settings.cert_file:
+            context.load_cert_chain(settings.cert_file, settings.key_file or None)
+        ssl_options = pika.SSLOptions(context, server_hostname=settings.host)
+    return pika.ConnectionParameters(
+        host=settings.host, port=settings.port, virtual_host=settings.virtual_host, credentials=credentials,
+        ssl_options=ssl_options, connection_attempts=1, socket_timeout=settings.timeout_s,
+        stack_timeout=settings.timeout_s, blocked_connection_timeout=settings.timeout_s,
+        client_properties={"connection_name": name})
+
+
 class PikaLink:
     """A :class:`Link` over pika's BlockingConnection (one thread: the sender's)."""
 
@@ -188,23 +227,7 @@ class PikaLink:
 
         self.settings = settings
         self._pika = pika
-        password = read_password(settings.password_file)
-        if settings.user:
-            credentials = pika.PlainCredentials(settings.user, password, erase_on_connect=True)
-        else:  # the client certificate's subject is the identity (RabbitMQ's rabbitmq_auth_mechanism_ssl)
-            credentials = pika.credentials.ExternalCredentials()
-        ssl_options = None
-        if settings.tls:
-            context = ssl.create_default_context(cafile=settings.ca_file or None)
-            if settings.cert_file:
-                context.load_cert_chain(settings.cert_file, settings.key_file or None)
-            ssl_options = pika.SSLOptions(context, server_hostname=settings.host)
-        parameters = pika.ConnectionParameters(
-            host=settings.host, port=settings.port, virtual_host=settings.virtual_host, credentials=credentials,
-            ssl_options=ssl_options, connection_attempts=1, socket_timeout=settings.timeout_s,
-            stack_timeout=settings.timeout_s, blocked_connection_timeout=settings.timeout_s,
-            client_properties={"connection_name": "glueinfo amqp output"})
-        self.connection = pika.BlockingConnection(parameters)
+        self.connection = pika.BlockingConnection(connection_parameters(settings, "glueinfo amqp output"))
         try:
             self.channel = self.connection.channel()
             self.channel.exchange_declare(exchange=settings.exchange, exchange_type="topic", durable=True)
@@ -217,6 +240,7 @@ class PikaLink:
         header = message.header
         properties = self._pika.BasicProperties(
             content_type=header.content_type, delivery_mode=2, message_id=header.id, timestamp=int(header.created),
+            content_encoding="gzip" if header.document in GZIPPED else None, user_id=self.settings.user_id or None,
             app_id="glueinfo", headers={"document": header.document, "site_id": header.site_id})
         # With confirms on, this returns once the broker acked it, and raises NackError when it nacked it.
         self.channel.basic_publish(self.settings.exchange, header.routing_key, message.body, properties)
@@ -435,11 +459,14 @@ class AmqpOutput:
 
     @staticmethod
     def _chunks(document: str, documents: Any) -> Optional[Sequence[bytes]]:
-        if document == "glue21-json":
-            body = documents.glue2_json
-            return None if body is None else [body]
-        chunks: Optional[Sequence[bytes]] = documents.node_xml_chunks()
-        return chunks
+        body: Optional[bytes]
+        if document == "node-xml":
+            chunks: Optional[Sequence[bytes]] = documents.node_xml_chunks()
+            return chunks
+        if document == "glue-ldif":  # both trees as [glue] versions has them, as `glueinfo ldif` prints them
+            return [gzip.compress(documents.ldif, GZIP_LEVEL, mtime=0)]  # mtime 0: the same LDIF, the same bytes
+        body = documents.glue2_json if document == "glue21-json" else documents.crr_json
+        return None if body is None else [body]
 
     def _put(self, document: str, key: str, chunks: Sequence[bytes], created: float) -> int:
         """Put a document in the outbox unless its bytes are those last put and that one is still

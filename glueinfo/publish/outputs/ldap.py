@@ -43,7 +43,7 @@ from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, 
 
 if TYPE_CHECKING:
     from glueinfo.core.ldif import Entry
-    from glueinfo.site.publish_settings import LdapBind, PublishSettings
+    from glueinfo.site.publish_settings import LdapBind, LdapSettings, PublishSettings
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +186,14 @@ def read_password(path: str) -> str:
 
 
 def ldap_targets(settings: PublishSettings, bases: tuple[str, ...], state_file: Optional[str] = None) -> list[LdapTarget]:
+    """The [ldap] server's :func:`targets_for` these bases."""
+    return targets_for(settings.ldap, bases, state_file)
+
+
+def targets_for(ldap: LdapSettings, bases: tuple[str, ...], state_file: Optional[str] = None) -> list[LdapTarget]:
     """One LdapTarget per identity, holding the bases it writes (in order), its password read now
     (a changed password applies without a restart).  With several identities each keeps its own
     state file beside ``state_file``."""
-    ldap = settings.ldap
     grouped: dict[LdapBind, list[str]] = {}
     for base in bases:
         grouped.setdefault(identity_for(base, ldap.binds), []).append(base)
@@ -263,10 +267,14 @@ def sync_site(entries: Sequence[Entry], targets: Sequence[LdapTarget],
 
 
 def infosys_target(settings: PublishSettings) -> Optional[LdapTarget]:
+    """The [ldap] server's :func:`infosys_for`."""
+    return infosys_for(settings.ldap)
+
+
+def infosys_for(ldap: LdapSettings) -> Optional[LdapTarget]:
     """The identity that writes BDII's statistics under o=infosys (as :func:`identity_for` picks
     one for a base), or None, said at DEBUG, when the [ldap] bind DNs have none for it; None after
     one WARNING when its password file cannot be read."""
-    ldap = settings.ldap
     try:
         bind = identity_for(INFOSYS, ldap.binds)
     except PublishError:

@@ -1,0 +1,132 @@
+"""The federation view's consumer: its own durable queue on the sites' exchange, read on one thread.
+
+At each connection it declares the exchange (a durable topic exchange, as
+glueinfo's amqp output declares it), its durable queue (``[federate]
+queue``: one per view, so several views consuming the same exchange each
+get every document) and one binding ``KIND.#`` per kind it keeps.  While
+the view is away the broker keeps the messages in that queue.
+
+Each message is handed to ``deliver`` and acknowledged only once it
+returned: a message it accepted is on disk by then, one it refused is
+dropped for good (a refusal is never retried).  When ``deliver`` raises
+(the disk refuses), the message is given back to the broker (nack with
+requeue) and the consumer pauses for the retry wait before reading again,
+so nothing is lost and the disk is not hammered.  ``prefetch`` bounds the
+messages held unacknowledged.
+
+Failure behaviour: a broker that cannot be reached or drops the connection
+is one WARNING (then INFO while it lasts), retried after ``retry_min``
+doubling to ``retry_max`` seconds; the rest of the view (LDAP, HTTP) goes
+on with what it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from glueinfo.publish.outputs.amqp import AmqpSettings, connection_parameters, describe
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[str, Any, bytes], None]  # (routing key, pika BasicProperties, body)
+
+
+@dataclass
+class ConsumerState:
+    up: Optional[bool] = None
+    last_error: Optional[str] = None
+    failing_since: Optional[float] = None
+    last_message_at: Optional[float] = None
+    messages_total: int = 0
+
+
+class Consumer:
+    """See the module docstring.  ``start`` runs it on a daemon thread; ``stop`` ends it."""
+
+    def __init__(self, settings: AmqpSettings, queue: str, kinds: Sequence[str], deliver: Deliver, prefetch: int = 64,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.settings, self.queue, self.kinds, self.deliver = settings, queue, tuple(kinds), deliver
+        self.prefetch = prefetch
+        self.clock = clock
+        self.state = ConsumerState()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._backoff_s = 0.0
+        self._paused = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="glueinfo-federate-consumer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._paused = False
+            try:
+                self._consume()
+            except Exception as exc:  # the broker, the network, pika: tried again later, never raised
+                self._failed(describe(exc))
+            if self._stop.is_set():
+                return
+            self._stop.wait(self._backoff_s or self.settings.retry_min_s)
+
+    def _consume(self) -> None:
+        import pika
+
+        connection = pika.BlockingConnection(connection_parameters(self.settings, f"glueinfo federate {self.queue}"))
+        try:
+            channel = connection.channel()
+            channel.exchange_declare(exchange=self.settings.exchange, exchange_type="topic", durable=True)
+            channel.queue_declare(queue=self.queue, durable=True)
+            for kind in self.kinds:
+                channel.queue_bind(queue=self.queue, exchange=self.settings.exchange, routing_key=f"{kind}.#")
+            channel.basic_qos(prefetch_count=self.prefetch)
+            channel.basic_consume(queue=self.queue, on_message_callback=self._on_message)
+            if self.state.failing_since is not None:
+                log.info("federation broker %s: consuming again after %.0f s", self.settings.where,
+                         self.clock() - self.state.failing_since)
+            self.state.up, self.state.last_error, self.state.failing_since = True, None, None
+            self._backoff_s = 0.0
+            while not self._stop.is_set():
+                connection.process_data_events(time_limit=0.5)
+                if self._paused:  # the disk refused: give the broker its messages back and wait
+                    channel.cancel()
+                    return
+        finally:
+            try:
+                if connection.is_open:
+                    connection.close()
+            except Exception as exc:  # closing a connection that is going anyway
+                log.debug("federation broker close: %s", exc)
+
+    def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        self.state.messages_total += 1
+        self.state.last_message_at = self.clock()
+        try:
+            self.deliver(method.routing_key, properties, body)
+        except OSError as exc:  # not kept: the broker keeps it and delivers it again after the pause
+            channel.basic_nack(delivery_tag=method.delivery_tag, requeue=True)
+            self._failed(f"a document could not be kept: {exc}")
+            self._paused = True
+            return
+        channel.basic_ack(delivery_tag=method.delivery_tag)
+
+    def _failed(self, error: str) -> None:
+        first = self.state.failing_since is None
+        self._backoff_s = (self.settings.retry_min_s if self._backoff_s <= 0
+                           else min(self.settings.retry_max_s, self._backoff_s * 2))
+        if first:
+            self.state.failing_since = self.clock()
+        level = logging.WARNING if first or error != self.state.last_error else logging.INFO
+        self.state.up, self.state.last_error = False, error
+        log.log(level, "federation broker %s: %s; the view keeps what it holds; next attempt in %.3g s",
+                self.settings.where, error, self._backoff_s)

@@ -1,0 +1,151 @@
+"""The federation view's LDAP server kept equal to what the sites pushed, writing only what changed.
+
+At its start, after any failure and after any write the server refused, the
+view reconciles the whole of both bases with the server
+(glueinfo.glue.ldapsync.sync_tree: what is there and should not be is
+deleted, what is missing added, what differs modified) and writes BDII's
+statistics entry under o=infosys.  In between, when sites send, only the
+difference between what a site had and what it has now is written
+(glueinfo.glue.ldapsync.write_delta): a site whose CE changed its running
+jobs costs one modify, not a comparison of every site's entries.  A
+reconciliation also runs every ``full_sync_s`` seconds, so an entry someone
+else changed is put right.
+
+Binding follows the ``[ldap]`` section as the ldap output reads it: one
+identity, or one per suffix as BDII lays out its server (``o=grid; o=glue;
+o=infosys``).
+
+Failure behaviour: a server that cannot be used is one WARNING (then INFO
+while it lasts), tried again after ``retry_min`` doubling to ``retry_max``
+seconds, and reconciled in full when it answers; the JSON side of the view
+is never held up by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+from glueinfo.core.ldif import Entry, dn_key
+from glueinfo.core.text import one_line
+from glueinfo.glue.ldapsync import PublishError, PublishReport, below, write_delta
+from glueinfo.publish.outputs.ldap import infosys_for, sync_site, targets_for
+from glueinfo.site.publish_settings import LdapSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LdapViewState:
+    """What /metrics and /health show of the LDAP side."""
+
+    writes_total: int = 0
+    refused_total: int = 0
+    full_syncs_total: int = 0
+    last_success_at: Optional[float] = None
+    last_error: Optional[str] = None
+    failing_since: Optional[float] = None
+    last_report: dict[str, int | float] = field(default_factory=dict)
+
+
+class LdapView:
+    """See the module docstring.  ``write(sites, changed)`` is called by the federation's loop
+    with every site's placed entries and the ids of the sites that changed since the last call."""
+
+    def __init__(self, ldap: LdapSettings, bases: tuple[str, str], state_file: Optional[str], retry_min_s: float = 5.0,
+                 retry_max_s: float = 300.0, full_sync_s: float = 3600.0, clock: Callable[[], float] = time.time) -> None:
+        self.ldap, self.bases, self.state_file = ldap, bases, state_file
+        self.retry_min_s, self.retry_max_s, self.full_sync_s = retry_min_s, max(retry_min_s, retry_max_s), full_sync_s
+        self.clock = clock
+        self.held: dict[str, dict[str, Entry]] = {}  # site -> DN key -> entry as the server holds it
+        self.needs_full = True
+        self.last_full_at = 0.0
+        self.next_attempt_at = 0.0
+        self.backoff_s = 0.0
+        self.state = LdapViewState()
+
+    def due(self) -> bool:
+        """Whether a write should be tried now (not while backing off)."""
+        return self.clock() >= self.next_attempt_at
+
+    def write(self, sites: Mapping[str, Sequence[Entry]], changed: set[str]) -> None:
+        """Bring the server up to date (module docstring); never raises."""
+        now = self.clock()
+        if now < self.next_attempt_at:
+            return
+        if now - self.last_full_at >= self.full_sync_s:
+            self.needs_full = True
+        try:
+            report = self._full(sites) if self.needs_full else self._delta(sites, changed)
+        except PublishError as exc:
+            self._failed(one_line(exc))
+            return
+        except Exception as exc:  # a bug must not stop the view; the next attempt reconciles in full
+            log.warning("federation LDAP %s: %s: %s", self.ldap.url, type(exc).__name__, one_line(exc), exc_info=True)
+            self._failed(f"{type(exc).__name__}: {one_line(exc)}")
+            return
+        if report is None:
+            return
+        self.state.writes_total += report.writes
+        self.state.last_report = report.as_dict()
+        if report.rejected:
+            self.state.refused_total += len(report.rejected)
+            self.state.last_error = f"{len(report.rejected)} writes refused, first: {report.rejected[0]}"
+            log.warning("federation LDAP %s: %s", self.ldap.url, self.state.last_error)
+            self.needs_full = True  # what the server holds is no longer what we think: compare it next time
+            self.backoff_s = 0.0
+            self.next_attempt_at = now + self.retry_min_s
+            return
+        if self.state.failing_since is not None:
+            log.info("federation LDAP %s: answering again after %.0f s", self.ldap.url, now - self.state.failing_since)
+        self.state.failing_since, self.state.last_error, self.state.last_success_at = None, None, self.clock()
+        self.backoff_s, self.next_attempt_at = 0.0, 0.0
+
+    def _full(self, sites: Mapping[str, Sequence[Entry]]) -> PublishReport:
+        everything = [entry for site in sorted(sites) for entry in sites[site]]
+        report = sync_site(everything, targets_for(self.ldap, self.bases, self.state_file), stats=infosys_for(self.ldap))
+        self.held = {site: {dn_key(e.dn): e for e in entries} for site, entries in sites.items()}
+        self.needs_full = False
+        self.last_full_at = self.clock()
+        self.state.full_syncs_total += 1
+        log.info("federation LDAP %s: reconciled %d sites: %s", self.ldap.url, len(sites), report.summary())
+        return report
+
+    def _delta(self, sites: Mapping[str, Sequence[Entry]], changed: set[str]) -> Optional[PublishReport]:
+        if not changed:
+            return None
+        total = PublishReport()
+        targets = targets_for(self.ldap, self.bases, None)
+        for site in sorted(changed):
+            new = list(sites.get(site, ()))
+            old = self.held.get(site, {})
+            for target in targets:
+                keys = [dn_key(base) for base in target.bases]
+                mine_old = {key: e for key, e in old.items() if below(key, keys) is not None}
+                mine_new = [e for e in new if below(dn_key(e.dn), keys) is not None]
+                report = write_delta(target, mine_old, mine_new)
+                for name in ("added", "modified", "deleted", "unchanged", "writes"):
+                    setattr(total, name, getattr(total, name) + getattr(report, name))
+                total.rejected.extend(report.rejected)
+                total.seconds += report.seconds
+            if new:
+                self.held[site] = {dn_key(e.dn): e for e in new}
+            else:
+                self.held.pop(site, None)
+        return total
+
+    def _failed(self, error: str) -> None:
+        now = self.clock()
+        first = self.state.failing_since is None
+        self.backoff_s = self.retry_min_s if self.backoff_s <= 0 else min(self.retry_max_s, self.backoff_s * 2)
+        self.next_attempt_at = now + self.backoff_s
+        self.needs_full = True
+        if first:
+            self.state.failing_since = now
+        level = logging.WARNING if first or error != self.state.last_error else logging.INFO
+        self.state.last_error = error
+        log.log(level, "federation LDAP %s: %s; the JSON view goes on; next attempt in %.0f s", self.ldap.url, error,
+                self.backoff_s)

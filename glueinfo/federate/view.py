@@ -1,0 +1,229 @@
+"""The federation view itself: every site's newest documents, in memory and on disk, and their ages.
+
+:meth:`Federation.take` is the consumer's ``deliver``: it judges the
+message (glueinfo.federate.receive), refuses with one WARNING line and a
+count, or keeps the document on disk (glueinfo.federate.store) and in
+memory, and wakes the view's loop.  A document older than the one held
+(its ``timestamp`` before the held one's) is dropped; one whose bytes are
+those held only renews the site's age.
+
+:meth:`Federation.tick` runs in the view's loop: sites that sent nothing for
+``stale_after`` seconds are marked stale (``/sites``, ``/metrics``; their
+documents are still served, as BDII keeps entries through its delete
+delay), sites silent for ``withdraw_after`` seconds are withdrawn (removed
+from disk, memory, LDAP and JSON, with one INFO line), and the LDAP side is
+brought up to date (glueinfo.federate.ldap_view).
+
+The HTTP side reads :meth:`sites_document`, :meth:`union_json` and
+:meth:`document` under the same lock, each a quick look: the union is made
+once per change, when first asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from glueinfo.core.ldif import Entry, parse_ldif
+from glueinfo.core.text import one_line
+from glueinfo.federate.ldap_view import LdapView
+from glueinfo.federate.receive import Limits, Received, Refusal, judge, unpack
+from glueinfo.federate.store import Meta, SiteStore, digest_of, site_directory_name
+from glueinfo.federate.tree import DEFAULT_GLUE_BASE, DEFAULT_GRID_BASE, relocate, union_json
+from glueinfo.federate.trust import Senders
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Site:
+    site_id: str
+    documents: dict[str, tuple[Meta, bytes]] = field(default_factory=dict)  # kind -> (meta, body as received)
+    entries: list[Entry] = field(default_factory=list)  # the glue.ldif entries at their place in the view
+
+    @property
+    def received_at(self) -> float:
+        return max((meta.received_at for meta, _body in self.documents.values()), default=0.0)
+
+
+@dataclass(frozen=True)
+class Ages:
+    stale_after_s: float = 1800.0
+    withdraw_after_s: float = 43200.0  # BDII's default BDII_DELETE_DELAY
+
+
+class Federation:
+    """See the module docstring."""
+
+    def __init__(self, store: SiteStore, senders: Senders, limits: Limits = Limits(), ages: Ages = Ages(),
+                 ldap: Optional[LdapView] = None, bases: tuple[str, str] = (DEFAULT_GRID_BASE, DEFAULT_GLUE_BASE),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store, self.senders, self.limits, self.ages, self.ldap = store, senders, limits, ages, ldap
+        self.bases = bases
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.sites: dict[str, Site] = {}
+        self.changed: set[str] = set()
+        self.refused: dict[str, int] = {"oversized": 0, "untrusted": 0, "invalid": 0}
+        self.accepted_total = 0
+        self.withdrawn_total = 0
+        self.generation = 0
+        self._union: tuple[int, bytes] = (-1, b"")
+        self._senders_problem: Optional[str] = None
+
+    # -- loading and taking documents ----------------------------------------------------------------
+    def load(self) -> int:
+        """Take back what the store holds (a restart); returns the number of sites."""
+        for kind, meta, body in self.store.load():
+            entries = None
+            if kind == "glue.ldif":
+                try:
+                    entries = parse_ldif(unpack(body, meta.content_encoding, self.limits.max_unpacked_bytes).decode())
+                except ValueError as exc:  # LDIFError is a ValueError; judged at arrival, so only a damaged disk
+                    log.warning("federation store: %s of %s cannot be read again, skipped: %s", kind, meta.site_id,
+                                one_line(exc))
+                    continue
+            self._keep(kind, meta, body, entries)
+        self.changed = set(self.sites)
+        return len(self.sites)
+
+    def take(self, routing_key: str, properties: Any, body: bytes) -> None:
+        """Judge and keep one message (module docstring).  Raises OSError (WriteError) only when the
+        disk refuses a document it accepted: the consumer gives the message back to the broker."""
+        problem = self.senders.refresh()
+        if problem != self._senders_problem:
+            if problem:
+                log.warning("federation: %s; the last good bindings stay", problem)
+            self._senders_problem = problem
+        verdict = judge(routing_key, getattr(properties, "headers", None), getattr(properties, "user_id", None), body,
+                        getattr(properties, "content_encoding", None), getattr(properties, "message_id", None),
+                        getattr(properties, "timestamp", None), self.senders, self.limits)
+        if isinstance(verdict, Refusal):
+            with self.lock:
+                self.refused[verdict.kind] = self.refused.get(verdict.kind, 0) + 1
+            log.warning("federation: %s", verdict)
+            return
+        self._take(verdict)
+
+    def _take(self, received: Received) -> None:
+        now = self.clock()
+        digest = digest_of(received.body)
+        with self.lock:
+            held = self.sites.get(received.site_id)
+            previous = held.documents.get(received.kind) if held is not None else None
+        if previous is not None:
+            old_meta = previous[0]
+            if received.sent_at is not None and old_meta.sent_at is not None and received.sent_at < old_meta.sent_at:
+                log.debug("federation: %s of %s sent at %s is older than the one held: dropped", received.kind,
+                          received.site_id, received.sent_at)
+                return
+        meta = Meta(received.site_id, received.sender, received.message_id, received.sent_at, now, digest,
+                    received.content_encoding)
+        same = previous is not None and previous[0].digest == digest
+        self.store.put(meta, received.kind, None if same else received.body)
+        with self.lock:
+            self.accepted_total += 1
+            self._keep(received.kind, meta, received.body, None if same else received.entries, renew_only=same)
+        if not same:
+            self.wake.set()
+
+    def _keep(self, kind: str, meta: Meta, body: bytes, entries: Optional[list[Entry]],
+              renew_only: bool = False) -> None:
+        site = self.sites.setdefault(meta.site_id, Site(meta.site_id))
+        if renew_only:
+            site.documents[kind] = (meta, site.documents[kind][1])
+            return
+        site.documents[kind] = (meta, body)
+        if entries is not None:
+            site.entries = relocate(meta.site_id, entries, *self.bases)
+            self.changed.add(meta.site_id)
+        self.generation += 1
+
+    # -- the loop --------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Withdraw sites silent too long, then bring the LDAP server up to date."""
+        now = self.clock()
+        with self.lock:
+            gone = [s for s in self.sites.values() if now - s.received_at > self.ages.withdraw_after_s]
+            for site in gone:
+                del self.sites[site.site_id]
+                self.changed.add(site.site_id)
+                self.generation += 1
+                self.withdrawn_total += 1
+        for site in gone:
+            self.store.remove(site.site_id)
+            log.info("federation: site %s withdrawn: nothing received for %.0f s (withdraw_after %.0f s)",
+                     site.site_id, now - site.received_at, self.ages.withdraw_after_s)
+        if self.ldap is not None and self.ldap.due() and (self.changed or self.ldap.needs_full):
+            with self.lock:
+                changed, self.changed = self.changed, set()
+                entries = {site_id: site.entries for site_id, site in self.sites.items() if site.entries}
+            self.ldap.write(entries, changed)
+
+    def run(self, stop: threading.Event, every_s: float = 1.0) -> None:
+        """Tick when woken by a new document and at least every ``every_s`` seconds, until ``stop``."""
+        while not stop.is_set():
+            self.wake.wait(every_s)
+            self.wake.clear()
+            self.tick()
+
+    # -- what the HTTP side serves ---------------------------------------------------------------
+    def state_of(self, site: Site, now: float) -> str:
+        return "stale" if now - site.received_at > self.ages.stale_after_s else "fresh"
+
+    def sites_document(self) -> bytes:
+        """``/sites``: each site's id, state, age and documents (sender, times, digest, path)."""
+        now = self.clock()
+        with self.lock:
+            rows = []
+            for site_id in sorted(self.sites):
+                site = self.sites[site_id]
+                rows.append({"id": site_id, "state": self.state_of(site, now), "received_at": site.received_at,
+                             "documents": {kind: {"path": f"/sites/{site_path(site_id)}/{kind}", "sender": meta.sender,
+                                                  "message_id": meta.message_id, "sent_at": meta.sent_at,
+                                                  "received_at": meta.received_at, "sha256": meta.digest}
+                                           for kind, (meta, _body) in sorted(site.documents.items())}})
+        return json.dumps({"sites": rows}, indent=1).encode() + b"\n"
+
+    def union_json(self) -> bytes:
+        """``/glue2.json``: every site's GLUE 2 objects (glueinfo.federate.tree.union_json)."""
+        with self.lock:
+            generation, cached = self._union
+            if generation == self.generation:
+                return cached
+            generation = self.generation
+            bodies = [self.sites[s].documents["glue21.json"][1] for s in sorted(self.sites)
+                      if "glue21.json" in self.sites[s].documents]
+        document = union_json(bodies)
+        with self.lock:
+            self._union = (generation, document)
+        return document
+
+    def document(self, site_id: str, kind: str) -> Optional[tuple[Meta, bytes]]:
+        """A site's document as it came (glue.ldif unpacked), or None."""
+        with self.lock:
+            site = self.sites.get(site_id)
+            held = site.documents.get(kind) if site is not None else None
+        if held is None:
+            return None
+        meta, body = held
+        return meta, unpack(body, meta.content_encoding, self.limits.max_unpacked_bytes)
+
+    def counts(self) -> dict[str, Any]:
+        """What /health and /metrics show."""
+        now = self.clock()
+        with self.lock:
+            states = [self.state_of(site, now) for site in self.sites.values()]
+            return {"sites": len(states), "stale": states.count("stale"), "accepted_total": self.accepted_total,
+                    "refused_total": dict(self.refused), "withdrawn_total": self.withdrawn_total}
+
+
+def site_path(site_id: str) -> str:
+    """A site id as one URL path segment (``%XX`` for anything but letters, digits, ``-``, ``_``)."""
+    return site_directory_name(site_id)
