@@ -82,3 +82,16 @@ def test_history_is_bounded_and_a_bad_file_is_a_warning(tmp_path, caplog):
     (tmp_path / FILE_NAME).write_text(json.dumps({"format": 1, "series": {"ce": [[NOW, -3, "x", 2]]}}))
     loaded = History(str(tmp_path), lambda: NOW)
     assert loaded.load() == 1 and loaded.series() == {"ce": [(NOW, None, None, 2)]}
+
+
+def test_a_broker_away_shows_the_documents_waiting_in_the_outbox_and_the_last_confirm():
+    from glueinfo.publish.outbox import OutboxState
+
+    confirmed_at = NOW - 300
+    page = render(status(outboxes=(
+        OutboxState("amqp", 2, confirmed_at, 17, False, "amqps://broker:5671: ConnectionRefusedError"),))).decode()
+    assert "Outbox of the amqp output" in page
+    assert "not confirming" in page
+    assert '<th>documents waiting</th><td class="bad">2</td>' in page
+    assert "2023-11-14 22:08:20 UTC (5 min ago)" in page  # 300 s before the page's time, 22:13:20
+    assert "ConnectionRefusedError" in page
