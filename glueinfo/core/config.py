@@ -362,6 +362,18 @@ SCHEMA: dict[str, dict[str, Option]] = {
                             "sent (in between only changes are written)", minimum=1.0),
         "prefetch": Option("int", 64, "Messages the broker hands over before they are acknowledged", minimum=1),
     },
+    # -- the htcondor-ce output (glueinfo/publish/outputs/htcondor_ce.py): [run] outputs = htcondor-ce --
+    "htcondor-ce": {
+        "resource_catalog_file": Option("path", "/etc/condor-ce/config.d/99-glueinfo-resource-catalog.conf",
+                                        "HTCondor-CE config file the htcondor-ce output keeps the site's OSG_ResourceCatalog "
+                                        "in (one pilot entry per CE queue and SubCluster: measured CPUs, memory, GPUs, "
+                                        "wall time, VOs, OS), rewritten atomically when it changes"),
+        "reconfig_command": Option("str", "", "Command run after the file changed, so the CE advertises the new catalog, "
+                                   "e.g. condor_ce_reconfig (words split as a shell would, no shell run; empty: none); "
+                                   "its failure is the output's error and it is run again at the next publish"),
+        "reconfig_timeout": Option("float", 30.0, "Seconds reconfig_command may take; then its processes are killed",
+                                   minimum=0.1),
+    },
     # -- many hosts: glueinfo/gather/ and its sources (glueinfo/gather/sources/) -----
     "sources": {
         "enabled": Option("list", ["local"], "Where host snapshots come from: local, agents, spool, ganglia, prometheus, "
@@ -430,8 +442,9 @@ SCHEMA: dict[str, dict[str, Option]] = {
                                  minimum=0.1),
         "ldap_retry_max": Option("float", 300.0, "Longest wait between LDAP retries", minimum=0.1),
         "serve": Option("bool", False, "Answer HTTP on [serve] listen from this process, with the state just published"),
-        "outputs": Option("list", [], "Further outputs every publish goes to: amqp ([amqp]), or an installed output plugin's "
-                          "name (its keys in [output:NAME]); file always, ldap and http as ldap_sync and serve say"),
+        "outputs": Option("list", [], "Further outputs every publish goes to: amqp ([amqp]), htcondor-ce ([htcondor-ce]), "
+                          "or an installed output plugin's name (its keys in [output:NAME]); file always, ldap and "
+                          "http as ldap_sync and serve say"),
         "shutdown_grace": Option("float", 5.0, "Seconds SIGTERM waits for a running job before abandoning it", minimum=0.0),
         "provider_max_age": Option("float", 600.0, "providers/glueinfo-provider refuses (prints nothing, exits 1) an ldif_file "
                                    "older than this many seconds", minimum=1.0),

@@ -61,6 +61,8 @@ SECTION_INTROS = {
             "See [GLUE 1.3 mapping](glue-mapping.md).",
     "ldap": "The LDAP server `glueinfo publish` and `[run] ldap_sync` write. "
             "See [Publishing directly into LDAP](admin-guide.md#publishing-directly-into-ldap).",
+    "htcondor-ce": "The `htcondor-ce` output (`[run] outputs = htcondor-ce`): the site's OSG_ResourceCatalog as an "
+                   "HTCondor-CE config file. See [HTCondor-CE: OSG_ResourceCatalog](htcondor-ce.md).",
     "sources": "Where a head node's host snapshots come from. "
                "See [Many hosts](admin-guide.md#many-hosts-agents-spool-ganglia).",
     "run": "The periodic provider `glueinfo run`. "

@@ -294,3 +294,14 @@ class Documents:
         ces = [ce.unique_id for ce in self.site.model.ces if ce.lrms != "fork"]
         return workload_document(name or info.name or info.unique_id or "glueinfo", ces,
                                  site_nodes(self.site, now, self.settings.node), jobs, now, preemptible)
+
+    # -- catalogs ------------------------------------------------------------------------------
+    @functools.cached_property
+    def osg_resource_catalog(self) -> bytes:
+        """The HTCondor-CE config file advertising the site's ``OSG_ResourceCatalog``: one pilot
+        entry per CE queue and SubCluster, with the measured CPUs, memory, GPUs, wall time, VOs
+        and OS (glueinfo.catalogs.resource_catalog; docs/htcondor-ce.md).  Never raises on the
+        site's data."""
+        from glueinfo.catalogs.resource_catalog import resource_catalog
+
+        return resource_catalog(self.site)

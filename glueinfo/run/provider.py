@@ -179,7 +179,7 @@ class Provider:
         from glueinfo.run.http_output import http_plugin
 
         names = self._output_names(plan)
-        sections = {name: plan.config.section(name) for name in ("run", "serve", "ldap", "amqp")}
+        sections = {name: plan.config.section(name) for name in ("run", "serve", "ldap", "amqp", "htcondor-ce")}
         sections.update({f"output:{name}": plan.config.section(f"output:{name}") for name in names})  # each plugin's own
         context = OutputContext(plan.publish_settings, sections, self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
         available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])

@@ -2,11 +2,12 @@
 
 An output is an :class:`OutputPlugin` value: a name, whether it is on by
 default, and ``make`` (typed context -> :class:`Output`).  Built-ins are the
-modules of this folder (``stdout``, ``file``, ``ldap``, ``amqp``); the daemon adds
-``http`` (glueinfo.run.http_output, which holds the server); installed
-packages register more under the ``glueinfo.outputs`` entry point group.
-Each output reads only its own config section (the context's ``sections``,
-already typed by the config parser) and typed settings.
+modules of this folder (``stdout``, ``file``, ``ldap``, ``amqp``,
+``htcondor-ce``); the daemon adds ``http`` (glueinfo.run.http_output, which
+holds the server); installed packages register more under the
+``glueinfo.outputs`` entry point group.  Each output reads only its own
+config section (the context's ``sections``, already typed by the config
+parser) and typed settings.
 
 Every publish hands each output the same :class:`Publication`;
 :func:`publish_all` runs them one after the other, each timed, and one that
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "glueinfo.outputs"
-BUILTIN_MODULES = ("stdout", "file", "ldap", "amqp")
+BUILTIN_MODULES = ("stdout", "file", "ldap", "amqp", "htcondor_ce")
 
 
 class OutputError(ConfigurationError):

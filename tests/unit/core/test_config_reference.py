@@ -22,7 +22,7 @@ from glueinfo.core.options import Option, parse_value
 
 REFERENCE = Path(REPO) / "docs" / "configuration.md"
 
-_HEADING = re.compile(r"^## \[([a-z_]+)(:NAME)?\]$")
+_HEADING = re.compile(r"^## \[([a-z_-]+)(:NAME)?\]$")  # [htcondor-ce] has a hyphen
 _ROW = re.compile(r"^\| `([a-z0-9_]+)` \| (.*?) \| (.*?) \| (.*) \|$")
 
 

@@ -50,7 +50,7 @@ def test_an_output_that_raises_fails_alone_and_its_record_says_why():
 def test_the_builtin_outputs_register_their_names_and_an_unknown_one_is_one_line():
     names = [plugin.name for plugin in all_outputs()]
     assert names[:4] == ["stdout", "file", "ldap", "amqp"]
-    with pytest.raises(OutputError, match=r"^unknown output 'nosuch' \(known: amqp, file, ldap, stdout\)$"):
+    with pytest.raises(OutputError, match=r"^unknown output 'nosuch' \(known: amqp, file, htcondor-ce, ldap, stdout\)$"):
         make_outputs(["nosuch"], None, all_outputs())  # type: ignore[arg-type]
 
 
