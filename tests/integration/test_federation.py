@@ -214,6 +214,15 @@ password_file = {ldap_password}
 """)
         view = Federate(federate_config, tmp_path / "federate.log", port)
         view.wait_for(lambda: view.get("/health")[0] == 200, "the view consumes")
+        # A second view (another community's: its own queue, JSON only) on the same exchange.
+        second_port = free_port()
+        second_config = tmp_path / "federate-2.conf"
+        second_config.write_text(federate_config.read_text().split("[ldap]")[0]
+                                 .replace("queue = federate-test", "queue = federate-test-2")
+                                 .replace(str(tmp_path / "federate-state"), str(tmp_path / "federate-state-2"))
+                                 .replace(f"listen = 127.0.0.1:{port}", f"listen = 127.0.0.1:{second_port}"))
+        second = Federate(second_config, tmp_path / "federate-2.log", second_port)
+        second.wait_for(lambda: second.get("/health")[0] == 200, "the second view consumes")
 
         for site in ("SITE-A", "SITE-B"):
             glueinfo("run", "--once", config=configs[site])
@@ -227,6 +236,8 @@ password_file = {ldap_password}
         glueinfo("run", "--once", config=configs["SITE-C"])  # the next start sends what waited
         assert not list(outbox.glob("*.msg"))
         view.wait_for(lambda: sorted(view.sites()) == list(SITES), "three sites in /sites")
+        second.wait_for(lambda: sorted(second.sites()) == list(SITES), "three sites in the second view too")
+        assert second.stop() == 0, second.text()[-4000:]
         view.wait_for(lambda: len(ldap_values(server, "mds-vo-name=local,o=grid", "(objectClass=GlueCE)",
                                               "GlueCEUniqueID")) == 3, "three CEs in LDAP")
 
@@ -342,3 +353,70 @@ retry_min = 0.5
         assert 'glueinfo_federate_documents_refused_total{reason="invalid"} 1.0' in metrics
     finally:
         assert view.stop() == 0, view.text()[-4000:]
+
+
+@pytest.mark.integration
+def test_a_withdrawn_site_leaves_the_ldap_tree_and_a_changed_one_is_written_by_its_changes_only(tmp_path):
+    """In-process view (no broker: documents handed to take() as the consumer hands them), a real
+    slapd in BDII's layout, the clock in the test's hand."""
+    import types
+
+    from glueinfo.federate.ldap_view import LdapView
+    from glueinfo.federate.store import SiteStore
+    from glueinfo.federate.trust import Senders
+    from glueinfo.federate.view import Ages, Federation
+    from glueinfo.site.publish_settings import LdapSettings, ldap_binds
+
+    missing = missing_slapd_tools()
+    if missing:
+        pytest.skip("slapd needed, missing: " + ", ".join(missing))
+    documents = {}
+    for site in ("SITE-A", "SITE-B"):
+        config = site_config(tmp_path, types.SimpleNamespace(port=5672), site, "unused")
+        documents[site] = glueinfo("ldif", config=config).stdout
+    senders = tmp_path / "senders"
+    senders.write_text("SITE-A a\nSITE-B b\n")
+    password = tmp_path / "ldap-password"
+    with Slapd(tmp_path / "slapd", layout="bdii") as server:
+        password.write_text(server.password + "\n")
+        now = [1_790_000_000.0]
+        ldap = LdapView(LdapSettings(url=server.url, binds=ldap_binds("o=grid; o=glue; o=infosys", str(password))),
+                        ("mds-vo-name=local,o=grid", "GLUE2GroupID=grid,o=glue"), str(tmp_path / "ldap-state.json"),
+                        clock=lambda: now[0])
+        federation = Federation(SiteStore(str(tmp_path / "state")), Senders.load(str(senders)), ages=Ages(600, 3600),
+                                ldap=ldap, clock=lambda: now[0])
+
+        def push(site: str, ldif: bytes) -> None:
+            federation.take(f"glue.ldif.{site}", types.SimpleNamespace(
+                headers={"site_id": site}, user_id=site[-1].lower(), content_encoding="gzip", message_id="m",
+                timestamp=int(now[0])), gzip.compress(ldif))
+
+        def ces() -> set[str]:
+            return ldap_values(server, "mds-vo-name=local,o=grid", "(objectClass=GlueCE)", "GlueCEUniqueID")
+
+        for site, ldif in documents.items():
+            push(site, ldif)
+        federation.tick()
+        assert ces() == {"ce.site-a.example.org:9619/jobmanager-fork-atlas",
+                         "ce.site-b.example.org:9619/jobmanager-fork-atlas"}
+        assert ldap.state.full_syncs_total == 1
+        # SITE-A's CE closes: the entries whose text changed (the CE and its VOView) are all that is written.
+        writes_before = ldap.state.writes_total
+        closed = documents["SITE-A"].replace(b"GlueCEStateStatus: Production", b"GlueCEStateStatus: Closed")
+        changed_entries = set(closed.split(b"\n\n")) - set(documents["SITE-A"].split(b"\n\n"))
+        assert changed_entries
+        now[0] += 300
+        push("SITE-A", closed)
+        push("SITE-B", documents["SITE-B"])  # unchanged: only its age is renewed
+        federation.tick()
+        assert ldap.state.writes_total - writes_before == len(changed_entries)
+        assert ldap_values(server, "mds-vo-name=SITE-A,mds-vo-name=local,o=grid", "(objectClass=GlueCE)",
+                           "GlueCEStateStatus") == {"Closed"}
+        # SITE-B goes on sending; SITE-A falls silent and is withdrawn after withdraw_after.
+        now[0] += 3500
+        push("SITE-B", documents["SITE-B"])
+        now[0] += 200
+        federation.tick()
+        assert ces() == {"ce.site-b.example.org:9619/jobmanager-fork-atlas"}
+        assert run_ldapsearch(server.url, "o=glue", "(GLUE2DomainID=SITE-A)", ["GLUE2DomainID"]) == []
+        assert ldap_values(server, "o=glue", "(objectClass=GLUE2AdminDomain)", "GLUE2DomainID") == {"SITE-B"}
