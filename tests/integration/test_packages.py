@@ -207,7 +207,8 @@ def test_usr_bin_glueinfo_prints_this_host_as_a_site(installed):
 
 
 def test_units_user_and_conffile_are_in_place(installed):
-    units = [Path("/lib/systemd/system/glueinfo.service"), Path("/lib/systemd/system/glueinfo-agent.service")]
+    units = [Path(f"/lib/systemd/system/{name}") for name in ("glueinfo.service", "glueinfo-agent.service",
+                                                               "glueinfo-federate.service")]
     for unit in units:
         exec_start = [line for line in unit.read_text().splitlines() if line.startswith("ExecStart=")]
         assert len(exec_start) == 1 and exec_start[0].startswith("ExecStart=/usr/bin/glueinfo "), exec_start
