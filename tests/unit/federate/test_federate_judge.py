@@ -241,3 +241,28 @@ def test_site_ids_with_odd_characters_stay_inside_the_state_directory(tmp_path):
     body_path, meta_path = store._paths("../../etc/x y", "glue21.json")
     assert Path(body_path).resolve().is_relative_to(tmp_path / "sites")
     assert os.path.basename(os.path.dirname(body_path)) == "%2E%2E%2F%2E%2E%2Fetc%2Fx%20y"
+
+
+# -- the settings ---------------------------------------------------------------------------------------------
+
+def test_the_example_config_is_read_and_a_missing_file_is_named(tmp_path):
+    from glueinfo.core.config import load, parse_text
+    from glueinfo.federate.settings import federate_settings
+
+    example = load(str(REPO / "etc" / "examples" / "federate.conf"))  # every key known, every value typed
+    assert example.get("federate", "queue") == "federate-example"
+    with pytest.raises(ValueError, match=r"^\[amqp\] ca_file /etc/grid-security/.*: cannot be read$"):
+        federate_settings(example)
+    password = tmp_path / "password"
+    password.write_text("secret\n")
+    base = f"[amqp]\nurl = amqp://view@broker.example.org/\npassword_file = {password}\n"
+    with pytest.raises(ValueError, match=r"^\[federate\] queue is not set"):
+        federate_settings(parse_text(base))
+    with pytest.raises(ValueError, match=r"^\[federate\] listen: 0.0.0.0:8180 is not loopback"):
+        federate_settings(parse_text(base + "[federate]\nqueue = q\nlisten = 0.0.0.0:8180\n"))
+    with pytest.raises(ValueError, match=r"^\[federate\] glue_base: 'o=grid' is not below o=glue"):
+        federate_settings(parse_text(base + "[federate]\nqueue = q\nglue_base = o=grid\n"))
+    with pytest.raises(ValueError, match=r"withdraw_after \(60 s\) is shorter than stale_after \(600 s\)"):
+        federate_settings(parse_text(base + "[federate]\nqueue = q\nstale_after = 600\nwithdraw_after = 60\n"))
+    settings = federate_settings(parse_text(base + "[federate]\nqueue = q\n"))
+    assert settings.kinds == ("glue21.json", "glue.ldif", "crr.json") and settings.ldap is None
