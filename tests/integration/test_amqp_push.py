@@ -371,3 +371,17 @@ def test_amqps_with_a_client_certificate_and_a_site_logged_in_by_its_certificate
         assert consumer.bodies(GLUE21) == [expected]
         consumer.received.clear()
         (tmp_path / "state" / OUTBOX / f"{GLUE21}.sent").unlink()  # so that the next run sends it again
+
+    # Logged in by its certificate, the site stamps the name the broker derives from it ([amqp] user_id),
+    # which is what a federation view trusts; a name that is not its own is refused by the broker itself.
+    certificate_url = f"url = amqps://127.0.0.1:{broker.tls_port}/\n{tls}"
+    config.write_text(plain.replace(f"url = {broker.url}", certificate_url) + "user_id = example-site\n")
+    done = run_once(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    consumer.wait_for(lambda: consumer.received, "the document stamped with its sender arrived")
+    assert [properties.user_id for _key, properties, _body in consumer.received] == ["example-site"]
+    (tmp_path / "state" / OUTBOX / f"{GLUE21}.sent").unlink()
+    config.write_text(plain.replace(f"url = {broker.url}", certificate_url) + "user_id = another-site\n")
+    refused = run_once(config)
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert "another-site" in refused.stderr and waiting_in_outbox(tmp_path, GLUE21) is not None
