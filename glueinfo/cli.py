@@ -34,8 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("publish", "synchronise the GLUE trees into an LDAP server, each suffix bound as its own DN (adds, changed "
                             "attributes, deletes)"),
     "node-xml": ("node_xml", "print this host as an SSS Node (XML), or with --site a <Data> of every host's Node"),
-    "serve": ("serve", "serve the status page, /node.xml, /nodes.xml, /ldif, /glue2.json, /haizea/site.xml, /health, /metrics "
-                        "and SSSRMAP queries (POST /SSSRMAP3) over HTTP"),
+    "serve": ("serve", "serve the status page, /node.xml, /nodes.xml, /ldif, /glue2.json, /crr.json, /haizea/site.xml, /health, "
+                        "/metrics and SSSRMAP queries (POST /SSSRMAP3) over HTTP"),
     "gather": ("gather", "gather the site's hosts from every enabled source (local, agents, spool, ganglia, prometheus, "
                           "node_exporter) once and print them"),
     "jobs-xml": ("jobs_xml", "print the CEs' batch jobs as SSS Job objects (XML <Data> of <Job>)"),
@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "the periodic provider: refresh, then publish to every output (files, LDAP, HTTP), until SIGTERM"),
     "check": ("check", "a Nagios-compatible probe of a running glueinfo (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)"),
     "glue2-json": ("glue2_json", "print the GLUE 2 objects (the o=glue tree) in the OGF GLUE 2 JSON rendering"),
+    "crr-json": ("crr_json", "print the site's WLCG Computing Resource Reporting (CRR) document: its CEs, capacity and "
+                             "access points (JSON)"),
     "federate": ("federate", "the federation view: consume the documents sites push to a broker, keep each site's newest, "
                              "write them into an LDAP server as a top-level BDII and serve them as JSON, until SIGTERM"),
 }

@@ -435,6 +435,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
                             "(empty: none); providers/glueinfo-provider prints it for BDII"),
         "node_xml_file": Option("path", "/var/lib/glueinfo/nodes.xml", "SSS Node XML <Data> of every host, rewritten atomically after "
                                 "every refresh (empty: none)"),
+        "crr_file": Option("path", "", "WLCG Computing Resource Reporting (CRR) JSON of the site, what crr-json prints "
+                           "(docs/crr.md), rewritten atomically when it changes (empty: none)"),
         "state_dir": Option("path", "/var/lib/glueinfo/state", "Each host's last good snapshot, so a restart publishes at once "
                             "(empty: keep no state)"),
         "ldap_sync": Option("bool", False, "Synchronise the tree into the [ldap] server after every refresh"),

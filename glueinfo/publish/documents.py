@@ -249,6 +249,23 @@ class Documents:
             return None
         return glue2_json_document(self.glue2.entries, self.glue2.json_only)
 
+    @functools.cached_property
+    def crr_json(self) -> Optional[bytes]:
+        """WLCG's Computing Resource Reporting document of the site (glueinfo.catalogs.crr: its CEs'
+        queues, its hosts' capacity, the GLUE 2 endpoints as access points; docs/crr.md), or None
+        when the site has neither ``[site] name`` nor ``id``.  Glue2Error for malformed CE settings
+        (one-shot); a daemon logs it and has no CRR this publish, as for GLUE 2."""
+        from glueinfo.catalogs.crr import crr_document
+        from glueinfo.publish.crr_facts import crr_shares
+
+        try:
+            return crr_document(self.site, self.settings, crr_shares(self.site))
+        except Exception as exc:
+            if not self.publisher.daemon:
+                raise
+            log.warning("CRR not made: %s: %s", type(exc).__name__, one_line(exc))
+            return None
+
     # -- SSS and Haizea ------------------------------------------------------------------------
     @functools.cached_property
     def _node_chunks(self) -> Optional[list[bytes]]:

@@ -182,6 +182,7 @@ class Refreshed:
     ldif_off: Optional[str] = None  # no LDIF is built, on purpose (why): /ldif says so, /health does not mind
     site: Optional[Any] = None  # the glueinfo.site.assemble.AssembledSite refreshed (for /haizea/site.xml)
     glue2: Optional[list[Any]] = None  # the GLUE 2 entries published with the LDIF (for /glue2.json)
+    crr: Optional[bytes] = None  # the site's CRR document (for /crr.json; a few kB, kept as the publish made it)
     # The site's Node XML as the publish made it at ``rendered_at`` (the file output's own pieces, shared),
     # so the store neither renders nor copies it; None: the store renders it.
     nodes_xml: Optional[Sequence[bytes]] = None
@@ -429,6 +430,15 @@ class NodeStore:
             return None, "no GLUE 2 tree is published ([glue] versions, [site] id, or --no-ldif)"
         return glue2_json_document(data.glue2), ""
 
+    def crr_json(self) -> tuple[Optional[bytes], str]:
+        """(the CRR document of the last refresh, as the publish made it, or None and why not)."""
+        data = self._data
+        if data is None:
+            return None, "starting: no site assembled yet"
+        if data.crr is None:
+            return None, "no CRR document is made ([site] name and id not set, the CE settings refused, or --no-ldif)"
+        return data.crr, ""
+
     def haizea_site(self) -> tuple[Optional[bytes], str]:
         """(the site as a Haizea ``<site>`` now, or None and why not): rendered on request from the
         last refreshed site, its hosts' States as of now (glueinfo.haizea.site.site_document)."""
@@ -625,10 +635,10 @@ class Routes:
         if request.path in ("/node.xml", "/nodes.xml"):
             view = self.store.current_view()
             return self._document(request.path, view) if view is not None else None
-        if request.path in ("/health", "/ldif", "/metrics", "/", "/haizea/site.xml", "/glue2.json"):
+        if request.path in ("/health", "/ldif", "/metrics", "/", "/haizea/site.xml", "/glue2.json", "/crr.json"):
             return None
         return text_response(404, f"no such document {request.path[:100]!r}: try /, /node.xml, /nodes.xml, /ldif, /health, "
-                                  "/metrics, /glue2.json, /haizea/site.xml, POST /SSSRMAP3")
+                                  "/metrics, /glue2.json, /crr.json, /haizea/site.xml, POST /SSSRMAP3")
 
     def answer(self, request: Request) -> Response:
         if request.method == "POST":
@@ -655,6 +665,11 @@ class Routes:
             document, reason = self.store.glue2_json()
             if document is None:
                 return text_response(503, f"no GLUE 2 objects to serve: {reason}")
+            return Response(200, document, "application/json")
+        if request.path == "/crr.json":
+            document, reason = self.store.crr_json()
+            if document is None:
+                return text_response(503, f"no CRR document to serve: {reason}")
             return Response(200, document, "application/json")
         if request.path == "/haizea/site.xml":
             document, reason = self.store.haizea_site()

@@ -2,7 +2,7 @@
 
 The daemon's server (``[run] serve``, and ``glueinfo serve``) answers from
 the store: /ldif is the publish's LDIF, /glue2.json its GLUE 2 objects,
-/nodes.xml and SSSRMAP queries the site's Nodes, /node.xml this host with
+/crr.json its CRR document, /nodes.xml and SSSRMAP queries the site's Nodes, /node.xml this host with
 the daemon's self-metrics.  The store holds the documents of the last
 publish only; the site itself is the assembler's, shared, not copied.  A
 publish in which no host changed only renews this host's own Node.
@@ -51,14 +51,14 @@ class HttpOutput:
 def refreshed(documents: Documents, local: Any, with_nodes: bool = True) -> Refreshed:
     """What the store serves from one publish's documents: the LDIF as the publish's own pieces,
     the Node XML it made (its pieces, shared with the file output; re-rendered by the store only
-    when a State changes with the clock), the GLUE 2 entries for /glue2.json, the site for /haizea/site.xml and the status
-    page."""
+    when a State changes with the clock), the GLUE 2 entries for /glue2.json, the CRR document for /crr.json, the site
+    for /haizea/site.xml and the status page."""
     glue2 = documents.glue2
     site = documents.site
     chunks = documents.node_xml_chunks() if with_nodes else None
     return Refreshed(local=local, snapshots=site.snapshots(), problems=list(site.failures),
                      ldif=documents.ldif_pieces(), ldif_error=documents.glue2_error, site=site,
-                     glue2=glue2.entries if glue2 is not None else None,
+                     glue2=glue2.entries if glue2 is not None else None, crr=documents.crr_json,
                      nodes_xml=chunks, rendered_at=site.assembled_at)
 
 

@@ -147,6 +147,34 @@ def _at_most(default: Optional[int], limit: Optional[int]) -> Optional[int]:
     return min(default, limit)
 
 
+def share_limits(ce: CeView, state: Optional[QueueState]) -> dict[str, Optional[int]]:
+    """What one job of this CE's queue may have, as its ComputingShares publish it (GLUE 2 units:
+    seconds, MB, slots, jobs), read once for every document that states a queue's limits (the
+    GLUE 2 tree, the CRR document): ``max_wall_time`` and ``max_cpu_time`` (the batch system's
+    seconds, else its minutes, else the ``[ce:NAME]`` key's minutes), ``default_wall_time`` and
+    ``default_cpu_time`` (capped at those), ``max_running_jobs``, ``max_waiting_jobs``,
+    ``max_total_jobs``, ``max_slots_per_job`` and the memory figures ``max_main_memory``,
+    ``guaranteed_main_memory``, ``max_virtual_memory``, ``guaranteed_virtual_memory``
+    (:func:`_limits`: the admin's value wins).  None where not known; never raises."""
+    limits = _limits(ce, state)
+    max_wall = _limit_s(ce, "max_wall_clock_time", state.max_wall_clock_time_s if state else None,
+                        state.max_wall_clock_time_min if state else None)
+    max_cpu = _limit_s(ce, "max_cpu_time", state.max_cpu_time_s if state else None,
+                       state.max_cpu_time_min if state else None)
+    return {
+        "max_wall_time": max_wall, "max_cpu_time": max_cpu,
+        "default_wall_time": _at_most(limits["default_wall_clock_time"], max_wall),
+        "default_cpu_time": _at_most(limits["default_cpu_time"], max_cpu),
+        "max_running_jobs": _policy(state, ce, "max_running_jobs", state.max_running_jobs if state else None),
+        "max_waiting_jobs": _policy(state, ce, "max_waiting_jobs", state.max_waiting_jobs if state else None),
+        "max_total_jobs": _policy(state, ce, "max_total_jobs", state.max_total_jobs if state else None),
+        "max_slots_per_job": limits["max_slots_per_job"],
+        "max_main_memory": limits["max_main_memory"], "guaranteed_main_memory": limits["guaranteed_main_memory"],
+        "max_virtual_memory": limits["max_virtual_memory"],
+        "guaranteed_virtual_memory": limits["guaranteed_virtual_memory"],
+    }
+
+
 def cpu_multiplicity(sockets: Optional[int], cores: Optional[int]) -> Optional[str]:
     if not sockets or not cores:
         return None
@@ -556,22 +584,18 @@ def _share(tree: _Tree, ids: Ids, view: CeView, state: Optional[QueueState], vo:
     share_id = ids.share(spec.queue, vo, one_queue)
     # The same counts as the GLUE 1.3 VOView's, known or not by one rule (QueueState.counts_of_vo).
     counts: Optional[VoJobCounts] = state.counts_of_vo(vo) if state is not None else None
-    limits = _limits(view, state)
-    max_wall = _limit_s(view, "max_wall_clock_time", state.max_wall_clock_time_s if state else None,
-                        state.max_wall_clock_time_min if state else None)
-    max_cpu = _limit_s(view, "max_cpu_time", state.max_cpu_time_s if state else None,
-                       state.max_cpu_time_min if state else None)
+    limits = share_limits(view, state)
     share_dn = make_dn("GLUE2ShareID", share_id, service_dn)
     share = tree.add(share_dn, ("GLUE2Entity", "GLUE2Share", "GLUE2ComputingShare"), [
         ("GLUE2ShareID", share_id), ("GLUE2EntityName", f"{spec.queue} {vo}"),
         ("GLUE2ShareDescription", f"Share of {vo} on queue {spec.queue}"),
         ("GLUE2ComputingShareMappingQueue", spec.queue), ("GLUE2ComputingShareServingState", serving),
-        ("GLUE2ComputingShareMaxWallTime", max_wall), ("GLUE2ComputingShareMaxCPUTime", max_cpu),
-        ("GLUE2ComputingShareDefaultWallTime", _at_most(limits["default_wall_clock_time"], max_wall)),
-        ("GLUE2ComputingShareDefaultCPUTime", _at_most(limits["default_cpu_time"], max_cpu)),
-        ("GLUE2ComputingShareMaxRunningJobs", _policy(state, view, "max_running_jobs", state.max_running_jobs if state else None)),
-        ("GLUE2ComputingShareMaxWaitingJobs", _policy(state, view, "max_waiting_jobs", state.max_waiting_jobs if state else None)),
-        ("GLUE2ComputingShareMaxTotalJobs", _policy(state, view, "max_total_jobs", state.max_total_jobs if state else None)),
+        ("GLUE2ComputingShareMaxWallTime", limits["max_wall_time"]), ("GLUE2ComputingShareMaxCPUTime", limits["max_cpu_time"]),
+        ("GLUE2ComputingShareDefaultWallTime", limits["default_wall_time"]),
+        ("GLUE2ComputingShareDefaultCPUTime", limits["default_cpu_time"]),
+        ("GLUE2ComputingShareMaxRunningJobs", limits["max_running_jobs"]),
+        ("GLUE2ComputingShareMaxWaitingJobs", limits["max_waiting_jobs"]),
+        ("GLUE2ComputingShareMaxTotalJobs", limits["max_total_jobs"]),
         ("GLUE2ComputingShareMaxSlotsPerJob", limits["max_slots_per_job"]),
         ("GLUE2ComputingShareMaxMainMemory", limits["max_main_memory"]),
         ("GLUE2ComputingShareGuaranteedMainMemory", limits["guaranteed_main_memory"]),

@@ -1,4 +1,5 @@
-"""The ``file`` output: the files ``glueinfo run`` publishes ([run] ldif_file, node_xml_file), rewritten only when their bytes change.
+"""The ``file`` output: the files ``glueinfo run`` publishes ([run] ldif_file, node_xml_file, crr_file),
+rewritten only when their bytes change.
 
 A publish hands each file its new bytes.  When they equal what the file
 holds, the file is not rewritten; its modification time is set to now
@@ -105,28 +106,29 @@ class OutputFiles:
 
 
 class FileOutput:
-    """The ``file`` output: the LDIF ([run] ldif_file) and the site's Node XML ([run] node_xml_file),
-    each given its new bytes at a publish (rewritten only when they change, else marked fresh);
-    an empty path is not written.  A write that fails keeps the previous file and is this
-    output's error until a write works."""
+    """The ``file`` output: the LDIF ([run] ldif_file), the site's Node XML ([run] node_xml_file)
+    and its CRR document ([run] crr_file), each given its new bytes at a publish (rewritten only
+    when they change, else marked fresh); an empty path is not written.  A write that fails keeps
+    the previous file and is this output's error until a write works."""
 
     name = "file"
 
-    def __init__(self, ldif_file: str, node_xml_file: str) -> None:
-        self.ldif_file, self.node_xml_file = ldif_file, node_xml_file
+    def __init__(self, ldif_file: str, node_xml_file: str, crr_file: str = "") -> None:
+        self.ldif_file, self.node_xml_file, self.crr_file = ldif_file, node_xml_file, crr_file
         self.files = OutputFiles()
-        OutputFiles.clean([ldif_file, node_xml_file])
+        OutputFiles.clean([ldif_file, node_xml_file, crr_file])
 
     @property
     def paths(self) -> tuple[tuple[str, str], ...]:
         """(kind, path) of each file written, for monitoring."""
-        return tuple((kind, path) for kind, path in (("ldif", self.ldif_file), ("node_xml", self.node_xml_file)) if path)
+        return tuple((kind, path) for kind, path in (("ldif", self.ldif_file), ("node_xml", self.node_xml_file),
+                                                     ("crr", self.crr_file)) if path)
 
     def publish(self, publication: Publication) -> OutputResult:
         documents = publication.documents
         written = 0
         if documents is None:
-            written = self.files.touch(self.ldif_file) + self.files.touch(self.node_xml_file)
+            written = self.files.touch(self.ldif_file) + self.files.touch(self.node_xml_file) + self.files.touch(self.crr_file)
         else:
             written += self.files.publish(self.ldif_file, documents.ldif_chunks())
             nodes: Optional[list[bytes]] = documents.node_xml_chunks() if publication.hosts_changed and self.node_xml_file else None
@@ -134,13 +136,16 @@ class FileOutput:
                 written += self.files.publish(self.node_xml_file, nodes)
             else:
                 written += self.files.touch(self.node_xml_file)
+            if self.crr_file:  # made only for a file that holds it; None (no [site] name or id): not written
+                written += self.files.publish(self.crr_file, documents.crr_json)
         error = "; ".join(self.files.errors.values()) or None
         return OutputResult(note=f"{written} files current", error=error, written=documents is not None)
 
 
 def _make(context: OutputContext) -> FileOutput:
     run = context.sections.get("run", {})
-    return FileOutput(str(run.get("ldif_file", "")), str(run.get("node_xml_file", "")))
+    return FileOutput(str(run.get("ldif_file", "")), str(run.get("node_xml_file", "")), str(run.get("crr_file", "")))
 
 
-OUTPUT = OutputPlugin("file", _make, default=True, description="[run] ldif_file and node_xml_file, atomic, only when changed")
+OUTPUT = OutputPlugin("file", _make, default=True,
+                      description="[run] ldif_file, node_xml_file and crr_file, atomic, only when changed")

@@ -2,7 +2,7 @@
 
 Which document is the command's choice (``options["document"]``): ``ldif``
 (what ``glueinfo ldif`` prints), ``node-xml`` (``node-xml --site``, ``pretty``
-or not), ``glue2-json``.  Written as pieces where the document is made in
+or not), ``glue2-json``, ``crr-json`` (nothing when the site has no CRR document).  Written as pieces where the document is made in
 pieces, so a 100,000-host LDIF is never held whole.
 """
 
@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
 
-DOCUMENTS = ("ldif", "node-xml", "glue2-json")
+DOCUMENTS = ("ldif", "node-xml", "glue2-json", "crr-json")
 
 
 class StdoutOutput:
@@ -33,6 +33,8 @@ class StdoutOutput:
             documents.write_ldif(self.stream)
         elif self.document == "node-xml":
             write(documents.node_xml(pretty=self.pretty))
+        elif self.document == "crr-json":
+            write(documents.crr_json or b"")
         else:
             write(documents.glue2_json or b"{}\n")
         self.stream.flush()
@@ -45,4 +47,4 @@ def _make(context: OutputContext) -> StdoutOutput:
                         bool(options.get("pretty", True)))
 
 
-OUTPUT = OutputPlugin("stdout", _make, description="one document (ldif, node-xml, glue2-json) on standard output")
+OUTPUT = OutputPlugin("stdout", _make, description="one document (ldif, node-xml, glue2-json, crr-json) on standard output")
