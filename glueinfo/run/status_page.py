@@ -259,13 +259,14 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
         broker = {True: '<span class="ok">confirming</span>', False: '<span class="bad">not confirming</span>',
                   None: "not tried yet"}[outbox.up]
         cls = "ok" if outbox.depth == 0 else "bad" if outbox.up is False else ""
-        rows = [f"<tr><th>broker</th><td>{broker}</td></tr>",
+        outbox_rows = [f"<tr><th>broker</th><td>{broker}</td></tr>",
                 f'<tr><th>documents waiting</th><td class="{cls}">{outbox.depth}</td></tr>',
                 f"<tr><th>last confirm</th><td>{esc(when(outbox.last_confirm_at, now))}</td></tr>",
                 f"<tr><th>confirmed since start</th><td>{outbox.confirmed}</td></tr>"]
         if outbox.error:
-            rows.append(f'<tr><td colspan="2" class="err">{esc(outbox.error)}</td></tr>')
-        body.append(f'<section><h2>Outbox of the {esc(outbox.output)} output</h2><table>{"".join(rows)}</table></section>')
+            outbox_rows.append(f'<tr><td colspan="2" class="err">{esc(outbox.error)}</td></tr>')
+        body.append(f'<section><h2>Outbox of the {esc(outbox.output)} output</h2><table>{"".join(outbox_rows)}</table>'
+                    "</section>")
 
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="refresh" content="{int(refresh_s)}">'
