@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.federate.http_view import FederationRoutes
     from glueinfo.federate.ldap_view import LdapView
     from glueinfo.federate.settings import federate_settings
-    from glueinfo.federate.store import SiteStore, StoreLocked
+    from glueinfo.federate.store import SiteStore
     from glueinfo.federate.trust import Senders
     from glueinfo.federate.view import Federation
     from glueinfo.run.http_server import HttpServer, Limits
@@ -50,8 +50,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
     try:
         store = SiteStore(settings.state_dir)
         store.lock()
-    except StoreLocked as exc:
-        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"[federate] state_dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
     senders = Senders.load(settings.senders_file)

@@ -33,6 +33,7 @@ every exception class in the package, its parent and its built-in bases)::
         ConfigurationError          glueinfo.core.errors
             UsageError              glueinfo.core.errors
                 StateLocked         glueinfo.site.state
+                StoreLocked         glueinfo.federate.store
             ConfigError             glueinfo.core.config            also ValueError
             HostRangeError          glueinfo.core.hostrange         also ValueError
             CollectorError          glueinfo.host.collect
@@ -45,6 +46,7 @@ every exception class in the package, its parent and its built-in bases)::
             Glue2Error              glueinfo.glue.glue2.ces         also ValueError
             ServiceError            glueinfo.run.plan
             OutputError             glueinfo.publish.outputs
+            TrustError              glueinfo.federate.trust
         InputError                  glueinfo.core.errors
             ModelError              glueinfo.core.model             also ValueError
             UnitError               glueinfo.core.units             also ValueError

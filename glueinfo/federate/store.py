@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from glueinfo.core.atomicwrite import remove_temporaries, write_atomic
+from glueinfo.core.errors import UsageError
 from glueinfo.core.text import one_line
 from glueinfo.federate.receive import KINDS
 
@@ -62,7 +63,7 @@ def digest_of(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-class StoreLocked(OSError):
+class StoreLocked(UsageError):
     """Another federation view holds the state directory; one line naming its PID."""
 
 
