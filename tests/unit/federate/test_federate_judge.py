@@ -266,3 +266,32 @@ def test_the_example_config_is_read_and_a_missing_file_is_named(tmp_path):
         federate_settings(parse_text(base + "[federate]\nqueue = q\nstale_after = 600\nwithdraw_after = 60\n"))
     settings = federate_settings(parse_text(base + "[federate]\nqueue = q\n"))
     assert settings.kinds == ("glue21.json", "glue.ldif", "crr.json") and settings.ldap is None
+
+
+def test_an_ldap_server_that_is_down_is_retried_later_and_the_json_side_goes_on(site_documents, senders, tmp_path, caplog):
+    from servers import free_port
+
+    from glueinfo.federate.http_view import FederationRoutes
+    from glueinfo.federate.ldap_view import LdapView
+    from glueinfo.run.http_server import Request
+    from glueinfo.site.publish_settings import LdapBind, LdapSettings
+
+    clock = Clock()
+    dead = f"ldap://127.0.0.1:{free_port()}"  # nothing listens there
+    ldap = LdapView(LdapSettings(url=dead, binds=(LdapBind("o=grid"),), timeout_s=2), ("mds-vo-name=local,o=grid",
+                    "GLUE2GroupID=grid,o=glue"), None, retry_min_s=5, retry_max_s=60, clock=clock)
+    federation = Federation(SiteStore(str(tmp_path / "state")), senders, ldap=ldap, clock=clock)
+    federation.take("glue.ldif.SITE-A", message(encoding="gzip"), gzip.compress(site_documents["ldif"]))
+    federation.take("glue21.json.SITE-A", message(), site_documents["json"])
+    federation.tick()
+    assert ldap.state.failing_since == clock.now and "cannot reach the LDAP server" in (ldap.state.last_error or "")
+    assert ldap.next_attempt_at == clock.now + 5
+    assert "the JSON view goes on; next attempt in 5 s" in caplog.text
+    routes = FederationRoutes(federation, lambda: None, lambda: {})
+    answer = routes.answer(Request("GET", "/sites/SITE-A/glue21.json", {}, "127.0.0.1"))
+    assert (answer.status, answer.body) == (200, site_documents["json"])
+    health = routes.answer(Request("GET", "/health", {}, "127.0.0.1"))
+    assert health.status == 503 and json.loads(health.body)["ldap"]["url"] == dead
+    clock.now += 5
+    federation.tick()  # tried again, failing again: the wait doubles
+    assert ldap.next_attempt_at == clock.now + 10
