@@ -35,6 +35,23 @@ DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
 
 
+def degrees_within(limit: float) -> Callable[[str], None]:
+    """A check for a coordinate: empty, or a decimal number of degrees within +-limit (GLUE's
+    Latitude and Longitude are numbers; ``46N`` would reach brokers as text, or JSON not at all)."""
+
+    def check(text: str) -> None:
+        if not text:
+            return
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number of degrees (e.g. 46.2, south and west negative)") from None
+        if not -limit <= value <= limit:
+            raise ValueError(f"{text} is outside -{limit:g} to {limit:g} degrees")
+
+    return check
+
+
 def _group_facts(whose: str, unset: str) -> dict[str, Option]:
     """The host facts a [cluster:NAME] or [subcluster:NAME] may state for all its hosts (named as in
     [glue] aggregation_key; glueinfo/site/from_config.py reads them): what the GLUE 2
@@ -117,8 +134,10 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "name": Option("str", "", "GlueSiteName (default: the id)"),
         "description": Option("str", "", "GlueSiteDescription"),
         "location": Option("str", "", "GlueSiteLocation, e.g. 'Geneva, Switzerland'"),
-        "latitude": Option("str", "", "GlueSiteLatitude in degrees"),
-        "longitude": Option("str", "", "GlueSiteLongitude in degrees"),
+        "latitude": Option("str", "", "GlueSiteLatitude in degrees, -90 to 90 (north positive)",
+                           check=degrees_within(90)),
+        "longitude": Option("str", "", "GlueSiteLongitude in degrees, -180 to 180 (east positive)",
+                            check=degrees_within(180)),
         "web": Option("str", "", "GlueSiteWeb URL"),
         "email": Option("str", "", "GlueSiteEmailContact"),
         "sysadmin_contact": Option("str", "", "GlueSiteSysAdminContact, e.g. mailto:grid-admin@example.org"),

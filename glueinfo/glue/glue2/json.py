@@ -15,7 +15,8 @@ types it, where LDAP holds only text:
 
 - integers (``MaxWallTime``, ``Validity``...) and numbers (``Latitude``,
   ``Value``, the scaling factors) are JSON numbers; a text that is not one
-  (a ``[site] latitude`` such as ``46N``) is left out, as anything unknown;
+  is left out, as anything unknown (the config refuses a ``[site] latitude``
+  such as ``46N`` before it gets here);
 - GLUE's ExtendedBoolean_t (``ConnectivityIn``...: LDAP ``true``, ``false``,
   ``undefined``) is ``true``, ``false`` or ``null``: the schema's type is
   boolean or null, its words "no value implies undefined", and it requires

@@ -48,7 +48,7 @@ MINIMAL_CES = ("ce.minimal.example.org:2119/jobmanager-slurm-long", "ce.minimal.
 FORK = """
 [site]
 id = FORK-SITE
-latitude = 46N
+latitude = -33.9
 longitude = 6.1
 [cluster:local]
 unique_id = fork.example.org
@@ -196,9 +196,15 @@ def test_undefined_connectivity_is_null_and_a_queue_named_1_stays_text(documents
     assert "1" in {s["MappingQueue"] for s in objects(documents["minimal"], "ComputingShare")}
 
 
-def test_a_latitude_that_is_not_a_number_is_left_out(documents):
+def test_coordinates_are_numbers_and_one_that_is_not_is_refused_by_the_config(documents):
+    from glueinfo.core.config import ConfigError, parse_text
+
     (location,) = objects(documents["fork"], "Location")
-    assert "Latitude" not in location and location["Longitude"] == 6.1  # latitude = 46N
+    assert (location["Latitude"], location["Longitude"]) == (-33.9, 6.1)
+    with pytest.raises(ConfigError, match=r"^<config>:3: \[site\] latitude: '46N' is not a number of degrees"):
+        parse_text("[site]\nid = X\nlatitude = 46N\n")
+    with pytest.raises(ConfigError, match=r"\[site\] longitude: 200 is outside -180 to 180 degrees"):
+        parse_text("[site]\nid = X\nlongitude = 200\n")
 
 
 def test_associations_the_schema_requires_come_from_the_tree(documents):
