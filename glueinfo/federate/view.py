@@ -39,6 +39,8 @@ from glueinfo.federate.trust import Senders
 
 log = logging.getLogger(__name__)
 
+REFUSALS_LOGGED = 10  # per sender and minute
+
 
 @dataclass
 class Site:
@@ -76,6 +78,7 @@ class Federation:
         self.generation = 0
         self._union: tuple[int, bytes] = (-1, b"")
         self._senders_problem: Optional[str] = None
+        self._refusal_log: dict[str, tuple[float, int, int]] = {}  # sender -> (minute began, logged, not logged)
 
     # -- loading and taking documents ----------------------------------------------------------------
     def load(self) -> int:
@@ -107,9 +110,28 @@ class Federation:
         if isinstance(verdict, Refusal):
             with self.lock:
                 self.refused[verdict.kind] = self.refused.get(verdict.kind, 0) + 1
-            log.warning("federation: %s", verdict)
+            self._log_refusal(verdict)
             return
         self._take(verdict)
+
+    def _log_refusal(self, refusal: Refusal) -> None:
+        """One WARNING per refusal, at most ``REFUSALS_LOGGED`` per sender and minute: a sender that
+        floods the exchange is counted in /metrics, not written to the log a thousand times a second."""
+        now = self.clock()
+        minute, logged, hidden = self._refusal_log.get(refusal.sender, (now, 0, 0))
+        if now - minute >= 60.0:
+            if hidden:
+                log.warning("federation: %d more refusals from %s in the last minute not logged (counted in "
+                            "/metrics)", hidden, refusal.sender or "an unnamed sender")
+            minute, logged, hidden = now, 0, 0
+        if logged < REFUSALS_LOGGED:
+            log.warning("federation: %s", refusal)
+            logged += 1
+        else:
+            hidden += 1
+        if len(self._refusal_log) > 10000:  # senders are not unbounded memory either
+            self._refusal_log.clear()
+        self._refusal_log[refusal.sender] = (minute, logged, hidden)
 
     def _take(self, received: Received) -> None:
         now = self.clock()

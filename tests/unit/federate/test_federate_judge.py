@@ -295,3 +295,16 @@ def test_an_ldap_server_that_is_down_is_retried_later_and_the_json_side_goes_on(
     clock.now += 5
     federation.tick()  # tried again, failing again: the wait doubles
     assert ldap.next_attempt_at == clock.now + 10
+
+
+def test_a_flood_of_refused_messages_is_counted_but_not_logged_line_by_line(senders, tmp_path, caplog):
+    clock = Clock()
+    federation = Federation(SiteStore(str(tmp_path / "state")), senders, clock=clock)
+    for _ in range(1000):
+        federation.take("glue21.json.SITE-A", message(user="mallory"), b"{}")
+    assert federation.counts()["refused_total"]["untrusted"] == 1000
+    assert caplog.text.count("refused 'glue21.json.SITE-A' from mallory") == 10
+    clock.now += 61
+    federation.take("glue21.json.SITE-A", message(user="mallory"), b"{}")
+    assert "990 more refusals from mallory in the last minute not logged" in caplog.text
+    assert caplog.text.count("refused 'glue21.json.SITE-A' from mallory") == 11
