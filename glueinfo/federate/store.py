@@ -35,6 +35,7 @@ from glueinfo.core.atomicwrite import remove_temporaries, write_atomic
 from glueinfo.core.errors import UsageError
 from glueinfo.core.text import one_line
 from glueinfo.federate.receive import KINDS
+from glueinfo.publish.outputs.amqp import site_word
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,9 @@ class Meta:
 
 
 def site_directory_name(site_id: str) -> str:
-    """A file name for a site id: letters, digits, ``-`` and ``_`` kept, every other byte ``%XX``
-    (the amqp output's routing-key word: no ``/``, no ``..``)."""
-    return "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "".join(f"%{b:02X}" for b in c.encode())
-                   for c in site_id)
+    """A file name for a site id: the routing key's site word (glueinfo.publish.outputs.amqp.site_word:
+    letters, digits, ``-`` and ``_`` kept, every other byte ``%XX``), so no ``/`` and no ``..``."""
+    return site_word(site_id)
 
 
 def digest_of(body: bytes) -> str:
