@@ -38,7 +38,7 @@ from glueinfo.core.files import read_password_file
 from glueinfo.core.ldif import DNError, dn_key, make_dn, parse_dn
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import LdapTarget, PublishError, PublishReport, Rejection, below, sync_tree
+from glueinfo.glue.ldapsync import LdapTarget, PublishError, PublishReport, Rejection, sync_keyed
 from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
 
 if TYPE_CHECKING:
@@ -247,16 +247,15 @@ def sync_site(entries: Sequence[Entry], targets: Sequence[LdapTarget],
     BDII statistics entry of this synchronisation is then written (:func:`write_update_stats`)."""
     total = PublishReport()
     keyed = [(dn_key(entry.dn), entry) for entry in entries]
-    base_keys = [dn_key(base) for target in targets for base in target.bases]
+    below_any = tuple("," + dn_key(base) for target in targets for base in target.bases)
     bases = [base for target in targets for base in target.bases]
     where = f"the base {bases[0]}" if len(bases) == 1 else f"any of the bases {', '.join(bases)}"
     for key, entry in keyed:
-        if below(key, base_keys) is None:
+        if not key.endswith(below_any):
             total.rejected.append(Rejection(entry.dn, "add", 0, "notSent", f"not below {where}"))
     for target in targets:
-        own = [dn_key(base) for base in target.bases]
-        mine = [entry for key, entry in keyed if below(key, own) is not None]
-        report = sync_tree(mine, target, progress=progress)
+        own = tuple("," + dn_key(base) for base in target.bases)
+        report = sync_keyed([(key, entry) for key, entry in keyed if key.endswith(own)], target, progress=progress)
         for name in ("added", "modified", "deleted", "unchanged", "compared_in_full", "writes"):
             setattr(total, name, getattr(total, name) + getattr(report, name))
         total.rejected.extend(report.rejected)
