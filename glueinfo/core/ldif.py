@@ -540,6 +540,8 @@ def parse_ldif(text: str) -> list[Entry]:
     attr_line = re.compile(_ATTR_LINE_PATTERN, re.S).fullmatch
     entries: list[Entry] = []
     entry: Optional[Entry] = None
+    index: dict[str, str] = {}
+    attributes: dict[str, list[Value]] = {}
     first_record = True
     for number, line in _logical_lines(text):
         if line == "":
@@ -558,19 +560,26 @@ def parse_ldif(text: str) -> list[Entry]:
             raise LDIFError(f"line {number}: {name}: URL values (':<') are not supported")
         else:
             value = raw
+        lowered = name.lower()
         if entry is None:
-            if first_record and name.lower() == "version":
+            if first_record and lowered == "version":
                 first_record = False
                 continue
-            if name.lower() != "dn":
+            if lowered != "dn":
                 raise LDIFError(f"line {number}: a record must start with 'dn:', got {name!r}")
             entry = Entry(value)
+            index, attributes = entry._index, entry.attributes  # its own: Entry.add's work, done here per line
             entries.append(entry)
             first_record = False
             continue
-        if name.lower() == "changetype":
+        if lowered == "changetype":
             raise LDIFError(f"line {number}: change records (changetype: {value}) are not supported, only entries")
-        if name.lower() == "dn":
+        if lowered == "dn":
             raise LDIFError(f"line {number}: a second 'dn:' without a blank line before it")
-        entry.add(name, value)
+        spelling = index.get(lowered)
+        if spelling is None:
+            index[lowered] = name
+            attributes[name] = [value]
+        else:
+            attributes[spelling].append(value)
     return entries
