@@ -772,24 +772,30 @@ def sync_keyed(keyed: Sequence[tuple[str, Entry]], target: LdapTarget, clock: Ca
         #    whoever makes it: one that still has the entryCSN recorded is as we left it.
         server_dn: dict[str, str] = {}
         server_csn: dict[str, Optional[str]] = {}
+        csn_below: dict[str, dict[str, Optional[str]]] = {}  # the same, per base (bases do not overlap)
         for base, base_key in zip(bases, base_keys, strict=True):
+            found = csn_below[base_key] = {}
             for dn, attributes in _search(conn, base, ["entryCSN"]):
                 key = known_keys.get(dn) or dn_key(dn)
                 if key != base_key:
                     server_dn[key] = dn
-                    server_csn[key] = _csn(attributes)
+                    found[key] = _csn(attributes)
+            server_csn.update(found)
 
         # 2. Which common entries need a full comparison.
         to_compare = []
+        recorded = state.entries
+        unchanged = 0
         for key in order:
             if key not in server_dn:
                 continue
-            known = state.entries.get(key)
-            csn = server_csn.get(key)
+            known = recorded.get(key)
+            csn = server_csn[key]
             if known and csn and known[0] == csn and known[1] == digests[key]:
-                report.unchanged += 1
+                unchanged += 1
             else:
                 to_compare.append(key)
+        report.unchanged += unchanged
         report.compared_in_full = len(to_compare)
         server_attrs: dict[str, dict[str, list[bytes]]] = {}
         if len(to_compare) > FULL_READ_THRESHOLD:
@@ -831,11 +837,13 @@ def sync_keyed(keyed: Sequence[tuple[str, Entry]], target: LdapTarget, clock: Ca
         if target.state_file:
             for key in stale:
                 server_csn.pop(key, None)
+                for mine in csn_below.values():
+                    mine.pop(key, None)
             new_state = PublishState()
-            for base, base_key, suffix in zip(bases, base_keys, suffixes, strict=True):
+            for base, base_key in zip(bases, base_keys, strict=True):
+                mine = csn_below[base_key]
                 if base_key in writer.bases_written:
-                    mine = {k: c for k, c in server_csn.items() if k.endswith(suffix)}
-                    since = max((c for c in mine.values() if c), default=None)
+                    since = max(filter(None, mine.values()), default=None)
                     if since is None:
                         mine = {dn_key(dn): _csn(attributes) for dn, attributes in _search(conn, base, ["entryCSN"])}
                         mine.pop(base_key, None)
@@ -843,7 +851,7 @@ def sync_keyed(keyed: Sequence[tuple[str, Entry]], target: LdapTarget, clock: Ca
                         mine.update(_changed_since(conn, base, since))
                     server_csn.update(mine)
                 # Not read by this version; kept so that a state file stays good for one before it.
-                newest = max((c for k, c in server_csn.items() if c and k.endswith(suffix)), default=None)
+                newest = max(filter(None, mine.values()), default=None)
                 if newest:
                     new_state.max_csn[base_key] = newest
             remembered = new_state.entries
