@@ -22,16 +22,19 @@ from typing import Optional
 
 from glueinfo.core.ldif import Entry, format_ldif
 from glueinfo.glue.build import check_and_order
-from glueinfo.glue.schema import Problem, Schema, SchemaUnavailable, load_schema
+from glueinfo.glue.schema import Problem, Schema, SchemaUnavailable
+from glueinfo.glue.schema.load import load_cached_schema
 
 log = logging.getLogger(__name__)
 
 GLUE2_SCHEMA_FILES = ("core.schema", "cosine.schema", "GLUE20.schema")
 
 
-def load_glue2_schema(schema_dir: str) -> Optional[Schema]:
+def load_glue2_schema(schema_dir: str, cache_dir: Optional[str] = None) -> Optional[Schema]:
     """GLUE20.schema (with core and cosine) from ``schema_dir``, and glueinfo's GLUE 2.1 accelerator
-    extension, or None after one warning (GLUE20.schema missing or unreadable)."""
+    extension, or None after one warning (GLUE20.schema missing or unreadable).  Kept parsed in the
+    schema cache (glueinfo.glue.schema.load.load_cached_schema; ``cache_dir``, default
+    ~/.cache/glueinfo): parsing them was most of a one-host `glueinfo ldif`'s own work."""
     import os
 
     from glueinfo.glue.glue2.accelerators import EXTENSION_SCHEMA
@@ -41,10 +44,7 @@ def load_glue2_schema(schema_dir: str) -> Optional[Schema]:
                     "publishing o=glue without a schema check", schema_dir)
         return None
     try:
-        schema = load_schema(schema_dir, GLUE2_SCHEMA_FILES)
-        with open(EXTENSION_SCHEMA, encoding="utf-8") as handle:
-            schema.add_text(handle.read(), EXTENSION_SCHEMA)
-        return schema
+        return load_cached_schema(schema_dir, GLUE2_SCHEMA_FILES, (EXTENSION_SCHEMA,), cache_dir=cache_dir)
     except SchemaUnavailable as exc:
         log.warning("%s: publishing o=glue without a schema check", exc)
         return None

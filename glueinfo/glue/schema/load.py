@@ -14,7 +14,9 @@ None after one warning); :class:`~glueinfo.glue.schema.parse.SchemaError`
 when a file cannot be parsed.
 
 ``load_glue_schema`` keeps the parsed schema in a pickle cache, so a fresh
-``glueinfo ldif`` does not parse 80 KB of schema text at every start.
+``glueinfo ldif`` does not parse 80 KB of schema text at every start;
+``load_cached_schema`` is that cache for any set of files (the GLUE 2 check's
+GLUE20.schema with glueinfo's accelerator extension).
 """
 
 from __future__ import annotations
@@ -138,7 +140,21 @@ def load_glue_schema(schema_dir: str, everything: bool = False, cache_dir: Optio
     any problem with the cache just means parsing again.
     """
     files = DEFAULT_SCHEMA_FILES if everything else GLUE13_SCHEMA_FILES
-    cache = _schema_cache_path(schema_dir, files, cache_dir)
+    try:
+        return load_cached_schema(schema_dir, files, cache_dir=cache_dir)
+    except SchemaUnavailable as exc:
+        log.warning("%s: publishing without a schema check", exc)
+        return None
+
+
+def load_cached_schema(schema_dir: str, files: Sequence[str], extra_files: Sequence[str] = (),
+                       cache_dir: Optional[str] = None) -> Schema:
+    """``load_schema(schema_dir, files)`` with each of ``extra_files`` (paths of glueinfo's own
+    schema files) added after them, kept in the parsed-schema cache that ``load_glue_schema``
+    describes (its name covers the extra files' sizes and times too).  Raises as load_schema does,
+    and OSError when an extra file cannot be read; a cache that cannot be read or written only
+    means parsing again."""
+    cache = _schema_cache_path(schema_dir, files, cache_dir, extra_files)
     if cache is not None:
         try:
             with open(cache, "rb") as handle:
@@ -147,20 +163,20 @@ def load_glue_schema(schema_dir: str, everything: bool = False, cache_dir: Optio
                 return cached
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
             pass
-    try:
-        schema = load_schema(schema_dir, files)
-    except SchemaUnavailable as exc:
-        log.warning("%s: publishing without a schema check", exc)
-        return None
+    schema = load_schema(schema_dir, files)
+    for path in extra_files:
+        with open(path, encoding="utf-8") as handle:
+            schema.add_text(handle.read(), path)
     if cache is not None:
         _write_schema_cache(cache, schema)
     return schema
 
 
-def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optional[str]) -> Optional[str]:
+def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optional[str],
+                       extra_files: Sequence[str] = ()) -> Optional[str]:
     parts = [schema_dir, *_READER_FILES]
     try:
-        for path in [*_READER_FILES, *(os.path.join(schema_dir, name) for name in files)]:
+        for path in [*_READER_FILES, *(os.path.join(schema_dir, name) for name in files), *extra_files]:
             try:
                 st = os.stat(path)
                 parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
