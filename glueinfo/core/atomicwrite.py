@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import errno
 import glob
-import hashlib
 import os
-import tempfile
 from collections.abc import Callable, Iterable
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from glueinfo.core.errors import PublicationError
+
+if TYPE_CHECKING:
+    import hashlib
 
 TEMP_SUFFIX = ".tmp"
 
@@ -88,6 +89,11 @@ def write_atomic_chunks(path: Union[str, os.PathLike[str]], chunks: Iterable[byt
     file removed.  ``hashed=False`` (no ``keep_if``): no digest is made, b"" returned.  Raises
     :class:`WriteError` and leaves ``path`` as it was when anything fails (a chunk that raises:
     the same, after the temporary file is removed)."""
+    # Imported here: a command that only reads the state directory (a one-shot `glueinfo ldif`)
+    # never writes, and hashlib with tempfile was 4 ms of its start-up.
+    import hashlib
+    import tempfile
+
     path = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(path))
     try:

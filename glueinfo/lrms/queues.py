@@ -26,7 +26,6 @@ queue.  So each plugin tells three cases apart (:func:`settle`):
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Sequence
 
 from glueinfo.core.errors import UpstreamError
@@ -111,6 +110,8 @@ def _label(name: str) -> str:
 def suggestion(queue: str, existing: Sequence[str]) -> str:
     """The existing name closest to ``queue`` (difflib's ratio of at least 0.6), or ''.  Host
     names (schedds) are compared by their first label: a shared domain makes any two alike."""
+    import difflib  # only for a queue that is missing: a command's start-up does not pay for it
+
     by_label: dict[str, str] = {}
     for name in existing:
         by_label.setdefault(_label(name).lower(), name)

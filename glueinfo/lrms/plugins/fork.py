@@ -30,7 +30,6 @@ import time
 
 from glueinfo.core.model import QueueState
 from glueinfo.core.text import one_line
-from glueinfo.lrms import commands
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 
 
@@ -74,6 +73,8 @@ def count_jobs(ctx: LrmsContext, state: QueueState) -> None:
     patterns = [str(p) for p in ctx.ce_config.get("pool_accounts") or ()]
     if not patterns:
         return
+    from glueinfo.lrms import commands  # the bounded runner: only when there are jobs to count
+
     tools = commands.tools_for(ctx, "", commands.environment(), time.monotonic() + ctx.timeout_s)
     try:
         sessions = pool_sessions(tools("ps", "-e", "-o", "user:64=,group:64=,sess="), patterns)

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.options import Option
 from glueinfo.core.plugins import OnError, builtin, entry_point_plugins, merge
-from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
 
 if TYPE_CHECKING:
+    from glueinfo.core.runstats import JobStats
     from glueinfo.publish.documents import Documents
     from glueinfo.publish.outbox import OutboxState
     from glueinfo.site.publish_settings import PublishSettings
@@ -141,6 +141,8 @@ def publish_all(outputs: Sequence[Output], publication: Publication, records: di
                 clock: Callable[[], float] = time.time) -> dict[str, OutputResult]:
     """Hand ``publication`` to every output in turn; each is timed and recorded in ``records``
     (by name), and one that fails (raises, or reports an error) fails alone."""
+    from glueinfo.core.runstats import JobStats  # the daemon's records: a one-shot command keeps none
+
     results: dict[str, OutputResult] = {}
     for output in outputs:
         record = records.setdefault(output.name, JobStats())

@@ -40,7 +40,6 @@ from urllib.parse import urlsplit
 
 from glueinfo.core.files import read_capped
 from glueinfo.core.text import one_line
-from glueinfo.lrms.commands import Tools, environment, subprocess_runner
 from glueinfo.lrms.registry import LrmsQueryError
 from glueinfo.site.discovery.found import FoundCE, Look
 
@@ -99,6 +98,8 @@ def every(block: Optional[Block], option: str) -> list[str]:
 def version(look: Look) -> str:
     """ARC's version from ``arched --version`` ("arched version 6.21.1"), or "" (not run, or not
     understood: the version stays unknown)."""
+    from glueinfo.lrms.commands import Tools, environment, subprocess_runner  # the bounded runner: only when there is a CE to ask
+
     run = look.run or subprocess_runner
     tools = Tools(bin_dir=look.settings.arc_bin_dir, env=environment(), deadline=look.deadline, run=run)
     try:

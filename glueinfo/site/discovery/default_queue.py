@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from glueinfo.lrms.commands import Tools, command_prefix, environment, subprocess_runner
 from glueinfo.lrms.registry import LrmsQueryError
 from glueinfo.site.discovery.found import Runner
 
@@ -48,6 +47,9 @@ def pbs_default(text: str) -> Optional[str]:
 def ask_default_queue(lrms: str, options: Mapping[str, Any], deadline: float, run: Optional[Runner] = None) -> tuple[str, str]:
     """(queue, "") or ("", why not) for the batch system ``lrms`` reached as ``options`` say.
     Never raises."""
+    # the bounded runner: only when there is a batch system to ask
+    from glueinfo.lrms.commands import Tools, command_prefix, environment, subprocess_runner
+
     runner = run or subprocess_runner  # bounded in time, bytes and processes (glueinfo.lrms.commands)
     command: tuple[str, ...]
     parse: Callable[[str], Optional[str]]

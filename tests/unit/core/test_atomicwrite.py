@@ -98,7 +98,7 @@ def test_a_read_only_filesystem_keeps_the_old_file(tiny_tmpfs, tmp_path, monkeyp
     else:
         def read_only(*args, **kwargs):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
-        monkeypatch.setattr(atomicwrite.tempfile, "mkstemp", read_only)
+        monkeypatch.setattr("tempfile.mkstemp", read_only)
         how = "injected EROFS (cannot mount a tmpfs here)"
     with pytest.raises(WriteError) as caught:
         write_atomic(target, "dn: o=grid\nchanged: yes\n")
