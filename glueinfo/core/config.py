@@ -27,12 +27,20 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
-from glueinfo.core.hostrange import check_named_list
 from glueinfo.core.options import Option, parse_value
 from glueinfo.core.suggest import did_you_mean
 
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"
 ENV_PATH = "GLUEINFO_CONFIG"
+
+
+def check_named_list(text: str) -> None:
+    """glueinfo.core.hostrange.check_named_list, for a key that lists hosts by name or range.  The
+    range parser is imported only when a file sets such a key: a command whose config names no
+    hosts (a probe) does not load it."""
+    from glueinfo.core.hostrange import check_named_list as check
+
+    check(text)
 
 
 def degrees_within(limit: float) -> Callable[[str], None]:
