@@ -3,12 +3,15 @@
 
     python3 benchmarks/ldap_bulk.py                      # 2,000 hosts, o=grid and o=glue
     python3 benchmarks/ldap_bulk.py --hosts 10000 --no-glue2
+    python3 benchmarks/ldap_bulk.py --hosts 10000 --runs 5   # the no-change run 5 times (median)
     python3 benchmarks/ldap_bulk.py --window 1,8,64,256  # the initial load at each [ldap] window
     python3 benchmarks/ldap_bulk.py --ldap3              # also ldap3's own add (SYNC and ASYNC strategies)
 
 Targets (issue 11): the initial load of a 2,000-host site at most 1.5x the
 time `ldapadd -c` takes for the same entries into the same slapd
 configuration; the no-change run's LDAP sync under 1.5 s with zero writes.
+Issue 24: the no-change run's whole command (median of --runs) at most 1.5 s
+for 2,000 hosts and 5 s for 10,000 hosts.
 
 The site: tests/harness/glue_sites.synthetic_site (four GLUE 1.3 entries per
 host under mds-vo-name=resource,o=grid) and, unless --no-glue2, a hand-made
@@ -24,8 +27,9 @@ Slapd: the same generated configuration, mdb, dbnosync) are started; one is
 loaded with the real `ldapadd -c -x` from that LDIF (wall time of the
 command), the other with `glueinfo publish --stats` (its "seconds": the LDAP
 sync, and the whole command's wall time beside it).  Then `glueinfo publish`
-runs again with nothing changed (with its state file, as a site runs it, and
-with --no-state, comparing every entry in full).  Both servers are counted with
+runs again with nothing changed, --runs times (with its state file, as a site
+runs it: the median and every run are printed), and once with --no-state,
+comparing every entry in full.  Both servers are counted with
 ldapsearch afterwards: the same number of entries must be on each.  The
 machine may be shared: the 1-minute load average is printed.
 """
@@ -51,6 +55,7 @@ SERVICE = "urn:ogf:ComputingService:ce01.example.org:0"
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: byte-compiled modules, not compiled again each run
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -93,7 +98,7 @@ def publish(tmp: str, config: str, snapshots: str, slapd: Any, *extra: str) -> d
     if proc.returncode != 0:
         raise SystemExit(f"publish failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     stats = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"command_s": round(elapsed, 2), **stats}
+    return {"command_s": round(elapsed, 2), "load": os.getloadavg()[0], **stats}
 
 
 def ldap3_load(slapd: Any, ldif_text: str, strategy: str, window: int = 64) -> float:
@@ -130,6 +135,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-glue2", action="store_true", help="only the GLUE 1.3 tree under o=grid")
     parser.add_argument("--window", default="64", help="[ldap] window values to measure, comma-separated")
     parser.add_argument("--ldap3", action="store_true", help="also time ldap3's own SYNC and ASYNC adds")
+    parser.add_argument("--runs", type=int, default=3, help="no-change runs with the state file (the median is the figure)")
     args = parser.parse_args(argv)
 
     from glue_sites import synthetic_site
@@ -171,7 +177,9 @@ def main(argv: list[str]) -> int:
                     raise SystemExit(f"ldapadd refused entries: {str(added)[:2000]}")
                 config = write_config(window)
                 initial = publish(tmp, config, snapshots, target)
-                no_change = publish(tmp, config, snapshots, target)
+                runs = [publish(tmp, config, snapshots, target) for _ in range(max(1, args.runs))]
+                no_change = sorted(runs, key=lambda run: run["command_s"])[len(runs) // 2]
+                loads = f"{min(run['load'] for run in runs):.2f}-{max(run['load'] for run in runs):.2f}"
                 full = publish(tmp, config, snapshots, target, "--no-state")
                 on_reference, on_target = count(reference, bases), count(target, bases)
                 ratio = initial["seconds"] / ldapadd_s
@@ -179,9 +187,17 @@ def main(argv: list[str]) -> int:
                       f"{initial['seconds']:.2f} s ({ratio:.2f}x ldapadd; target <= 1.5x: {'met' if ratio <= 1.5 else 'MISSED'}), "
                       f"whole command {initial['command_s']:.2f} s (reading hosts {initial['hosts_s']} s, building "
                       f"{initial['build_s']} s); {initial['added']} added, {initial['rejected']} not accepted")
-                print(f"  no-change run: LDAP sync {no_change['seconds']:.2f} s, whole command {no_change['command_s']:.2f} s, "
+                target_s = 1.5 if args.hosts <= 2000 else 5.0 if args.hosts <= 10000 else None
+                met = "" if target_s is None else \
+                    f"; issue 24: at most {target_s} s: {'met' if no_change['command_s'] <= target_s else 'MISSED'}"
+                each = ", ".join(f"{run['command_s']:.2f}" for run in runs)
+                print(f"  no-change run (median of {len(runs)}: {each} s, "
+                      f"load {loads}): LDAP sync {no_change['seconds']:.2f} s, whole command {no_change['command_s']:.2f} s "
+                      f"(reading hosts {no_change['hosts_s']} s, building {no_change['build_s']} s){met}; "
                       f"{no_change['writes']} writes (target: LDAP sync < 1.5 s, 0 writes: "
                       f"{'met' if no_change['seconds'] < 1.5 and not no_change['writes'] else 'MISSED'})")
+                if any(run["writes"] for run in runs):
+                    raise SystemExit(f"a no-change run wrote: {[run['writes'] for run in runs]}")
                 print(f"  no-change run without the state file: LDAP sync {full['seconds']:.2f} s, whole command "
                       f"{full['command_s']:.2f} s, {full['compared_in_full']} compared in full, {full['writes']} writes")
                 print(f"  entries on the servers (ldapsearch): ldapadd's {on_reference}, glueinfo's {on_target}"
