@@ -71,8 +71,9 @@ def test_a_fresh_probe_imports_only_the_snapshot_model_and_the_collectors(tmp_pa
 @pytest.mark.skipif(not os.path.isfile("/etc/ldap/schema/Glue-CE.schema"), reason="Debian package glue-schema not installed")
 def test_a_fresh_one_host_ldif_imports_only_what_it_runs(tmp_path):
     config = tmp_path / "glueinfo.conf"
+    # Discovery looks, and finds nothing, even on a machine that has HTCondor-CE or ARC installed.
     config.write_text(f"[site]\nid = BENCH\n[run]\nstate_dir = {tmp_path / 'state'}\n"
-                      f"[discovery]\narc_conf = {tmp_path / 'no-arc.conf'}\n")
+                      f"[discovery]\narc_conf = {tmp_path / 'no-arc.conf'}\ncondor_ce_bin_dir = {tmp_path}\n")
     imported(tmp_path, "ldif", "--config", str(config))  # the first run after an install fills the schema cache
     stdout, modules = imported(tmp_path, "ldif", "--config", str(config))
     assert "dn: GlueSiteUniqueID=BENCH,mds-vo-name=resource,o=grid" in stdout  # both trees were made
