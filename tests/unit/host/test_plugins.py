@@ -203,4 +203,4 @@ def test_an_output_nobody_provides_is_refused_as_a_config_error(tmp_path):
                     f"node_xml_file = {tmp_path / 'n'}\noutputs = nosuch\n", encoding="utf-8")
     done = glueinfo(None, "run", "--once", "--config", str(conf))
     assert done.returncode == 2
-    assert "unknown output 'nosuch' (known: amqp, file, http, ldap, stdout)" in done.stderr
+    assert "unknown output 'nosuch' (known: amqp, file, htcondor-ce, http, ldap, stdout)" in done.stderr
