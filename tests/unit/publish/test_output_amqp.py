@@ -199,14 +199,15 @@ def test_an_unchanged_document_is_sent_again_only_after_resend(make, broker):
     now = [1_790_000_000.0]
     output = make(clock=lambda: now[0], resend_s=600.0, documents=("glue21-json", "node-xml"))
     output.publish(Publication(documents(b"{}", b"<Data>1</Data>")))
-    wait_until(lambda: len(broker.received) == 2, "both documents sent")
+    # Confirmed, not only received: the outbox marks a document sent just after the broker's confirm.
+    wait_until(lambda: len(broker.received) == 2 and output.outbox.depth() == 0, "both documents confirmed")
     now[0] += 60
     assert output.publish(Publication(documents(b"{}", b"<Data>1</Data>"))).note.startswith("AMQP 0 queued")
     assert output.publish(Publication(None)).note.startswith("AMQP 0 queued")
     # Hosts unchanged: the Node XML is not even asked for.
     changed = output.publish(Publication(documents(b'{"x": 1}', b"<Data>never made</Data>"), hosts_changed=False))
     assert changed.note.startswith("AMQP 1 queued")
-    wait_until(lambda: len(broker.received) == 3, "the changed document sent")
+    wait_until(lambda: len(broker.received) == 3 and output.outbox.depth() == 0, "the changed document confirmed")
     now[0] += 601
     assert output.publish(Publication(None)).note.startswith("AMQP 2 queued")
     wait_until(lambda: len(broker.received) == 5, "both sent again")
