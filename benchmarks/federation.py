@@ -747,8 +747,12 @@ def main() -> int:
     load_start = os.getloadavg()
     print(f"load average at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} ({os.cpu_count()} CPUs)",
           flush=True)
-    templates = make_templates(workdir, args.templates)
-    check_derivation(templates)
+    try:
+        templates = make_templates(workdir, args.templates)
+        check_derivation(templates)
+    except SystemExit:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     sites = [SiteDocuments(f"FEDSITE-{index:03d}", templates[index % len(templates)]) for index in range(1, args.sites + 1)]
     sizes = [site.render(*site.original) for site in sites[:len(templates)]]
     print(f"{args.sites} sites from {len(templates)} real documents (`glueinfo glue2-json`, `glueinfo ldif` of the test's "
