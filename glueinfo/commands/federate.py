@@ -86,5 +86,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     finally:
         consumer.stop()
         httpd.stop(2.0)
+        if ldap is not None:
+            ldap.close()
         store.release()
     return 0

@@ -27,11 +27,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from glueinfo.core.ldif import Entry, dn_key
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import PublishError, PublishReport, below, write_delta
+from glueinfo.glue.ldapsync import ConnectionLost, LdapTarget, PublishError, PublishReport, below, connect, write_delta
 from glueinfo.publish.outputs.ldap import infosys_for, sync_site, targets_for
 from glueinfo.site.publish_settings import LdapSettings
 
@@ -66,6 +66,8 @@ class LdapView:
         self.next_attempt_at = 0.0
         self.backoff_s = 0.0
         self.state = LdapViewState()
+        self._targets: Optional[list[LdapTarget]] = None  # made at each full reconciliation (passwords read then)
+        self._connections: dict[str, Any] = {}  # bind DN -> a bound connection kept between writes
 
     def due(self) -> bool:
         """Whether a write should be tried now (not while backing off)."""
@@ -81,10 +83,12 @@ class LdapView:
         try:
             report = self._full(sites) if self.needs_full else self._delta(sites, changed)
         except PublishError as exc:
+            self.close()
             self._failed(one_line(exc))
             return
         except Exception as exc:  # a bug must not stop the view; the next attempt reconciles in full
             log.warning("federation LDAP %s: %s: %s", self.ldap.url, type(exc).__name__, one_line(exc), exc_info=True)
+            self.close()
             self._failed(f"{type(exc).__name__}: {one_line(exc)}")
             return
         if report is None:
@@ -104,8 +108,27 @@ class LdapView:
         self.state.failing_since, self.state.last_error, self.state.last_success_at = None, None, self.clock()
         self.backoff_s, self.next_attempt_at = 0.0, 0.0
 
+    def close(self) -> None:
+        """Unbind the connections kept between writes (the view's stop, or a failure)."""
+        for conn in self._connections.values():
+            try:
+                conn.unbind()
+            except Exception:  # the connection may already be gone; nothing to clean up
+                pass
+        self._connections.clear()
+
+    def _connection(self, target: LdapTarget) -> Callable[[], Any]:
+        def bound() -> Any:
+            conn = self._connections.get(target.bind_dn)
+            if conn is None or conn.closed:
+                conn = self._connections[target.bind_dn] = connect(target)
+            return conn
+        return bound
+
     def _full(self, sites: Mapping[str, Sequence[Entry]]) -> PublishReport:
         everything = [entry for site in sorted(sites) for entry in sites[site]]
+        self.close()
+        self._targets = targets_for(self.ldap, self.bases, None)  # passwords read again: a changed one applies
         report = sync_site(everything, targets_for(self.ldap, self.bases, self.state_file), stats=infosys_for(self.ldap))
         self.held = {site: {dn_key(e.dn): e for e in entries} for site, entries in sites.items()}
         self.needs_full = False
@@ -118,7 +141,7 @@ class LdapView:
         if not changed:
             return None
         total = PublishReport()
-        targets = targets_for(self.ldap, self.bases, None)
+        targets = self._targets or targets_for(self.ldap, self.bases, None)
         for site in sorted(changed):
             new = list(sites.get(site, ()))
             old = self.held.get(site, {})
@@ -126,7 +149,11 @@ class LdapView:
                 keys = [dn_key(base) for base in target.bases]
                 mine_old = {key: e for key, e in old.items() if below(key, keys) is not None}
                 mine_new = [e for e in new if below(dn_key(e.dn), keys) is not None]
-                report = write_delta(target, mine_old, mine_new)
+                try:
+                    report = write_delta(target, mine_old, mine_new, self._connection(target))
+                except ConnectionLost:  # a kept connection the server closed meanwhile (its idle timeout)
+                    self.close()
+                    report = write_delta(target, mine_old, mine_new, self._connection(target))
                 for name in ("added", "modified", "deleted", "unchanged", "writes"):
                     setattr(total, name, getattr(total, name) + getattr(report, name))
                 total.rejected.extend(report.rejected)

@@ -25,6 +25,7 @@ and drops the message, which is never loaded.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ class Received:
     sent_at: Optional[float]
     content_encoding: str
     entries: Optional[list[Entry]] = None
+    blocks: Optional[dict[bytes, list[Entry]]] = None  # glue.ldif: each record's digest -> its entries
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,43 @@ def _last_rdn(dn: str) -> Optional[tuple[str, str]]:
     return (rdns[0][0][0].lower(), rdns[0][0][1]) if rdns else None
 
 
+Blocks = Mapping[bytes, list[Entry]]  # an LDIF record's digest -> the entries parsed from it
+
+
+def parse_blocks(data: bytes, known: Blocks) -> tuple[list[Entry], dict[bytes, list[Entry]], list[Entry]]:
+    """The LDIF's entries in order, its records by digest, and the entries of the records ``known``
+    (the site's last document) does not hold: only those are parsed and judged again, so a site
+    whose three entries of two thousand changed costs three parses, not two thousand.  LDIFError
+    (one line) for a record that does not parse."""
+    entries: list[Entry] = []
+    blocks: dict[bytes, list[Entry]] = {}
+    new: list[Entry] = []
+    for record in data.split(b"\n\n"):
+        if not record.strip():
+            continue
+        key = hashlib.blake2b(record, digest_size=16).digest()
+        parsed = blocks.get(key) or known.get(key)
+        if parsed is None:
+            parsed = parse_ldif(record.decode("utf-8"))
+            new.extend(parsed)
+        blocks[key] = parsed
+        entries.extend(parsed)
+    return entries, blocks, new
+
+
+def has_own_domain(entries: list[Entry], site_id: str) -> bool:
+    """Whether the site's AdminDomain entry is among them, or they hold no GLUE 2 entry at all."""
+    glue2 = False
+    for entry in entries:
+        if entry.dn[-6:].lower() == "o=glue":
+            glue2 = True
+            if _is_domain_entry(entry, "GLUE2DomainID") and entry.get("GLUE2DomainID") == [site_id]:
+                return True
+    return not glue2
+
+
 def check_ldif_entries(entries: list[Entry], site_id: str) -> Optional[str]:
     """Why these entries are not all this site's own (module docstring, item 4), or None."""
-    glue2 = domain = False
     for entry in entries:
         try:
             rdns = parse_dn(entry.dn)
@@ -128,8 +164,6 @@ def check_ldif_entries(entries: list[Entry], site_id: str) -> Optional[str]:
             allowed = top in ([("mds-vo-name", "resource")], [("mds-vo-name", site_id)])
         elif suffix == [("o", "glue")]:
             allowed = top in ([("glue2groupid", "resource")], [("glue2domainid", site_id)])
-            glue2 = True
-            domain = domain or (_is_domain_entry(entry, "GLUE2DomainID") and entry.get("GLUE2DomainID") == [site_id])
         else:
             return f"entry {entry.dn!r}: neither below o=grid nor below o=glue"
         if not allowed:
@@ -139,8 +173,6 @@ def check_ldif_entries(entries: list[Entry], site_id: str) -> Optional[str]:
             if attribute in entry and any(str(v) != site_id for v in entry.get(attribute)) and \
                     _is_domain_entry(entry, attribute):
                 return f"entry {entry.dn!r}: {attribute} {entry.get(attribute)[0]} is another site's"
-    if glue2 and not domain:  # the view puts the site's GLUE 2 entries below its AdminDomain
-        return f"no AdminDomain entry GLUE2DomainID={site_id} among the GLUE 2 entries"
     return None
 
 
@@ -170,8 +202,9 @@ def _check_json(kind: str, data: bytes, site_id: str) -> Optional[str]:
 
 def judge(routing_key: str, headers: Optional[Mapping[str, Any]], user_id: Optional[str], body: bytes,
           content_encoding: Optional[str], message_id: Optional[str], timestamp: Optional[int],
-          senders: Senders, limits: Limits) -> Union[Received, Refusal]:
-    """Accept or refuse one message (module docstring).  Never raises."""
+          senders: Senders, limits: Limits, known: Optional[Blocks] = None) -> Union[Received, Refusal]:
+    """Accept or refuse one message (module docstring).  ``known``: the records of the site's LDIF
+    held now (:func:`parse_blocks`), judged when they came.  Never raises."""
     sender = str(user_id or "")
     if len(body) > limits.max_message_bytes:
         return Refusal(routing_key, sender, f"{len(body)} bytes, over the limit of {limits.max_message_bytes}",
@@ -196,17 +229,19 @@ def judge(routing_key: str, headers: Optional[Mapping[str, Any]], user_id: Optio
         data = unpack(body, encoding, limits.max_unpacked_bytes)
     except ValueError as exc:
         return Refusal(routing_key, sender, one_line(exc), "oversized" if "once unpacked" in str(exc) else "invalid")
-    entries = None
+    entries = blocks = None
     if kind in JSON_KINDS:
         problem = _check_json(kind, data, site_id)
     else:
         try:
-            entries = parse_ldif(data.decode("utf-8"))
-            problem = check_ldif_entries(entries, site_id)
+            entries, blocks, new = parse_blocks(data, known or {})
+            problem = check_ldif_entries(new, site_id)
+            if problem is None and not has_own_domain(entries, site_id):  # its GLUE 2 entries go below it
+                problem = f"no AdminDomain entry GLUE2DomainID={site_id} among the GLUE 2 entries"
         except (LDIFError, UnicodeDecodeError, ValueError) as exc:
             problem = f"not LDIF: {one_line(exc)}"
     if problem is not None:
         return Refusal(routing_key, sender, problem, "untrusted" if "another site" in problem or "own tree" in problem
                        else "invalid")
     return Received(site_id, kind, body, sender, str(message_id or ""),
-                    float(timestamp) if isinstance(timestamp, int) else None, encoding, entries)
+                    float(timestamp) if isinstance(timestamp, int) else None, encoding, entries, blocks)

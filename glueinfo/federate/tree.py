@@ -30,6 +30,7 @@ pushed, unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Optional
 
 import msgspec
 
@@ -49,46 +50,55 @@ def _container(dn: str) -> Entry | None:
     return Entry(dn, {"objectClass": object_class, attribute: value})
 
 
-def relocate(site_id: str, entries: Iterable[Entry], grid_base: str = DEFAULT_GRID_BASE,
-             glue_base: str = DEFAULT_GLUE_BASE) -> list[Entry]:
-    """The site's entries (already judged its own: glueinfo.federate.receive) at their place in
-    the view (module docstring), parents first, with the containers they need."""
+def place(site_id: str, entry: Entry, grid_base: str = DEFAULT_GRID_BASE,
+          glue_base: str = DEFAULT_GLUE_BASE) -> Optional[Entry]:
+    """The entry (already judged the site's own: glueinfo.federate.receive) at its place in the
+    view (module docstring); None for the site's GLUE 1.3 container, which :func:`with_containers`
+    makes as BDII makes it."""
     site_grid = make_dn("mds-vo-name", site_id, grid_base)
-    site_domain_dn = make_dn("GLUE2DomainID", site_id, glue_base)
-    placed: dict[str, Entry] = {}
+    rdns = parse_dn(entry.dn)
+    inner = rdns[:-2]  # below the site's top container
+    top = [(name.lower(), value) for name, value in rdns[-2]]
     site_domain = [[("glue2domainid", site_id)]]
-    for entry in entries:
-        rdns = parse_dn(entry.dn)
-        inner = rdns[:-2]  # below the site's top container
-        top = [(name.lower(), value) for name, value in rdns[-2]]
-        if rdns[-1][0][1].lower() == "grid":
-            dn = f"{format_dn(inner)},{site_grid}" if inner else site_grid
-        elif [top] == site_domain:  # site form
-            dn = f"{format_dn(rdns[:-1])},{glue_base}"
-        else:  # resource form: the domain moves up, the services go below it
-            keyed = [[(name.lower(), value) for name, value in rdn] for rdn in inner]
-            if keyed[-1:] == site_domain:
-                dn = f"{format_dn(inner)},{glue_base}"
-            else:
-                dn = f"{format_dn([*rdns[:-1]])},{site_domain_dn}"
-        if dn == site_grid:  # the site's GLUE 1.3 container is made below, as BDII makes it
-            continue
-        placed[dn_key(dn)] = Entry(dn, entry.attributes)
+    if rdns[-1][0][1].lower() == "grid":
+        dn = f"{format_dn(inner)},{site_grid}" if inner else site_grid
+    elif [top] == site_domain:  # site form
+        dn = f"{format_dn(rdns[:-1])},{glue_base}"
+    else:  # resource form: the domain moves up, the services go below it
+        keyed = [[(name.lower(), value) for name, value in rdn] for rdn in inner]
+        if keyed[-1:] == site_domain:
+            dn = f"{format_dn(inner)},{glue_base}"
+        else:
+            dn = f"{format_dn(rdns[:-1])},{make_dn('GLUE2DomainID', site_id, glue_base)}"
+    return None if dn == site_grid else Entry(dn, entry.attributes)
+
+
+def with_containers(placed: Iterable[Optional[Entry]], grid_base: str = DEFAULT_GRID_BASE,
+                    glue_base: str = DEFAULT_GLUE_BASE) -> list[Entry]:
+    """The placed entries (one per DN, the last wins) with the containers they need and the site's
+    LDIF did not hold, parents first."""
+    by_key = {dn_key(entry.dn): entry for entry in placed if entry is not None}
     needed: dict[str, Entry] = {}
     bases = {dn_key(grid_base), dn_key(glue_base)}
-    for entry in placed.values():
+    for entry in by_key.values():
         parent = entry.dn
         while True:
             parent = parent_dn(parent)
             key = dn_key(parent)
-            if not parent or key in bases or key in placed or key in needed:
+            if not parent or key in bases or key in by_key or key in needed:
                 break
             container = _container(parent)
             if container is None:
                 break
             needed[key] = container
-    everything = [*needed.values(), *placed.values()]
+    everything = [*needed.values(), *by_key.values()]
     return sorted(everything, key=lambda e: e.dn.count(","))  # a child's DN holds its parent's commas and one more
+
+
+def relocate(site_id: str, entries: Iterable[Entry], grid_base: str = DEFAULT_GRID_BASE,
+             glue_base: str = DEFAULT_GLUE_BASE) -> list[Entry]:
+    """The site's entries at their place in the view, parents first, with the containers they need."""
+    return with_containers((place(site_id, entry, grid_base, glue_base) for entry in entries), grid_base, glue_base)
 
 
 def union_json(documents: Sequence[bytes]) -> bytes:

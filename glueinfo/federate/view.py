@@ -29,17 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glueinfo.core.ldif import Entry, parse_ldif
+from glueinfo.core.ldif import Entry
 from glueinfo.core.text import one_line
 from glueinfo.federate.ldap_view import LdapView
-from glueinfo.federate.receive import Limits, Received, Refusal, judge, unpack
+from glueinfo.federate.receive import Limits, Received, Refusal, judge, parse_blocks, site_of_word, split_routing_key, unpack
 from glueinfo.federate.store import Meta, SiteStore, digest_of, site_directory_name
-from glueinfo.federate.tree import DEFAULT_GLUE_BASE, DEFAULT_GRID_BASE, relocate, union_json
+from glueinfo.federate.tree import DEFAULT_GLUE_BASE, DEFAULT_GRID_BASE, place, union_json, with_containers
 from glueinfo.federate.trust import Senders
 
 log = logging.getLogger(__name__)
 
 REFUSALS_LOGGED = 10  # per sender and minute
+WITHDRAW_CHECK_S = 5.0  # how often silent sites are looked for (withdraw_after is minutes to hours)
+BATCH_S = 0.25  # after a new document, how long the loop waits for those arriving with it
 
 
 @dataclass
@@ -47,10 +49,9 @@ class Site:
     site_id: str
     documents: dict[str, tuple[Meta, bytes]] = field(default_factory=dict)  # kind -> (meta, body as received)
     entries: list[Entry] = field(default_factory=list)  # the glue.ldif entries at their place in the view
-
-    @property
-    def received_at(self) -> float:
-        return max((meta.received_at for meta, _body in self.documents.values()), default=0.0)
+    blocks: dict[bytes, list[Entry]] = field(default_factory=dict)  # its LDIF's records by digest, as parsed
+    placed: dict[bytes, list[Entry]] = field(default_factory=dict)  # the same records at their place in the view
+    received_at: float = 0.0  # when its newest document arrived
 
 
 @dataclass(frozen=True)
@@ -78,21 +79,22 @@ class Federation:
         self.generation = 0
         self._union: tuple[int, bytes] = (-1, b"")
         self._senders_problem: Optional[str] = None
-        self._refusal_log: dict[str, tuple[float, int, int]] = {}  # sender -> (minute began, logged, not logged)
+        self._refusal_log: dict[str, tuple[float, int, int]] = {}
+        self._withdraw_checked_at = float("-inf")  # sender -> (minute began, logged, not logged)
 
     # -- loading and taking documents ----------------------------------------------------------------
     def load(self) -> int:
         """Take back what the store holds (a restart); returns the number of sites."""
         for kind, meta, body in self.store.load():
-            entries = None
+            blocks = None
             if kind == "glue.ldif":
                 try:
-                    entries = parse_ldif(unpack(body, meta.content_encoding, self.limits.max_unpacked_bytes).decode())
-                except ValueError as exc:  # LDIFError is a ValueError; judged at arrival, so only a damaged disk
+                    blocks = parse_blocks(unpack(body, meta.content_encoding, self.limits.max_unpacked_bytes), {})[1]
+                except (ValueError, UnicodeDecodeError) as exc:  # judged at arrival: only a damaged disk
                     log.warning("federation store: %s of %s cannot be read again, skipped: %s", kind, meta.site_id,
                                 one_line(exc))
                     continue
-            self._keep(kind, meta, body, entries)
+            self._keep(kind, meta, body, blocks)
         self.changed = set(self.sites)
         return len(self.sites)
 
@@ -104,15 +106,26 @@ class Federation:
             if problem:
                 log.warning("federation: %s; the last good bindings stay", problem)
             self._senders_problem = problem
+        known = self._known_blocks(routing_key)
         verdict = judge(routing_key, getattr(properties, "headers", None), getattr(properties, "user_id", None), body,
                         getattr(properties, "content_encoding", None), getattr(properties, "message_id", None),
-                        getattr(properties, "timestamp", None), self.senders, self.limits)
+                        getattr(properties, "timestamp", None), self.senders, self.limits, known)
         if isinstance(verdict, Refusal):
             with self.lock:
                 self.refused[verdict.kind] = self.refused.get(verdict.kind, 0) + 1
             self._log_refusal(verdict)
             return
         self._take(verdict)
+
+    def _known_blocks(self, routing_key: str) -> dict[bytes, list[Entry]]:
+        """The LDIF records held for the site a glue.ldif routing key names (judged when they came)."""
+        split = split_routing_key(routing_key)
+        if split is None or split[0] != "glue.ldif":
+            return {}
+        site_id = site_of_word(split[1])
+        with self.lock:
+            site = self.sites.get(site_id) if site_id is not None else None
+            return site.blocks if site is not None else {}
 
     def _log_refusal(self, refusal: Refusal) -> None:
         """One WARNING per refusal, at most ``REFUSALS_LOGGED`` per sender and minute: a sender that
@@ -151,33 +164,45 @@ class Federation:
         self.store.put(meta, received.kind, None if same else received.body)
         with self.lock:
             self.accepted_total += 1
-            self._keep(received.kind, meta, received.body, None if same else received.entries, renew_only=same)
+            self._keep(received.kind, meta, received.body, None if same else received.blocks, renew_only=same)
         if not same:
             self.wake.set()
 
-    def _keep(self, kind: str, meta: Meta, body: bytes, entries: Optional[list[Entry]],
+    def _keep(self, kind: str, meta: Meta, body: bytes, blocks: Optional[dict[bytes, list[Entry]]],
               renew_only: bool = False) -> None:
+        """Hold a document (caller holds the lock); ``blocks``: a glue.ldif's records, each placed in
+        the view once (a record the site sent before keeps its placed entries)."""
         site = self.sites.setdefault(meta.site_id, Site(meta.site_id))
+        site.received_at = max(site.received_at, meta.received_at)
         if renew_only:
             site.documents[kind] = (meta, site.documents[kind][1])
             return
         site.documents[kind] = (meta, body)
-        if entries is not None:
-            site.entries = relocate(meta.site_id, entries, *self.bases)
+        if blocks is not None:
+            grid_base, glue_base = self.bases
+            placed = {key: site.placed.get(key) or [e for e in (place(meta.site_id, entry, grid_base, glue_base)
+                                                                for entry in entries) if e is not None]
+                      for key, entries in blocks.items()}
+            site.blocks, site.placed = blocks, placed
+            site.entries = with_containers((e for entries in placed.values() for e in entries), grid_base, glue_base)
             self.changed.add(meta.site_id)
         self.generation += 1
 
     # -- the loop --------------------------------------------------------------------------------
     def tick(self) -> None:
-        """Withdraw sites silent too long, then bring the LDAP server up to date."""
+        """Withdraw sites silent too long (looked for at most every ``WITHDRAW_CHECK_S``), then
+        bring the LDAP server up to date."""
         now = self.clock()
-        with self.lock:
-            gone = [s for s in self.sites.values() if now - s.received_at > self.ages.withdraw_after_s]
-            for site in gone:
-                del self.sites[site.site_id]
-                self.changed.add(site.site_id)
-                self.generation += 1
-                self.withdrawn_total += 1
+        gone: list[Site] = []
+        if now - self._withdraw_checked_at >= WITHDRAW_CHECK_S or now < self._withdraw_checked_at:
+            self._withdraw_checked_at = now
+            with self.lock:
+                gone = [s for s in self.sites.values() if now - s.received_at > self.ages.withdraw_after_s]
+                for site in gone:
+                    del self.sites[site.site_id]
+                    self.changed.add(site.site_id)
+                    self.generation += 1
+                    self.withdrawn_total += 1
         for site in gone:
             self.store.remove(site.site_id)
             log.info("federation: site %s withdrawn: nothing received for %.0f s (withdraw_after %.0f s)",
@@ -188,10 +213,13 @@ class Federation:
                 entries = {site_id: site.entries for site_id, site in self.sites.items() if site.entries}
             self.ldap.write(entries, changed)
 
-    def run(self, stop: threading.Event, every_s: float = 1.0) -> None:
-        """Tick when woken by a new document and at least every ``every_s`` seconds, until ``stop``."""
+    def run(self, stop: threading.Event, every_s: float = 1.0, gather_s: float = BATCH_S) -> None:
+        """Tick when woken by a new document and at least every ``every_s`` seconds, until ``stop``;
+        after a wake, ``gather_s`` more for the documents arriving with it, so that a burst of sites
+        costs one tick and one LDAP connection's writes."""
         while not stop.is_set():
-            self.wake.wait(every_s)
+            if self.wake.wait(every_s):
+                stop.wait(gather_s)
             self.wake.clear()
             self.tick()
 

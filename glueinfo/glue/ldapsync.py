@@ -200,6 +200,9 @@ def changes_for(new: Entry, server_attributes: dict[str, list[bytes]]) -> Option
         server = theirs.get(key)
         if server is not None and sorted(server[1]) == sorted(values):
             continue
+        if server is not None and key == "objectclass" and \
+                sorted(v.casefold() for v in server[1]) == sorted(v.casefold() for v in values):
+            continue  # object class names match case-insensitively: MDS is the schema's Mds, nothing to write
         if server is not None and key in rdn_attrs and sorted(v.casefold() for v in server[1]) == sorted(v.casefold() for v in values):
             continue  # the naming value differs only in case: slapd would refuse to change it, and matches it anyway
         changes[name] = [(ldap3.MODIFY_REPLACE, values)]
@@ -988,14 +991,17 @@ class _Writes:
                 ready.extend(waiting.pop(key, ()))
 
 
-def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entry]) -> PublishReport:
+def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entry],
+                connection: Optional[Callable[[], Connection]] = None) -> PublishReport:
     """Write to the server only what differs between ``old`` (DN key -> entry: what it holds of
     these DNs, as this process last wrote or confirmed them) and ``new`` (parents first), without
     reading the server first: modifications, deletions (children first), additions (parents
     first), pipelined as :func:`sync_tree` writes.  For a writer that is the only one writing its
     subtrees and reconciles them with :func:`sync_tree` at its start and after any refusal (the
-    federation view).  No connection is made when nothing differs.  Refused writes are in the
-    report; PublishError when the server cannot be used at all."""
+    federation view).  No connection is made when nothing differs; ``connection`` gives a bound
+    one the caller keeps open between calls (default: one made for this call and closed after it).
+    Refused writes are in the report; PublishError when the server cannot be used at all (the
+    caller then drops a connection it keeps)."""
     start = time.monotonic()
     report = PublishReport()
     ours: dict[str, Entry] = {}
@@ -1007,7 +1013,7 @@ def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entr
         before = old.get(key)
         if before is None:
             continue
-        if before.attributes == entry.attributes:
+        if before is entry or before.attributes == entry.attributes:
             report.unchanged += 1
             continue
         held = {name: [value_text(v).encode() for v in values] for name, values in before.attributes.items()}
@@ -1023,7 +1029,7 @@ def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entr
     if not (modifies or stale or adds):
         report.seconds = time.monotonic() - start
         return report
-    conn = connect(target)
+    conn = connection() if connection is not None else connect(target)
     try:
         writer = _Writes(Pipeline(conn.socket, target.window, target.timeout_s), report, None,
                          len(modifies) + len(stale) + len(adds))
@@ -1032,9 +1038,10 @@ def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entr
         writer.delete({key: old[key].dn for key in stale}, set(replace))
         writer.add(adds, ours, set(replace), written)
     finally:
-        try:
-            conn.unbind()
-        except Exception:  # the connection may already be gone; nothing to clean up
-            pass
+        if connection is None:
+            try:
+                conn.unbind()
+            except Exception:  # the connection may already be gone; nothing to clean up
+                pass
     report.seconds = time.monotonic() - start
     return report

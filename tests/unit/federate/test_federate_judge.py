@@ -308,3 +308,16 @@ def test_a_flood_of_refused_messages_is_counted_but_not_logged_line_by_line(send
     federation.take("glue21.json.SITE-A", message(user="mallory"), b"{}")
     assert "990 more refusals from mallory in the last minute not logged" in caplog.text
     assert caplog.text.count("refused 'glue21.json.SITE-A' from mallory") == 11
+
+
+def test_a_site_that_changed_a_few_entries_has_only_those_parsed_and_judged_again(site_documents):
+    from glueinfo.federate.receive import parse_blocks
+
+    ldif = site_documents["ldif"]
+    entries, blocks, new = parse_blocks(ldif, {})
+    assert len(new) == len(entries) == len(parse_ldif(ldif.decode()))
+    changed = ldif.replace(b"GlueCEStateStatus: Production", b"GlueCEStateStatus: Closed", 1)
+    assert changed != ldif
+    again, _blocks, new = parse_blocks(changed, blocks)
+    assert [e.dn for e in again] == [e.dn for e in entries]
+    assert len(new) == 1 and new[0].get("GlueCEStateStatus") == ["Closed"]
