@@ -7,8 +7,9 @@ get every document) and one binding ``KIND.#`` per kind it keeps.  While
 the view is away the broker keeps the messages in that queue.
 
 Each message is handed to ``deliver`` and acknowledged only once it
-returned: a message it accepted is on disk by then, one it refused is
-dropped for good (a refusal is never retried).  When ``deliver`` raises
+returned (the messages of one round of deliveries in one ``multiple`` ack):
+a message it accepted is on disk by then, one it refused is dropped for good
+(a refusal is never retried).  When ``deliver`` raises
 (the disk refuses), the message is given back to the broker (nack with
 requeue) and the consumer pauses for the retry wait before reading again,
 so nothing is lost and the disk is not hammered.  ``prefetch`` bounds the
@@ -58,6 +59,7 @@ class Consumer:
         self._thread: Optional[threading.Thread] = None
         self._backoff_s = 0.0
         self._paused = False
+        self._unacked = 0  # the delivery tag of the last message kept and not yet acknowledged
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="glueinfo-federate-consumer", daemon=True)
@@ -71,6 +73,7 @@ class Consumer:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._paused = False
+            self._unacked = 0  # delivery tags belong to a channel: a new one starts again
             try:
                 self._consume()
             except Exception as exc:  # the broker, the network, pika: tried again later, never raised
@@ -98,6 +101,7 @@ class Consumer:
             self._backoff_s = 0.0
             while not self._stop.is_set():
                 connection.process_data_events(time_limit=0.5)
+                self._ack(channel)
                 if self._paused:  # the disk refused: give the broker its messages back and wait
                     channel.cancel()
                     return
@@ -111,14 +115,25 @@ class Consumer:
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         self.state.messages_total += 1
         self.state.last_message_at = self.clock()
+        if self._paused:  # delivered before the pause took effect: given back untouched
+            channel.basic_nack(delivery_tag=method.delivery_tag, requeue=True)
+            return
         try:
             self.deliver(method.routing_key, properties, body)
         except OSError as exc:  # not kept: the broker keeps it and delivers it again after the pause
+            self._ack(channel)  # the ones before it were kept
             channel.basic_nack(delivery_tag=method.delivery_tag, requeue=True)
             self._failed(f"a document could not be kept: {exc}")
             self._paused = True
             return
-        channel.basic_ack(delivery_tag=method.delivery_tag)
+        self._unacked = method.delivery_tag
+
+    def _ack(self, channel: Any) -> None:
+        """Acknowledge every message kept so far in one frame (``multiple``): one ack per round of
+        deliveries, not one per message, which was a tenth of the view's CPU."""
+        if self._unacked:
+            channel.basic_ack(delivery_tag=self._unacked, multiple=True)
+            self._unacked = 0
 
     def _failed(self, error: str) -> None:
         first = self.state.failing_since is None

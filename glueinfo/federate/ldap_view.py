@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.ldif import Entry, dn_key
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import ConnectionLost, LdapTarget, PublishError, PublishReport, below, connect, write_delta
+from glueinfo.glue.ldapsync import ConnectionLost, LdapTarget, PublishError, PublishReport, connect, write_delta
 from glueinfo.publish.outputs.ldap import infosys_for, sync_site, targets_for
 from glueinfo.site.publish_settings import LdapSettings
 
@@ -60,7 +60,7 @@ class LdapView:
         self.ldap, self.bases, self.state_file = ldap, bases, state_file
         self.retry_min_s, self.retry_max_s, self.full_sync_s = retry_min_s, max(retry_min_s, retry_max_s), full_sync_s
         self.clock = clock
-        self.held: dict[str, dict[str, Entry]] = {}  # site -> DN key -> entry as the server holds it
+        self.held: dict[str, list[dict[str, Entry]]] = {}  # site -> per target: DN key -> entry as the server holds it
         self.needs_full = True
         self.last_full_at = 0.0
         self.next_attempt_at = 0.0
@@ -73,7 +73,7 @@ class LdapView:
         """Whether a write should be tried now (not while backing off)."""
         return self.clock() >= self.next_attempt_at
 
-    def write(self, sites: Mapping[str, Sequence[Entry]], changed: set[str]) -> None:
+    def write(self, sites: Mapping[str, Mapping[str, Entry]], changed: set[str]) -> None:
         """Bring the server up to date (module docstring); never raises."""
         now = self.clock()
         if now < self.next_attempt_at:
@@ -125,30 +125,39 @@ class LdapView:
             return conn
         return bound
 
-    def _full(self, sites: Mapping[str, Sequence[Entry]]) -> PublishReport:
-        everything = [entry for site in sorted(sites) for entry in sites[site]]
+    def _full(self, sites: Mapping[str, Mapping[str, Entry]]) -> PublishReport:
+        everything = [entry for site in sorted(sites) for entry in sites[site].values()]
         self.close()
         self._targets = targets_for(self.ldap, self.bases, None)  # passwords read again: a changed one applies
         report = sync_site(everything, targets_for(self.ldap, self.bases, self.state_file), stats=infosys_for(self.ldap))
-        self.held = {site: {dn_key(e.dn): e for e in entries} for site, entries in sites.items()}
+        self.held = {site: self._by_target(entries) for site, entries in sites.items()}
         self.needs_full = False
         self.last_full_at = self.clock()
         self.state.full_syncs_total += 1
         log.info("federation LDAP %s: reconciled %d sites: %s", self.ldap.url, len(sites), report.summary())
         return report
 
-    def _delta(self, sites: Mapping[str, Sequence[Entry]], changed: set[str]) -> Optional[PublishReport]:
+    def _by_target(self, entries: Mapping[str, Entry]) -> list[dict[str, Entry]]:
+        """A site's entries (by DN key) split by the target whose bases hold them, in target order."""
+        targets = self._targets or targets_for(self.ldap, self.bases, None)
+        suffixes = [tuple("," + dn_key(base) for base in target.bases) for target in targets]
+        split: list[dict[str, Entry]] = [{} for _ in targets]
+        for key, entry in entries.items():
+            for index, ends in enumerate(suffixes):
+                if key.endswith(ends):
+                    split[index][key] = entry
+                    break
+        return split
+
+    def _delta(self, sites: Mapping[str, Mapping[str, Entry]], changed: set[str]) -> Optional[PublishReport]:
         if not changed:
             return None
         total = PublishReport()
         targets = self._targets or targets_for(self.ldap, self.bases, None)
         for site in sorted(changed):
-            new = list(sites.get(site, ()))
-            old = self.held.get(site, {})
-            for target in targets:
-                keys = [dn_key(base) for base in target.bases]
-                mine_old = {key: e for key, e in old.items() if below(key, keys) is not None}
-                mine_new = [e for e in new if below(dn_key(e.dn), keys) is not None]
+            new = self._by_target(sites.get(site, {}))
+            old = self.held.get(site) or [{} for _ in targets]
+            for target, mine_old, mine_new in zip(targets, old, new, strict=True):
                 try:
                     report = write_delta(target, mine_old, mine_new, self._connection(target))
                 except ConnectionLost:  # a kept connection the server closed meanwhile (its idle timeout)
@@ -158,8 +167,8 @@ class LdapView:
                     setattr(total, name, getattr(total, name) + getattr(report, name))
                 total.rejected.extend(report.rejected)
                 total.seconds += report.seconds
-            if new:
-                self.held[site] = {dn_key(e.dn): e for e in new}
+            if site in sites:
+                self.held[site] = new
             else:
                 self.held.pop(site, None)
         return total

@@ -70,13 +70,14 @@ def place(site_id: str, entry: Entry, grid_base: str = DEFAULT_GRID_BASE,
             dn = f"{format_dn(inner)},{glue_base}"
         else:
             dn = f"{format_dn(rdns[:-1])},{make_dn('GLUE2DomainID', site_id, glue_base)}"
-    return None if dn == site_grid else Entry(dn, entry.attributes)
+    # The values are the parsed entry's own, shared, not copied: neither is changed after this.
+    return None if dn == site_grid else Entry.from_lists(dn, entry.attributes)
 
 
 def with_containers(placed: Iterable[Optional[Entry]], grid_base: str = DEFAULT_GRID_BASE,
-                    glue_base: str = DEFAULT_GLUE_BASE) -> list[Entry]:
+                    glue_base: str = DEFAULT_GLUE_BASE) -> dict[str, Entry]:
     """The placed entries (one per DN, the last wins) with the containers they need and the site's
-    LDIF did not hold, parents first."""
+    LDIF did not hold, by DN key (glueinfo.core.ldif.dn_key), parents first."""
     by_key = {dn_key(entry.dn): entry for entry in placed if entry is not None}
     needed: dict[str, Entry] = {}
     bases = {dn_key(grid_base), dn_key(glue_base)}
@@ -91,14 +92,16 @@ def with_containers(placed: Iterable[Optional[Entry]], grid_base: str = DEFAULT_
             if container is None:
                 break
             needed[key] = container
-    everything = [*needed.values(), *by_key.values()]
-    return sorted(everything, key=lambda e: e.dn.count(","))  # a child's DN holds its parent's commas and one more
+    everything = [*needed.items(), *by_key.items()]
+    everything.sort(key=lambda item: item[1].dn.count(","))  # a child's DN holds its parent's commas and one more
+    return dict(everything)
 
 
 def relocate(site_id: str, entries: Iterable[Entry], grid_base: str = DEFAULT_GRID_BASE,
              glue_base: str = DEFAULT_GLUE_BASE) -> list[Entry]:
     """The site's entries at their place in the view, parents first, with the containers they need."""
-    return with_containers((place(site_id, entry, grid_base, glue_base) for entry in entries), grid_base, glue_base)
+    placed = (place(site_id, entry, grid_base, glue_base) for entry in entries)
+    return list(with_containers(placed, grid_base, glue_base).values())
 
 
 def union_json(documents: Sequence[bytes]) -> bytes:

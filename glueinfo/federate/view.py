@@ -48,7 +48,7 @@ BATCH_S = 0.25  # after a new document, how long the loop waits for those arrivi
 class Site:
     site_id: str
     documents: dict[str, tuple[Meta, bytes]] = field(default_factory=dict)  # kind -> (meta, body as received)
-    entries: list[Entry] = field(default_factory=list)  # the glue.ldif entries at their place in the view
+    entries: dict[str, Entry] = field(default_factory=dict)  # the glue.ldif entries at their place, by DN key
     blocks: dict[bytes, list[Entry]] = field(default_factory=dict)  # its LDIF's records by digest, as parsed
     placed: dict[bytes, list[Entry]] = field(default_factory=dict)  # the same records at their place in the view
     received_at: float = 0.0  # when its newest document arrived

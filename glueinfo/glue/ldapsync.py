@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from glueinfo.core.errors import PublicationError
 from glueinfo.core.ldif import Entry, dn_key, parent_dn, parse_dn, value_text
@@ -991,7 +991,7 @@ class _Writes:
                 ready.extend(waiting.pop(key, ()))
 
 
-def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entry],
+def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Union[Sequence[Entry], Mapping[str, Entry]],
                 connection: Optional[Callable[[], Connection]] = None) -> PublishReport:
     """Write to the server only what differs between ``old`` (DN key -> entry: what it holds of
     these DNs, as this process last wrote or confirmed them) and ``new`` (parents first), without
@@ -1005,8 +1005,11 @@ def write_delta(target: LdapTarget, old: Mapping[str, Entry], new: Sequence[Entr
     start = time.monotonic()
     report = PublishReport()
     ours: dict[str, Entry] = {}
-    for entry in new:
-        ours.setdefault(dn_key(entry.dn), entry)
+    if isinstance(new, Mapping):  # already keyed by dn_key, parents first
+        ours = dict(new)
+    else:
+        for entry in new:
+            ours.setdefault(dn_key(entry.dn), entry)
     modifies: list[tuple[str, Changes]] = []
     replace: list[str] = []
     for key, entry in ours.items():
