@@ -235,3 +235,16 @@ def test_a_broker_that_cannot_be_reached_is_said_by_what_the_socket_said():
     with pytest.raises(Exception) as raised:
         PikaLink(settings(url=f"amqp://guest@127.0.0.1:{port}/", host="127.0.0.1", port=port, timeout_s=5.0))
     assert describe(raised.value) == "ConnectionRefusedError: [Errno 111] Connection refused"
+
+
+def test_the_ldif_is_pushed_as_one_gzip_stream_of_its_pieces_the_same_bytes_each_time():
+    import gzip
+
+    from glueinfo.publish.outputs.amqp import gzip_chunks
+
+    pieces = [f"dn: GlueHostUniqueID=wn{i:05d}.example.org,o=grid\nobjectClass: GlueHost\n\n".encode()
+              for i in range(20000)]
+    packed = gzip_chunks(pieces)
+    assert gzip.decompress(packed) == b"".join(pieces)
+    assert gzip_chunks(iter(pieces)) == packed  # no time in the header: unchanged LDIF, unchanged message
+    assert packed[4:8] == b"\0\0\0\0" and len(packed) < len(b"".join(pieces)) / 10
