@@ -7,7 +7,7 @@ get every document) and one binding ``KIND.#`` per kind it keeps.  While
 the view is away the broker keeps the messages in that queue.
 
 Each message is handed to ``deliver`` and acknowledged only once it
-returned (the messages of one round of deliveries in one ``multiple`` ack):
+returned (those kept within a quarter second in one ``multiple`` ack):
 a message it accepted is on disk by then, one it refused is dropped for good
 (a refusal is never retried).  When ``deliver`` raises
 (the disk refuses), the message is given back to the broker (nack with
@@ -35,6 +35,7 @@ from glueinfo.publish.outputs.amqp import AmqpSettings, connection_parameters, d
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, Any, bytes], None]  # (routing key, pika BasicProperties, body)
+ACK_EVERY_S = 0.25  # kept messages are acknowledged together, at most this long after the first
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Consumer:
         self._backoff_s = 0.0
         self._paused = False
         self._unacked = 0  # the delivery tag of the last message kept and not yet acknowledged
+        self._first_unacked_at = 0.0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="glueinfo-federate-consumer", daemon=True)
@@ -100,11 +102,13 @@ class Consumer:
             self.state.up, self.state.last_error, self.state.failing_since = True, None, None
             self._backoff_s = 0.0
             while not self._stop.is_set():
-                connection.process_data_events(time_limit=0.5)
-                self._ack(channel)
+                connection.process_data_events(time_limit=ACK_EVERY_S)
+                if self._unacked and self.clock() - self._first_unacked_at >= ACK_EVERY_S:
+                    self._ack(channel)
                 if self._paused:  # the disk refused: give the broker its messages back and wait
                     channel.cancel()
                     return
+            self._ack(channel)  # stopping: what was kept is acknowledged, not delivered again
         finally:
             try:
                 if connection.is_open:
@@ -126,11 +130,14 @@ class Consumer:
             self._failed(f"a document could not be kept: {exc}")
             self._paused = True
             return
+        if not self._unacked:
+            self._first_unacked_at = self.clock()
         self._unacked = method.delivery_tag
 
     def _ack(self, channel: Any) -> None:
-        """Acknowledge every message kept so far in one frame (``multiple``): one ack per round of
-        deliveries, not one per message, which was a tenth of the view's CPU."""
+        """Acknowledge every message kept so far in one frame (``multiple``), at most every
+        ``ACK_EVERY_S``: not one frame per message, which was a tenth of the view's CPU (the
+        prefetch bounds what is held unacknowledged meanwhile)."""
         if self._unacked:
             channel.basic_ack(delivery_tag=self._unacked, multiple=True)
             self._unacked = 0

@@ -150,23 +150,34 @@ class LdapView:
         return split
 
     def _delta(self, sites: Mapping[str, Mapping[str, Entry]], changed: set[str]) -> Optional[PublishReport]:
+        """Every changed site's differences, one pipelined write per LDAP target for all of them."""
         if not changed:
             return None
         total = PublishReport()
         targets = self._targets or targets_for(self.ldap, self.bases, None)
+        old_all: list[dict[str, Entry]] = [{} for _ in targets]
+        new_all: list[dict[str, Entry]] = [{} for _ in targets]
+        split_new: dict[str, list[dict[str, Entry]]] = {}
         for site in sorted(changed):
-            new = self._by_target(sites.get(site, {}))
+            new = split_new[site] = self._by_target(sites.get(site, {}))
             old = self.held.get(site) or [{} for _ in targets]
-            for target, mine_old, mine_new in zip(targets, old, new, strict=True):
-                try:
-                    report = write_delta(target, mine_old, mine_new, self._connection(target))
-                except ConnectionLost:  # a kept connection the server closed meanwhile (its idle timeout)
-                    self.close()
-                    report = write_delta(target, mine_old, mine_new, self._connection(target))
-                for name in ("added", "modified", "deleted", "unchanged", "writes"):
-                    setattr(total, name, getattr(total, name) + getattr(report, name))
-                total.rejected.extend(report.rejected)
-                total.seconds += report.seconds
+            for index in range(len(targets)):
+                old_all[index].update(old[index])
+                new_all[index].update(new[index])  # sites never share a DN: each has its own subtree
+        for target, mine_old, mine_new in zip(targets, old_all, new_all, strict=True):
+            if not mine_old and not mine_new:
+                continue
+            ordered = dict(sorted(mine_new.items(), key=lambda item: item[1].dn.count(",")))  # parents first
+            try:
+                report = write_delta(target, mine_old, ordered, self._connection(target))
+            except ConnectionLost:  # a kept connection the server closed meanwhile (its idle timeout)
+                self.close()
+                report = write_delta(target, mine_old, ordered, self._connection(target))
+            for name in ("added", "modified", "deleted", "unchanged", "writes"):
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            total.rejected.extend(report.rejected)
+            total.seconds += report.seconds
+        for site, new in split_new.items():
             if site in sites:
                 self.held[site] = new
             else:
