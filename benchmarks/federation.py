@@ -564,6 +564,7 @@ class OutputSites:
                 waiting, body, ldif = site.next_publish(created)
                 # What the output reads of the publish layer's Documents: the bytes and the assembly's time.
                 documents = SimpleNamespace(glue2_json=body, ldif=ldif, crr_json=None,
+                                            ldif_chunks=lambda ldif=ldif: iter((ldif,)),
                                             site=SimpleNamespace(assembled_at=created))
                 result = output.publish(Publication(documents=documents))
                 with self.lock:
