@@ -719,7 +719,7 @@ def main() -> int:
                         "0: no outage)")
     parser.add_argument("--outage", type=float, help="seconds the broker is stopped (default 120; --quick 30)")
     parser.add_argument("--catch-up-limit", type=float, default=400.0, help="seconds after the broker's return to "
-                        "wait for every site (default 400: past the 300 s default retry_max)")
+                        "wait for every site (default 400: past any retry_max up to 300 s)")
     parser.add_argument("--retry-max", type=float, help="[amqp] retry_max of the sites and the view (default: glueinfo's, "
                         "300 s)")
     parser.add_argument("--quick", action="store_true", help="a smoke run (the defaults in parentheses above)")
@@ -922,7 +922,7 @@ password_file = {os.path.join(workdir, "ldap.password")}
             print(f"item 2: broker stopped {found['down_for']:.0f} s (its stop took {found['stop_took']:.1f} s, its start "
                   f"{found['start_took']:.1f} s) while {count} sites (real AmqpOutput objects, one outbox each) published "
                   f"every {args.period:g} s; [amqp] retry_max "
-                  f"{f'{args.retry_max:g} s' if args.retry_max is not None else 'glueinfo default (300 s)'}; "
+                  f"{f'{args.retry_max:g} s' if args.retry_max is not None else 'glueinfo default (20 s)'}; "
                   f"load {found['load']:.2f}")
             before = found["published_before_back"]
             print(f"  publishes per site before the broker's return: {min(before.values())}-{max(before.values())}; "
