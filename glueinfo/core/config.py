@@ -355,7 +355,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
                           minimum=0.1),
         "retry_min": Option("float", 1.0, "Seconds before trying again after the broker failed; doubled after each failure "
                             "(documents wait in the outbox, in [run] state_dir, the newest per routing key)", minimum=0.1),
-        "retry_max": Option("float", 300.0, "Longest wait between attempts", minimum=0.1),
+        "retry_max": Option("float", 20.0, "Longest wait between attempts (short: a site's documents reach a "
+                            "federation view at its next attempt after the broker's return, not sooner)", minimum=0.1),
         "resend": Option("float", 600.0, "A document unchanged since it was confirmed is sent again after this many seconds, "
                          "so consumers see the site alive", minimum=1.0),
         "drain_timeout": Option("float", 5.0, "At stop (and after run --once), seconds spent sending what waits; what is "
