@@ -286,14 +286,12 @@ def test_sigterm_stops_within_shutdown_grace_under_attack(tmp_path):
             hostile = served.connect(source="127.0.0.4")
             hostile.sendall(b"POST /SSSRMAP3 HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(redos), redos))
             time.sleep(0.5)
-            started = time.monotonic()
-            code = stop_glueinfo(served, timeout=grace + 5)
-            elapsed = time.monotonic() - started
+            # A deadline, not a speed: the grace plus one second for the interpreter to exit, then SIGKILL.
+            code = stop_glueinfo(served, timeout=grace + 1)
             hostile.close()
         finally:
             crowd.close()
-    # The grace plus one second for the interpreter to exit (liveness, not speed).
-    assert code == 0 and elapsed < grace + 1, (code, elapsed, served.log_text()[-2000:])
+    assert code == 0, (code, served.log_text()[-2000:])
 
 
 # -- item 3: /health and a failed publication ----------------------------------------------------------------------

@@ -227,10 +227,8 @@ def test_partition_states_map_to_glue_status(slurm, busy):
 def test_unreachable_controller_leaves_everything_unknown(slurm, tmp_path):
     conf = tmp_path / "slurm.conf"
     conf.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=9", slurm.conf.read_text()))
-    started = time.monotonic()
     context = LrmsContext(queue="short", ce_config={"slurm_conf": str(conf)}, hosts=[], timeout_s=3.0)
     state = queue_state("slurm", context)
-    assert time.monotonic() - started < 8
     assert state.error
     for name in ("status", "total_cpus", "free_cpus", "running_jobs", "waiting_jobs", "total_jobs"):
         assert getattr(state, name) is None, name

@@ -218,14 +218,11 @@ def test_a_source_that_raises_or_hangs_does_not_stop_the_others():
     good = Scripted("agents")
     good.next = SourceReport(snapshots=[agent_snapshot("a.example.org", time.time())])
     gatherer = Gatherer(config(), clock=clock, sources=[Source("slow", hangs), Source("broken", raises), good.source()])
-    started = time.monotonic()
-    result = gatherer.gather()
-    took = time.monotonic() - started
+    result = gatherer.gather()  # returns while "slow" still hangs: released only after
     release.set()
     assert [h.snapshot.hostname for h in result.hosts] == ["a.example.org"]
     assert {f.source: f.error for f in result.failures} == {
         "slow": "did not finish within [sources] gather_timeout", "broken": "RuntimeError: boom"}
-    assert took < 2 + 1 + 1.5  # gather_timeout + grace, with room for a slow machine
 
 
 @pytest.mark.parametrize("change, words, gone", [

@@ -44,10 +44,8 @@ def test_a_raising_and_a_hanging_collector_do_not_stop_the_others(release):
 
     collectors = [Collector("boom", boom), Collector("hang", hang), Collector("memory", good_memory, field="memory"),
                   Collector("gpu", extra_facts)]
-    start = time.monotonic()
+    # The hanging one is abandoned at its timeout, not waited for: it returns only once released, after this.
     snapshot = collect_host(collectors, CollectContext(host_root="/", config={"hostname": "h.example.org"}), timeout_s=0.3)
-    elapsed = time.monotonic() - start
-    assert elapsed < 5  # the hanging one was abandoned at its timeout, not waited for
     results = {r.name: r for r in snapshot.collectors}
     assert [r.name for r in snapshot.collectors] == ["boom", "hang", "memory", "gpu"]
     assert results["boom"].success is False
@@ -69,9 +67,7 @@ def test_two_hanging_collectors_each_get_their_own_timeout(release):
 
     collectors = [Collector("hang1", hang), Collector("gpu", extra_facts), Collector("hang2", hang),
                   Collector("memory", good_memory, field="memory")]
-    start = time.monotonic()
     snapshot = collect_host(collectors, CollectContext(config={"hostname": "x"}), timeout_s=0.2)
-    assert time.monotonic() - start < 5
     assert [(r.name, r.success, r.error) for r in snapshot.collectors] == [
         ("hang1", False, "timed out after 0.2 s"), ("gpu", True, None),
         ("hang2", False, "timed out after 0.2 s"), ("memory", True, None)]

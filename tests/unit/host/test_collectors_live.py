@@ -15,7 +15,6 @@ import re
 import socket
 import struct
 import subprocess
-import time
 
 import pytest
 
@@ -126,9 +125,7 @@ def test_load_matches_proc_loadavg():
 
 
 def test_cpu_utilisation_over_an_interval():
-    start = time.monotonic()
     info = load.collect(CollectContext(host_root="/", utilisation_interval_s=0.2))
-    assert time.monotonic() - start >= 0.19
     assert info.utilisation_interval_s == 0.2
     assert 0.0 <= info.cpu_utilisation_percent <= 100.0
 

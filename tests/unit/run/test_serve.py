@@ -435,11 +435,10 @@ def test_requests_never_wait_for_a_refresh_and_states_follow_the_clock():
         hung = threading.Thread(target=store.refresh_once, daemon=True)
         hung.start()
         time.sleep(0.2)
-        started = time.monotonic()
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         connection.request("GET", "/node.xml")
-        answer = connection.getresponse()
-        assert answer.status == 200 and time.monotonic() - started < 1
+        answer = connection.getresponse()  # answered while the refresh hangs (it never ends), not after it
+        assert answer.status == 200
         assert etree.fromstring(answer.read()).findtext("State") == "Idle"
         assert store.refresh_once() is False and store.skipped == 1  # never two refreshes at once
         clock.now += 301  # no refresh came: the same snapshot is now stale
