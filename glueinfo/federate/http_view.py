@@ -62,12 +62,13 @@ class FederationRoutes:
             return Response(status, json.dumps(report, indent=1).encode() + b"\n", JSON_TYPE)
         if request.path == "/metrics":
             from prometheus_client import CollectorRegistry
-            from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+            from glueinfo.run.metrics import CONTENT_TYPE, exposition
 
             if self._registry is None:
                 self._registry = CollectorRegistry(auto_describe=False)
                 self._registry.register(_Collector(self))
-            return Response(200, generate_latest(self._registry), CONTENT_TYPE_LATEST)
+            return Response(200, exposition(self._registry), CONTENT_TYPE)
         parts = request.path.split("/")
         if len(parts) == 4 and parts[3] in SITE_KINDS:
             site_id = site_of_word(parts[2])

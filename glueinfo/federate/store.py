@@ -57,12 +57,6 @@ class Meta:
     content_encoding: str = ""
 
 
-def site_directory_name(site_id: str) -> str:
-    """A file name for a site id: the routing key's site word (glueinfo.publish.outputs.amqp.site_word:
-    letters, digits, ``-`` and ``_`` kept, every other byte ``%XX``), so no ``/`` and no ``..``."""
-    return site_word(site_id)
-
-
 def digest_of(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
@@ -102,7 +96,7 @@ class SiteStore:
             self._lock_fd = None
 
     def _paths(self, site_id: str, kind: str) -> tuple[str, str]:
-        directory = os.path.join(self.root, site_directory_name(site_id))
+        directory = os.path.join(self.root, site_word(site_id))
         return os.path.join(directory, kind), os.path.join(directory, kind + ".meta")
 
     def put(self, meta: Meta, kind: str, body: Optional[bytes]) -> None:
@@ -116,7 +110,7 @@ class SiteStore:
 
     def remove(self, site_id: str) -> None:
         """Forget a site (its withdrawal); a directory already gone is fine."""
-        shutil.rmtree(os.path.join(self.root, site_directory_name(site_id)), ignore_errors=True)
+        shutil.rmtree(os.path.join(self.root, site_word(site_id)), ignore_errors=True)
 
     def load(self) -> Iterator[tuple[str, Meta, bytes]]:
         """Every kept document as (kind, meta, body), skipping with one WARNING what cannot be read
@@ -144,7 +138,7 @@ class SiteStore:
                 except (OSError, ValueError, TypeError) as exc:
                     log.warning("federation store: %s: cannot be read, skipped: %s", meta_path, one_line(exc))
                     continue
-                if digest_of(body) != meta.digest or site_directory_name(meta.site_id) != name:
+                if digest_of(body) != meta.digest or site_word(meta.site_id) != name:
                     log.warning("federation store: %s: the body is not the one its meta names (a write cut short); "
                                 "skipped until the site sends again", body_path)
                     continue

@@ -33,9 +33,10 @@ from glueinfo.core.ldif import Entry
 from glueinfo.core.text import one_line
 from glueinfo.federate.ldap_view import LdapView
 from glueinfo.federate.receive import Limits, Received, Refusal, judge, parse_blocks, site_of_word, split_routing_key, unpack
-from glueinfo.federate.store import Meta, SiteStore, digest_of, site_directory_name
+from glueinfo.federate.store import Meta, SiteStore, digest_of
 from glueinfo.federate.tree import DEFAULT_GLUE_BASE, DEFAULT_GRID_BASE, place, union_json, with_containers
 from glueinfo.federate.trust import Senders
+from glueinfo.publish.outputs.amqp import site_word
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ class Federation:
             for site_id in sorted(self.sites):
                 site = self.sites[site_id]
                 rows.append({"id": site_id, "state": self.state_of(site, now), "received_at": site.received_at,
-                             "documents": {kind: {"path": f"/sites/{site_path(site_id)}/{kind}", "sender": meta.sender,
+                             "documents": {kind: {"path": f"/sites/{site_word(site_id)}/{kind}", "sender": meta.sender,
                                                   "message_id": meta.message_id, "sent_at": meta.sent_at,
                                                   "received_at": meta.received_at, "sha256": meta.digest}
                                            for kind, (meta, _body) in sorted(site.documents.items())}})
@@ -272,8 +273,3 @@ class Federation:
             states = [self.state_of(site, now) for site in self.sites.values()]
             return {"sites": len(states), "stale": states.count("stale"), "accepted_total": self.accepted_total,
                     "refused_total": dict(self.refused), "withdrawn_total": self.withdrawn_total}
-
-
-def site_path(site_id: str) -> str:
-    """A site id as one URL path segment (``%XX`` for anything but letters, digits, ``-``, ``_``)."""
-    return site_directory_name(site_id)
