@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from glueinfo.core.backoff import next_wait
 from glueinfo.publish.outputs.amqp import AmqpSettings, connection_parameters, describe
 
 log = logging.getLogger(__name__)
@@ -144,8 +145,7 @@ class Consumer:
 
     def _failed(self, error: str) -> None:
         first = self.state.failing_since is None
-        self._backoff_s = (self.settings.retry_min_s if self._backoff_s <= 0
-                           else min(self.settings.retry_max_s, self._backoff_s * 2))
+        self._backoff_s = next_wait(self._backoff_s, self.settings.retry_min_s, self.settings.retry_max_s)
         if first:
             self.state.failing_since = self.clock()
         level = logging.WARNING if first or error != self.state.last_error else logging.INFO

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from glueinfo.core.backoff import next_wait
 from glueinfo.core.ldif import Entry, dn_key
 from glueinfo.core.text import one_line
 from glueinfo.glue.ldapsync import ConnectionLost, LdapTarget, PublishError, PublishReport, connect, write_delta
@@ -128,8 +129,8 @@ class LdapView:
     def _full(self, sites: Mapping[str, Mapping[str, Entry]]) -> PublishReport:
         everything = [entry for site in sorted(sites) for entry in sites[site].values()]
         self.close()
-        self._targets = targets_for(self.ldap, self.bases, None)  # passwords read again: a changed one applies
-        report = sync_site(everything, targets_for(self.ldap, self.bases, self.state_file), stats=infosys_for(self.ldap))
+        self._targets = targets_for(self.ldap, self.bases, self.state_file)  # passwords read again: a changed one applies
+        report = sync_site(everything, self._targets, stats=infosys_for(self.ldap))
         self.held = {site: self._by_target(entries) for site, entries in sites.items()}
         self.needs_full = False
         self.last_full_at = self.clock()
@@ -187,7 +188,7 @@ class LdapView:
     def _failed(self, error: str) -> None:
         now = self.clock()
         first = self.state.failing_since is None
-        self.backoff_s = self.retry_min_s if self.backoff_s <= 0 else min(self.retry_max_s, self.backoff_s * 2)
+        self.backoff_s = next_wait(self.backoff_s, self.retry_min_s, self.retry_max_s)
         self.next_attempt_at = now + self.backoff_s
         self.needs_full = True
         if first:

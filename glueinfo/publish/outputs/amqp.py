@@ -62,6 +62,7 @@ from typing import Any, Optional, Protocol
 from urllib.parse import unquote, urlsplit
 
 from glueinfo.core.atomicwrite import WriteError
+from glueinfo.core.backoff import next_wait
 from glueinfo.core.files import read_password_file
 from glueinfo.core.text import one_line
 from glueinfo.publish.outbox import Message, Outbox, OutboxState, new_header
@@ -405,7 +406,7 @@ class Sender:
     def _failed(self, exc: BaseException) -> None:
         self._drop_link()
         error = describe(exc)
-        self.backoff_s = self.retry_min_s if self.backoff_s <= 0 else min(self.retry_max_s, self.backoff_s * 2)
+        self.backoff_s = next_wait(self.backoff_s, self.retry_min_s, self.retry_max_s)
         self._next_attempt = time.monotonic() + self.backoff_s
         with self._state:
             first = self.failing_since is None

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
+from glueinfo.core.backoff import next_wait
 from glueinfo.core.files import read_password_file
 from glueinfo.core.ldif import DNError, dn_key, make_dn, parse_dn
 from glueinfo.core.runstats import JobStats
@@ -110,7 +111,7 @@ class LdapSync:
         if outcome.error is not None:
             self.stats.failures += 1
             self.stats.last_error = outcome.error
-            self.backoff_s = self.retry_min_s if self.backoff_s <= 0 else min(self.retry_max_s, self.backoff_s * 2)
+            self.backoff_s = next_wait(self.backoff_s, self.retry_min_s, self.retry_max_s)
             self.next_attempt_at = self.clock() + self.backoff_s
             if self.failing_since is None:
                 self.failing_since = now
