@@ -69,7 +69,7 @@ def adopt_from_server(assembler: SiteAssembler, settings: PublishSettings) -> No
     """Adopt the SubCluster ids the server publishes (glueinfo.site.ids): the first publish by
     this glueinfo keeps them instead of renaming SubClusters.  A server that cannot be read
     is left to the sync to report."""
-    from glueinfo.glue.ldapsync import PublishError
+    from glueinfo.glue.ldap_connection import PublishError
     from glueinfo.publish.outputs.ldap import published_hosts
 
     try:
@@ -142,7 +142,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.core.errors import UsageError
     from glueinfo.core.gc_pause import collector_paused
     from glueinfo.glue.glue2.publish import load_times, save_times
-    from glueinfo.glue.ldapsync import PublishError, default_state_file
+    from glueinfo.glue.ldap_connection import PublishError
+    from glueinfo.glue.ldap_state import default_state_file
     from glueinfo.lrms.queues import missing_queues
     from glueinfo.publish.outputs.ldap import infosys_target, ldap_targets, publish_bases, sync_site
 

@@ -64,8 +64,8 @@ every exception class in the package, its parent and its built-in bases)::
             NodeRenderError         glueinfo.sss.node_templates     also ValueError
             HaizeaError             glueinfo.haizea.site            also ValueError
             OutboxError             glueinfo.publish.outbox
-            PublishError            glueinfo.glue.ldapsync
-                ConnectionLost      glueinfo.glue.ldapsync
+            PublishError            glueinfo.glue.ldap_connection
+                ConnectionLost      glueinfo.glue.ldap_connection
         UpstreamError               glueinfo.core.errors
             PullError               glueinfo.gather.pull
             RetryableError          glueinfo.gather.pull

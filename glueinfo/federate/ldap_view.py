@@ -32,7 +32,8 @@ from typing import Any, Optional
 from glueinfo.core.backoff import next_wait
 from glueinfo.core.ldif import Entry, dn_key
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import ConnectionLost, LdapTarget, PublishError, PublishReport, connect, write_delta
+from glueinfo.glue.ldap_connection import ConnectionLost, LdapTarget, PublishError, connect
+from glueinfo.glue.ldapsync import PublishReport, write_delta
 from glueinfo.publish.outputs.ldap import infosys_for, sync_site, targets_for
 from glueinfo.site.publish_settings import LdapSettings
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from glueinfo.core.ldif import Entry
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import LdapTarget, PublishError, connect
+from glueinfo.glue.ldap_connection import LdapTarget, PublishError, connect
 
 
 def read_hosts(target: LdapTarget) -> list[Entry]:

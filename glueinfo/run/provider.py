@@ -283,7 +283,7 @@ class Provider:
             if self.assembler.adopt_published(entries, path):
                 return
         if self.ldap is not None:
-            from glueinfo.glue.ldapsync import PublishError
+            from glueinfo.glue.ldap_connection import PublishError
             from glueinfo.publish.outputs.ldap import published_hosts
 
             settings = self.plan.publish_settings

@@ -1,4 +1,4 @@
-"""How `glueinfo publish` reads a subtree (glueinfo.glue.ldapsync.search_subtree: BER on the
+"""How `glueinfo publish` reads a subtree (glueinfo.glue.ldap_wire.search_subtree: BER on the
 connection's socket, page by page), checked against what the real ldapsearch reads from the same
 real slapd."""
 
@@ -12,14 +12,8 @@ from paths import REPO
 from servers import Slapd, missing_slapd_tools
 
 from glueinfo.core.ldif import normalise_dn, value_text
-from glueinfo.glue.ldapsync import (
-    ANY_ENTRY,
-    LdapTarget,
-    PublishError,
-    connect,
-    greater_or_equal,
-    search_subtree,
-)
+from glueinfo.glue.ldap_connection import LdapTarget, PublishError, connect
+from glueinfo.glue.ldap_wire import ANY_ENTRY, greater_or_equal, search_subtree
 
 pytestmark = pytest.mark.integration
 

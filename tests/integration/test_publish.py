@@ -14,7 +14,7 @@ from paths import REPO
 from servers import Slapd, missing_slapd_tools
 
 from glueinfo.core.ldif import normalise_dn, parse_ldif, value_text
-from glueinfo.glue.ldapsync import changes_for
+from glueinfo.glue.ldap_diff import changes_for
 
 pytestmark = pytest.mark.integration
 
@@ -261,7 +261,7 @@ def test_entries_someone_else_adds_or_deletes_are_put_right(server, tmp_path):
 
 def test_entry_digest_depends_on_content_only():
     from glueinfo.core.ldif import Entry
-    from glueinfo.glue.ldapsync import entry_digest
+    from glueinfo.glue.ldap_state import entry_digest
 
     def make(text):
         return Entry("GlueHostUniqueID=a,o=grid", {"objectClass": ["GlueClusterTop", "GlueHost"], "GlueHostUniqueID": text,

@@ -39,7 +39,8 @@ from glueinfo.core.files import read_password_file
 from glueinfo.core.ldif import DNError, dn_key, make_dn, parse_dn
 from glueinfo.core.runstats import JobStats
 from glueinfo.core.text import one_line
-from glueinfo.glue.ldapsync import LdapTarget, PublishError, PublishReport, Rejection, sync_keyed
+from glueinfo.glue.ldap_connection import LdapTarget, PublishError
+from glueinfo.glue.ldapsync import PublishReport, Rejection, sync_keyed
 from glueinfo.publish.outputs import OutputContext, OutputPlugin, OutputResult, Publication
 
 if TYPE_CHECKING:
@@ -312,7 +313,7 @@ def write_update_stats(target: LdapTarget, report: PublishReport) -> bool:
     import ldap3
     from ldap3.core.exceptions import LDAPException
 
-    from glueinfo.glue.ldapsync import connect
+    from glueinfo.glue.ldap_connection import connect
 
     host = urlsplit(target.url).hostname or "localhost"
     dn = make_dn("Hostname", host, INFOSYS)

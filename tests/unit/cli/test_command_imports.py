@@ -30,7 +30,8 @@ sys.exit(code)
 # What no one-shot command that prints a document needs: the daemon, the other outputs and their
 # libraries, the catalogs and the Node XML renderer.
 NEVER = ("glueinfo.run", "glueinfo.federate", "glueinfo.catalogs", "glueinfo.haizea", "glueinfo.sss.node_xml",
-         "glueinfo.glue.ldapsync", "glueinfo.glue.glue2.json", "glueinfo.publish.outputs.amqp",
+         "glueinfo.glue.ldapsync", "glueinfo.glue.ldap_connection", "glueinfo.glue.ldap_wire", "glueinfo.glue.ldap_diff",
+         "glueinfo.glue.ldap_state", "glueinfo.glue.glue2.json", "glueinfo.publish.outputs.amqp",
          "glueinfo.publish.outputs.htcondor_ce", "glueinfo.publish.outputs.ldap", "glueinfo.publish.outputs.file",
          "glueinfo.publish.outbox", "ldap3", "lxml", "pika", "prometheus_client", "msgspec", "re2", "apscheduler",
          "h11", "asyncio", "http.client", "email", "importlib.metadata")

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from glueinfo.core.runstats import JobStats
-from glueinfo.glue.ldapsync import PublishError
+from glueinfo.glue.ldap_connection import PublishError
 from glueinfo.publish.outputs import OutputError, OutputResult, Publication, all_outputs, make_outputs, publish_all
 from glueinfo.publish.outputs.ldap import identity_for, ldap_targets, publish_bases
 from glueinfo.publish.outputs.stdout import StdoutOutput
