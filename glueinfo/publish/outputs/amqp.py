@@ -25,24 +25,46 @@ Messages are persistent (delivery mode 2), with ``content_type``, a fresh
 user_id is not the login's, so a federation view may trust it) and headers
 ``document`` and ``site_id`` (the id as written).
 
-At a publish the output only writes each document to its outbox
-(glueinfo.publish.outbox, in ``[run] state_dir``/amqp-outbox) and wakes
-its sender thread; a document whose bytes are those last sent is not sent
-again until ``resend`` seconds after that send (so a consumer sees an idle
-site alive).  The sender publishes what waits with publisher confirms and
-drops a document only once the broker confirmed it; when the broker is
-away or refuses, it retries after ``retry_min`` seconds, doubled to
-``retry_max``, while newer documents replace older ones in the outbox (the
-newest per routing key is what goes out on reconnect).  So a slow or dead
-broker never delays the other outputs, and a restart, even after kill -9,
-sends what was left.
+At a publish the output only hands its writer thread a snapshot of each
+document (:class:`Snapshot`: references to the publish's own pieces, the
+JSON's bytes, the Node XML's pieces, the GLUE 1.3 entries' texts; nothing
+copied) and returns: a publish waits for no compression, no disk and no
+broker.  The writer thread gzips the LDIF, compares each document with its
+key's last one: one whose bytes are those last sent is not sent again until
+``resend`` seconds after that send (so a consumer sees an idle site alive);
+it writes the others to the outbox (glueinfo.publish.outbox, in ``[run]
+state_dir``/amqp-outbox, durable before the sender sees it) and wakes the
+sender thread.  A newer snapshot of a key replaces one not yet written
+(:class:`Handoff`).  The sender publishes what waits in the outbox with
+publisher confirms and drops a document only once the broker confirmed it;
+when the broker is away or refuses, it retries after ``retry_min`` seconds,
+doubled to ``retry_max``, while newer documents replace older ones in the
+outbox (the newest per routing key is what goes out on reconnect).  The
+writer never talks to the broker and the sender never writes a document,
+so a slow or dead broker delays neither the other outputs nor the outbox's
+copy of the newest document, and a restart, even after kill -9, sends what
+was left.
+
+A kill -9 between a publish and the writer's outbox write (the time to
+compress and write: tens of milliseconds for a 2,000-host LDIF, longer only
+while the disk refuses) loses that publish's snapshot, nothing else: the
+outbox still holds the key's previous document (waiting, or sent), and the
+restarted daemon's first publish makes the documents again from the site as
+it then is and hands them over, so the newest document is what goes out.
+A write that fails (a full disk) is logged and said in one line by the
+output's next result (counted in ``glueinfo_output_failures_total``) and
+its outbox's error on the status page; the writer thread goes on, the
+snapshot stays in hand, counted as waiting, and is written at the next
+publish unless that one hands a newer one.
 
 The output's result is an error while the broker does not confirm (so
 ``/metrics`` ``glueinfo_output_failures_total`` and ``/health`` show it),
 and ``/metrics`` has ``glueinfo_outbox_documents`` and
-``glueinfo_outbox_last_confirm_timestamp_seconds``.  At stop (and at the
-end of ``run --once``) the sender has ``drain_timeout`` seconds to send
-what waits; what is left is sent after the next start.
+``glueinfo_outbox_last_confirm_timestamp_seconds``; a snapshot handed but
+not yet written counts among the documents waiting.  At stop (and at the
+end of ``run --once``) the writer writes what it holds, then the sender has
+what is left of ``drain_timeout`` seconds to send what waits; what is left
+is sent after the next start (and ``run --once`` exits 1).
 
 pika (the ``amqp`` extra) is imported only when this output is made.
 """
@@ -56,12 +78,11 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 from urllib.parse import unquote, urlsplit
 
-from glueinfo.core.atomicwrite import WriteError
 from glueinfo.core.backoff import next_wait
 from glueinfo.core.files import read_password_file
 from glueinfo.core.text import one_line
@@ -77,7 +98,10 @@ DOCUMENTS = {"glue21-json": ("glue21.json", "application/json"), "node-xml": ("n
 # Documents sent compressed (content_encoding gzip): the LDIF of a large site is tens of MB of
 # repetitive text, a tenth of that compressed, well below a federation view's message limit.
 GZIPPED = {"glue.ldif"}
-GZIP_LEVEL = 1  # fastest: this runs in the publish cycle
+GZIP_LEVEL = 1  # fastest: the writer thread's CPU is the site's, at every publish that changed the LDIF
+# The LDIF's entry texts are encoded and compressed in blocks of about this many characters: one
+# zlib call per block (it lets the publishing thread run meanwhile), not one per 200-byte entry.
+BLOCK_CHARS = 256 * 1024
 MAX_ROUTING_KEY = 200  # AMQP allows 255 bytes; the key also names the outbox's files
 IDLE_POLL_S = 5.0  # how often an idle connection answers the broker's heartbeats
 
@@ -425,11 +449,172 @@ class Sender:
             self.link = None
 
 
+# -- the hand-over from the publish to the outbox ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One document of one publish as the publish hands it over: references to the publish's own
+    pieces, nothing copied.  ``texts`` (the GLUE 1.3 entries' LDIF texts, the render cache's
+    strings in the build's own list, which no later publish changes) come first, then ``pieces``
+    (bytes: the JSON, the Node XML's pieces, the o=glue tree).  ``resend``: no document, a request
+    to send the key's last confirmed one again if ``resend`` seconds have passed (nothing changed)."""
+
+    document: str  # as [amqp] documents names it
+    key: str
+    created: float = 0.0
+    texts: Sequence[str] = ()
+    pieces: Sequence[bytes] = ()
+    resend: bool = False
+
+    def chunks(self) -> Iterator[bytes]:
+        """The document's bytes, the texts encoded in blocks of about :data:`BLOCK_CHARS`."""
+        block: list[str] = []
+        size = 0
+        for text in self.texts:
+            block.append(text)
+            size += len(text)
+            if size >= BLOCK_CHARS:
+                yield "".join(block).encode()
+                block, size = [], 0
+        if block:
+            yield "".join(block).encode()
+        yield from self.pieces
+
+
+class Handoff:
+    """The snapshots handed over and not yet in the outbox, the newest per key; thread-safe, its
+    lock held only to look at or change its dicts (never while compressing or writing), so a
+    publish that hands over never waits for the writer.
+
+    A snapshot is *handed* (waiting for the writer), then *writing* (taken), then gone (in the
+    outbox) or *held* (its write failed: written again at the next hand-over, unless that one
+    brings a newer snapshot of its key).  A newer snapshot replaces one not yet taken; a resend
+    request never replaces a document."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handed: dict[str, Snapshot] = {}
+        self._writing: dict[str, Snapshot] = {}
+        self._held: dict[str, Snapshot] = {}
+
+    def hand(self, snapshots: Iterable[Snapshot]) -> None:
+        with self._lock:
+            for key, held in self._held.items():  # the write that failed is tried again now
+                self._handed.setdefault(key, held)
+            self._held.clear()
+            for snapshot in snapshots:
+                known = self._handed.get(snapshot.key)
+                if snapshot.resend and known is not None and not known.resend:
+                    continue
+                self._handed[snapshot.key] = snapshot
+
+    def take(self) -> list[Snapshot]:
+        """What was handed, now the writer's (oldest hand-over first)."""
+        with self._lock:
+            taken = list(self._handed.values())
+            self._handed.clear()
+            self._writing.update((s.key, s) for s in taken if not s.resend)
+            return taken
+
+    def done(self, snapshot: Snapshot, written: bool) -> None:
+        """The writer is done with ``snapshot``: in the outbox (or not needed), or, ``written``
+        False, held for the next hand-over unless a newer one of its key was handed meanwhile."""
+        with self._lock:
+            if self._writing.get(snapshot.key) is snapshot:
+                del self._writing[snapshot.key]
+            if not written and snapshot.key not in self._handed:
+                self._held[snapshot.key] = snapshot
+
+    def handed(self) -> bool:
+        """Whether something waits for the writer (held snapshots wait for the next hand-over)."""
+        with self._lock:
+            return bool(self._handed)
+
+    def unwritten(self) -> set[str]:
+        """The keys with a document handed over and not yet in the outbox (resend requests aside)."""
+        with self._lock:
+            return {key for table in (self._handed, self._writing, self._held)
+                    for key, snapshot in table.items() if not snapshot.resend}
+
+
+class Writer:
+    """Writes what the publish hands over to the outbox, on its own thread (not the sender's: a
+    sender stuck on a hung broker for its ``timeout`` must not keep the newest document out of the
+    outbox, where it survives a kill -9).
+
+    ``store(snapshot)`` writes one snapshot (or decides it need not be) and says whether the outbox
+    got something to send; it may raise on a write that fails (WriteError, a full disk): that is
+    logged, kept as :attr:`error` (one line) and the snapshot held for the next hand-over; the
+    thread goes on.  ``written()`` is called when the outbox got something (the sender's wake)."""
+
+    def __init__(self, handoff: Handoff, store: Callable[[Snapshot], bool], written: Callable[[], None],
+                 directory: str) -> None:
+        self.handoff, self.store, self.written, self.directory = handoff, store, written, directory
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()  # one writer at a time: the thread, or a test's write_handed
+        self.error: Optional[str] = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="glueinfo-amqp-outbox", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        self._ready.set()
+
+    def stop(self, timeout_s: float) -> bool:
+        """Stop the thread once it wrote what was handed; returns whether it ended within
+        ``timeout_s`` (a thread stuck on the disk is left, as a daemon thread, to the process's
+        end; what it holds still counts as waiting)."""
+        self._stop.set()
+        self._ready.set()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            self._ready.wait()
+            self._ready.clear()
+            self.write_handed()
+            if self._stop.is_set() and not self.handoff.handed():
+                return
+
+    def write_handed(self) -> bool:
+        """Write every snapshot handed over (on the calling thread: the writer's, or a caller's
+        that must know the hand-over is done: once this returns, everything handed before it is in
+        the outbox, decided unneeded, or held after a failed write); True, and ``written()``
+        called, when the outbox got something to send."""
+        with self._lock:
+            taken = self.handoff.take()
+            if not taken:
+                return False
+            stored, errors = False, []
+            for snapshot in taken:
+                try:
+                    stored = self.store(snapshot) or stored
+                except Exception as exc:  # a full disk, or a bug: said, and tried again; never the thread's end
+                    error = one_line(exc) or type(exc).__name__
+                    errors.append(error)
+                    self.handoff.done(snapshot, written=False)
+                    log.warning("AMQP outbox %s: %s %s not written: %s; tried again at the next publish", self.directory,
+                                snapshot.document, snapshot.key, error, exc_info=not isinstance(exc, OSError))
+                    continue
+                self.handoff.done(snapshot, written=True)
+            self.error = f"outbox: {errors[0]}; tried again at the next publish" if errors else None
+        if stored:
+            self.written()
+        return stored
+
+
 # -- the output ------------------------------------------------------------------------------------
 
 class AmqpOutput:
-    """The ``amqp`` output (module docstring).  Its sender starts at the first publish, so an
-    output made only to check a config (or a reload's, until it takes over) sends nothing."""
+    """The ``amqp`` output (module docstring).  Its writer and sender start at the first publish,
+    so an output made only to check a config (or a reload's, until it takes over) sends nothing."""
 
     name = "amqp"
 
@@ -440,75 +625,103 @@ class AmqpOutput:
         self.outbox = Outbox(outbox_dir)
         self.sender = Sender(self.outbox, connect or (lambda: PikaLink(settings)), settings.where, settings.retry_min_s,
                              settings.retry_max_s, clock)
+        self.handoff = Handoff()
+        self.writer = Writer(self.handoff, self._store, self.sender.wake, outbox_dir)
 
     def publish(self, publication: Publication) -> OutputResult:
+        """Hand the publication's documents to the writer thread and return (no compression, disk
+        or broker here).  The result's error says what the broker or the last outbox write did."""
+        self.writer.start()
         self.sender.start()
         documents = publication.documents
-        queued, errors = 0, []
+        snapshots, errors = [], []
         for document, key in self.keys.items():
-            try:
-                if documents is None or (document == "node-xml" and not publication.hosts_changed):
-                    queued += self._resend_if_due(key)
-                    continue
-                chunks = self._chunks(document, documents)
-                if chunks is None:
-                    errors.append(f"{document} not made")
-                    continue
-                queued += self._put(document, key, chunks, documents.site.assembled_at)
-            except (WriteError, OSError) as exc:
-                errors.append(one_line(exc))
-        if queued:
-            self.sender.wake()
+            if documents is None or (document == "node-xml" and not publication.hosts_changed):
+                snapshots.append(Snapshot(document, key, resend=True))
+                continue
+            snapshot = self._snapshot(document, key, documents)
+            if snapshot is None:
+                errors.append(f"{document} not made")
+                continue
+            snapshots.append(snapshot)
+        self.handoff.hand(snapshots)
+        self.writer.wake()
+        handed = sum(1 for snapshot in snapshots if not snapshot.resend)
+        if self.writer.error is not None:
+            errors.append(self.writer.error)
         up, error, failing_since, _last, _count = self.sender.state()
-        depth = self.outbox.depth()
-        note = f"AMQP {queued} queued, {depth} waiting"
+        depth = self.depth()
+        note = f"AMQP {handed} handed over, {depth} waiting"
         if error is not None:
             failing_s = max(0.0, self.clock() - (failing_since or self.clock()))
             errors.append(f"{self.settings.where}: {error} (failing for {failing_s:.0f} s); {depth} documents wait in the outbox")
-        return OutputResult(note=note, error="; ".join(errors) or None, written=bool(queued))
+        return OutputResult(note=note, error="; ".join(errors) or None, written=bool(handed))
 
     @staticmethod
-    def _chunks(document: str, documents: Any) -> Optional[Sequence[bytes]]:
-        body: Optional[bytes]
+    def _snapshot(document: str, key: str, documents: Any) -> Optional[Snapshot]:
+        """The document as references to the publication's pieces, made (once per publish) now."""
+        created = documents.site.assembled_at
         if document == "node-xml":
             chunks: Optional[Sequence[bytes]] = documents.node_xml_chunks()
-            return chunks
+            return None if chunks is None else Snapshot(document, key, created, pieces=chunks)
         if document == "glue-ldif":  # both trees as [glue] versions has them, as `glueinfo ldif` prints them
-            return [gzip_chunks(documents.ldif_chunks())]
-        body = documents.glue2_json if document == "glue21-json" else documents.crr_json
-        return None if body is None else [body]
+            ldif = documents.ldif_pieces()
+            if ldif.build is not None and ldif.build.texts:  # a daemon's: the render cache's texts, shared
+                return Snapshot(document, key, created, texts=ldif.build.texts, pieces=(ldif.tail,))
+            return Snapshot(document, key, created, pieces=(ldif.to_bytes(),))  # a one-shot publish's
+        body: Optional[bytes] = documents.glue2_json if document == "glue21-json" else documents.crr_json
+        return None if body is None else Snapshot(document, key, created, pieces=(body,))
 
-    def _put(self, document: str, key: str, chunks: Sequence[bytes], created: float) -> int:
-        """Put a document in the outbox unless its bytes are those last put and that one is still
-        waiting, or was confirmed less than ``resend`` seconds ago."""
-        header = new_header(key, DOCUMENTS[document][1], DOCUMENTS[document][0], self.site_id, chunks, created)
-        last = self.outbox.last(key)
+    def _store(self, snapshot: Snapshot) -> bool:
+        """The writer's work on one snapshot (on its thread): a resend request carried out if due;
+        a document compressed (the LDIF) and put in the outbox unless its bytes are those last put
+        and that one is still waiting, or was confirmed less than ``resend`` seconds ago.  True
+        when something now waits to be sent; WriteError."""
+        if snapshot.resend:
+            return self._resend_if_due(snapshot.key)
+        kind, content_type = DOCUMENTS[snapshot.document][0], DOCUMENTS[snapshot.document][1]
+        chunks: Sequence[bytes]
+        chunks = [gzip_chunks(snapshot.chunks())] if kind in GZIPPED else list(snapshot.chunks())
+        header = new_header(snapshot.key, content_type, kind, self.site_id, chunks, snapshot.created)
+        last = self.outbox.last(snapshot.key)
         if last is not None:
             previous, waiting, at = last
             if previous.digest == header.digest and (waiting or self.clock() - at < self.settings.resend_s):
-                return 0
+                return False
         self.outbox.put(header, chunks)
-        return 1
+        return True
 
-    def _resend_if_due(self, key: str) -> int:
+    def _resend_if_due(self, key: str) -> bool:
         last = self.outbox.last(key)
         if last is None or last[1] or self.clock() - last[2] < self.settings.resend_s:
-            return 0
-        return int(self.outbox.resend(key))
+            return False
+        return self.outbox.resend(key)
+
+    def depth(self) -> int:
+        """Documents waiting: in the outbox, or handed over and not yet written there."""
+        return len(set(self.outbox.waiting()) | self.handoff.unwritten())
 
     def outbox_state(self) -> OutboxState:
-        """What /metrics shows: documents waiting, the last confirm, whether the broker answers."""
+        """What /metrics shows: documents waiting, the last confirm, whether the broker answers,
+        and the broker's or the outbox's last error."""
         up, error, _since, last, count = self.sender.state()
-        return OutboxState(self.name, self.outbox.depth(), last, count, up, error)
+        problems = [e for e in (self.writer.error, error) if e]
+        return OutboxState(self.name, self.depth(), last, count, up, "; ".join(problems) or None)
 
     def close(self, drain: bool = True) -> None:
-        """Stop the sender, after at most ``drain_timeout`` seconds spent sending what waits
-        (``drain`` False: at once, a reload's next output takes over the outbox)."""
-        if not self.sender.stop(self.settings.drain_s if drain and self.sender.running else 0.0):
+        """Stop the writer once it wrote what was handed over, then the sender, after at most
+        what is left of ``drain_timeout`` seconds spent sending what waits (``drain`` False: at
+        once, a reload's next output takes over the outbox)."""
+        started = time.monotonic()
+        if not self.writer.stop(max(self.settings.drain_s, 2.0)):
+            log.warning("AMQP outbox %s: the writer did not finish within %g s; %d documents not written",
+                        self.outbox.directory, max(self.settings.drain_s, 2.0), len(self.handoff.unwritten()))
+        drain_s = max(0.0, self.settings.drain_s - (time.monotonic() - started)) if drain and self.sender.running else 0.0
+        if not self.sender.stop(drain_s):
             log.warning("AMQP %s: the sender did not stop within %g s; %d documents wait in %s for the next start",
-                        self.settings.where, self.settings.drain_s, self.outbox.depth(), self.outbox.directory)
-        elif self.outbox.depth():
-            log.info("AMQP %s: %d documents wait in %s for the next start", self.settings.where, self.outbox.depth(),
+                        self.settings.where, self.settings.drain_s, self.depth(), self.outbox.directory)
+        elif self.depth():
+            log.info("AMQP %s: %d documents wait in %s for the next start", self.settings.where, self.depth(),
                      self.outbox.directory)
         self.outbox.close()
 

@@ -37,6 +37,11 @@ def documents(json_body: bytes, node_xml: bytes = b"<Data/>") -> Any:
                            site=SimpleNamespace(assembled_at=1_790_000_000.0))
 
 
+def written(output: AmqpOutput) -> None:
+    """Returns once what the output was handed is in its outbox (or found unchanged)."""
+    output.writer.write_handed()
+
+
 def wait_until(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + 20
     while not condition():
@@ -173,6 +178,7 @@ def test_while_the_broker_is_down_the_newest_document_waits_and_arrives_when_it_
     assert result.error is not None and "ConnectionRefusedError" in result.error and "1 documents wait" in result.error
     state = output.outbox_state()
     assert (state.depth, state.confirmed, state.last_confirm_at) == (1, 0, None)
+    written(output)
     assert output.outbox.read("glue21.json.EXAMPLE-SITE").body == b'{"v": 4}'
     broker.down = False
     wait_until(lambda: output.outbox.depth() == 0, "the outbox emptied")
@@ -202,14 +208,17 @@ def test_an_unchanged_document_is_sent_again_only_after_resend(make, broker):
     # Confirmed, not only received: the outbox marks a document sent just after the broker's confirm.
     wait_until(lambda: len(broker.received) == 2 and output.outbox.depth() == 0, "both documents confirmed")
     now[0] += 60
-    assert output.publish(Publication(documents(b"{}", b"<Data>1</Data>"))).note.startswith("AMQP 0 queued")
-    assert output.publish(Publication(None)).note.startswith("AMQP 0 queued")
+    output.publish(Publication(documents(b"{}", b"<Data>1</Data>")))
+    output.publish(Publication(None))
+    written(output)
+    assert output.outbox.depth() == 0 and len(broker.received) == 2  # nothing new waits to be sent
     # Hosts unchanged: the Node XML is not even asked for.
-    changed = output.publish(Publication(documents(b'{"x": 1}', b"<Data>never made</Data>"), hosts_changed=False))
-    assert changed.note.startswith("AMQP 1 queued")
+    output.publish(Publication(documents(b'{"x": 1}', b"<Data>never made</Data>"), hosts_changed=False))
+    written(output)
     wait_until(lambda: len(broker.received) == 3 and output.outbox.depth() == 0, "the changed document confirmed")
+    assert broker.received[2].body == b'{"x": 1}'
     now[0] += 601
-    assert output.publish(Publication(None)).note.startswith("AMQP 2 queued")
+    output.publish(Publication(None))
     wait_until(lambda: len(broker.received) == 5, "both sent again")
     assert sorted(m.body for m in broker.received[3:]) == [b"<Data>1</Data>", b'{"x": 1}']
 
@@ -248,3 +257,145 @@ def test_the_ldif_is_pushed_as_one_gzip_stream_of_its_pieces_the_same_bytes_each
     assert gzip.decompress(packed) == b"".join(pieces)
     assert gzip_chunks(iter(pieces)) == packed  # no time in the header: unchanged LDIF, unchanged message
     assert packed[4:8] == b"\0\0\0\0" and len(packed) < len(b"".join(pieces)) / 10
+
+
+def hold_writes(output: AmqpOutput) -> tuple[threading.Event, threading.Event]:
+    """Makes the output's outbox writes wait until the first event is set; the second is set
+    when a write has begun waiting."""
+    release, waiting = threading.Event(), threading.Event()
+    put = output.outbox.put
+
+    def held_put(*args: Any, **kwargs: Any) -> None:
+        waiting.set()
+        release.wait()
+        put(*args, **kwargs)
+
+    output.outbox.put = held_put  # type: ignore[method-assign]
+    return release, waiting
+
+
+def test_a_publish_returns_before_its_documents_are_written_and_the_newest_handed_is_what_goes_out(make, broker):
+    # A glue-ldif push (tens of MB gzipped) must not lengthen the publish: compression and the
+    # outbox's write happen after it returns.  Here the write is held: the publish still returns.
+    output = make()
+    release, waiting = hold_writes(output)
+    try:
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (output.publish(Publication(documents(b'{"v": 1}'))), done.set()))
+        worker.start()
+        wait_until(done.is_set, "the publish returned while its document was not yet written")
+        wait_until(waiting.is_set, "the first document's write began")
+        # Not in the outbox yet, but counted as waiting (/metrics, run --once's exit status).
+        assert output.outbox.depth() == 0 and output.outbox_state().depth == 1
+        for version in (2, 3):  # handed while the first is being written: the newer replaces the older
+            result = output.publish(Publication(documents(b'{"v": %d}' % version)))
+            assert result.error is None and result.written and output.outbox_state().depth == 1
+    finally:
+        release.set()
+    wait_until(lambda: [m.body for m in broker.received][-1:] == [b'{"v": 3}'] and output.outbox_state().depth == 0,
+               "the newest document confirmed")
+    assert b'{"v": 2}' not in [m.body for m in broker.received]
+
+
+def test_the_gzipped_ldif_is_made_from_the_publishs_texts_after_the_publish(make, broker):
+    import gzip
+
+    texts = [f"dn: GlueHostUniqueID=wn{i:04d}.example.org,mds-vo-name=resource,o=grid\nGlueHostName: wn{i:04d}\n\n"
+             for i in range(3000)]
+    build = SimpleNamespace(texts=texts)
+    tail = b"\ndn: GLUE2GroupID=resource,o=glue\nobjectClass: GLUE2Group\n\n"
+    made = documents(b"{}")
+    made.ldif_pieces = lambda: SimpleNamespace(build=build, tail=tail)
+    output = make(documents=("glue-ldif",))
+    output.publish(Publication(made))
+    wait_until(lambda: len(broker.received) == 1 and output.outbox_state().depth == 0, "the LDIF confirmed")
+    [message] = broker.received
+    assert message.header.routing_key == "glue.ldif.EXAMPLE-SITE" and message.header.size == len(message.body)
+    assert gzip.decompress(message.body) == "".join(texts).encode() + tail
+
+
+def test_a_full_disk_is_one_line_in_the_outputs_status_and_the_next_publish_writes_it(make, broker, monkeypatch):
+    import errno
+
+    from glueinfo.core.atomicwrite import WriteError
+    from glueinfo.publish import outbox
+
+    def full(path: str, chunks: Any, **_kwargs: Any) -> Any:
+        raise WriteError(path, OSError(errno.ENOSPC, "No space left on device"))
+
+    output = make()
+    with monkeypatch.context() as disk:
+        disk.setattr(outbox, "write_atomic_chunks", full)
+        output.publish(Publication(documents(b'{"v": 1}')))
+        written(output)
+        result = output.publish(Publication(None))  # nothing new: the document the disk refused is still in hand
+        written(output)
+        assert result.error is not None and "\n" not in result.error
+        assert "glue21.json.EXAMPLE-SITE.msg: not written: No space left on device" in result.error
+        state = output.outbox_state()
+        assert state.depth == 1 and "No space left on device" in (state.error or "")
+        assert broker.received == []
+    # The disk has room again: the next publish's hand-over writes it, on the writer's thread.
+    output.publish(Publication(None))
+    wait_until(lambda: [m.body for m in broker.received] == [b'{"v": 1}'], "the document written and confirmed")
+    wait_until(lambda: output.outbox_state().depth == 0, "the outbox emptied")
+    assert output.publish(Publication(None)).error is None and output.outbox_state().error is None
+
+
+def test_closing_writes_what_was_handed_even_when_the_broker_is_away(make, broker, tmp_path):
+    broker.down = True
+    output = make()
+    output.publish(Publication(documents(b'{"v": 1}')))
+    output.close(drain=False)
+    assert output.outbox.read("glue21.json.EXAMPLE-SITE").body == b'{"v": 1}'
+    assert output.outbox_state().depth == 1  # what `run --once` exits 1 for
+
+
+KILLED_CHILD = """
+import sys, threading
+from types import SimpleNamespace
+from glueinfo.publish.outputs import Publication
+from glueinfo.publish.outputs.amqp import AmqpOutput, AmqpSettings
+
+def documents(body):
+    return SimpleNamespace(glue2_json=body, site=SimpleNamespace(assembled_at=1_790_000_000.0))
+
+def unreachable():
+    raise ConnectionRefusedError(111, "Connection refused")
+
+settings = AmqpSettings(url="amqp://glueinfo@broker.example.org/", host="broker.example.org", port=5672,
+                        virtual_host="/", user="glueinfo", tls=False, retry_min_s=60.0, retry_max_s=60.0)
+output = AmqpOutput(settings, "EXAMPLE-SITE", sys.argv[1], connect=unreachable)
+output.publish(Publication(documents(b'{"v": 1}')))
+output.writer.write_handed()
+never = threading.Event()
+output.outbox.put = lambda *args, **kwargs: never.wait()  # the next write never ends: killed before it
+output.publish(Publication(documents(b'{"v": 2}')))
+print("handed", flush=True)
+never.wait()
+"""
+
+
+def test_a_kill_9_between_a_publish_and_its_outbox_write_costs_only_that_publish(tmp_path, make, broker):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(tmp_path / "outbox")], stdout=subprocess.PIPE,
+                             cwd=root, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "handed\n"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    # Killed with {"v": 2} handed and not written: the outbox still holds {"v": 1}, whole.
+    before = make()
+    assert before.outbox.read("glue21.json.EXAMPLE-SITE").body == b'{"v": 1}'
+    before.close(drain=False)
+    # The restarted daemon's first publish makes the documents again from the site as it is now.
+    restarted = make()
+    restarted.publish(Publication(documents(b'{"v": 2}')))
+    wait_until(lambda: restarted.outbox_state().depth == 0, "the outbox emptied")
+    assert [m.body for m in broker.received][-1] == b'{"v": 2}'
