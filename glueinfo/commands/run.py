@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from glueinfo.core.config import Config
@@ -23,14 +24,19 @@ SYSLOG_FORMAT = "glueinfo[%(process)d]: %(levelname)s: %(message)s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_logging_arguments(parser)
+    parser.add_argument("--once", action="store_true",
+                        help="one refresh of everything (restore, collect, gather, publish), then exit: 0 when every output "
+                             "was written (the LDAP server took every entry, the broker confirmed every document)")
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+    """The long-running commands' logging options (``run``, ``serve``)."""
     parser.add_argument("--log-file", metavar="FILE",
                         help="also log to FILE (reopened when logrotate moves it)")
     parser.add_argument("--syslog", nargs="?", const="/dev/log", metavar="SOCKET",
                         help="also log to syslog (default socket /dev/log), facility daemon")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only (no line per cycle)")
-    parser.add_argument("--once", action="store_true",
-                        help="one refresh of everything (restore, collect, gather, publish), then exit: 0 when every output "
-                             "was written (the LDAP server took every entry, the broker confirmed every document)")
 
 
 def setup_logging(args: argparse.Namespace) -> None:
@@ -87,10 +93,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     if args.once:
         return run_once(provider)
+    return run_service(provider, lambda: load(config_path, plugin_keys))
 
+
+def run_service(provider: Any, reload_config: Callable[[], Config]) -> int:
+    """The provider's jobs on their intervals until SIGTERM (glueinfo.run.scheduler), SIGHUP
+    re-reading the config through ``reload_config``; the exit code."""
     from glueinfo.run.scheduler import Service
 
-    service = Service(provider, reload_config=lambda: load(config_path, plugin_keys))
+    service = Service(provider, reload_config=reload_config)
     code = service.run()  # ServiceError (cannot listen, say): exit 2
     if service.abandoned:
         # A hung job's thread would keep the interpreter from exiting: leave now, the outputs are whole.
@@ -106,12 +117,8 @@ def run_once(provider: Any) -> int:
     provider.start_server()
     if restored:
         provider.publish("restart")
-    if provider.local_enabled:
-        provider.run_job("slow")
-        provider.run_job("fast")
-    if provider.gathers:
-        provider.run_job("gather")
-    provider.run_job("lrms")
+    for name in provider.intervals():  # slow, fast (this host), gather, lrms: the jobs this config runs
+        provider.run_job(name)
     provider.close()  # a pushing output sends what waits, within its drain time
     from glueinfo.publish.outputs import outbox_states
 

@@ -49,6 +49,12 @@ class History:
         self._lock = threading.Lock()
         self._saved_at = float("-inf")
         self._warned = False
+        self._read_only = False
+
+    def read_only(self) -> None:
+        """Read the file but never write it: its directory is another process's (a ``glueinfo run``
+        holds the state directory ``glueinfo serve`` reads).  The series is still kept in memory."""
+        self._read_only = True
 
     # -- recording ---------------------------------------------------------------------------
     def record(self, now: float, states: Mapping[str, QueueState]) -> None:
@@ -124,8 +130,9 @@ class History:
         return len(loaded)
 
     def save(self, now: Optional[float] = None) -> bool:
-        """Write the file now (atomically); False after a warning when it cannot be written."""
-        if self.path is None:
+        """Write the file now (atomically); False after a warning when it cannot be written, or
+        when it is not this process's to write (:meth:`read_only`)."""
+        if self.path is None or self._read_only:
             return False
         with self._lock:
             payload = json.dumps({"format": FORMAT, "series": self._series}, separators=(",", ":"))

@@ -249,9 +249,10 @@ def _state_change_time(snapshots: Sequence[HostSnapshot], now: float, stale_afte
 class NodeStore:
     """Holds the latest refresh and the documents rendered from it.
 
-    ``refresh`` is called in the background thread only; ``view()`` never
-    waits for it.  Before the first refresh has finished there is no view
-    and the server answers 503.
+    ``refresh`` is called by the provider's publishes (the ``http`` output,
+    glueinfo.run.http_output), never by a request: ``view()`` never waits for
+    it, and a refresh that hangs only makes the next ones skip.  Before the
+    first refresh has finished there is no view and the server answers 503.
     """
 
     def __init__(self, refresh: Callable[[], Refreshed], settings: NodeSettings = NodeSettings(),
@@ -275,8 +276,6 @@ class NodeStore:
         self._markup = NodeMarkupCache()
         self._markup_lock = threading.Lock()  # refreshes and clock-driven re-renders may overlap
         self._refresh_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         self.refreshes = 0
         self.skipped = 0
         self.last_refresh: dict[str, Any] = {}
@@ -328,19 +327,6 @@ class NodeStore:
         for problem in data.problems:
             log.warning("%s", problem)
         return True
-
-    def start(self, interval_s: float) -> None:
-        """Refresh every ``interval_s`` seconds in a daemon thread, until :meth:`stop`."""
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                # Each refresh in its own thread, so one that hangs only makes the next ones skip.
-                threading.Thread(target=self.refresh_once, name="glueinfo-refresh-run", daemon=True).start()
-
-        self._thread = threading.Thread(target=loop, name="glueinfo-refresh", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
 
     # -- rendering ---------------------------------------------------------------------------
     def _render(self, data: Refreshed, now: float) -> View:
@@ -704,8 +690,7 @@ class Server:
     """The store, the query service and the HTTP server together.
 
     Listens at construction (OSError if it cannot); ``start`` serves in the
-    background and returns, ``serve_forever`` blocks until ``stop`` (or a
-    signal handler's exception), ``stop`` returns within about two seconds
+    background and returns; ``stop`` returns within about two seconds
     whatever the clients or a running query do."""
 
     def __init__(self, settings: ServeSettings, store: NodeStore, service: Optional[QueryService] = None):
@@ -730,21 +715,11 @@ class Server:
     def address(self) -> tuple[str, int]:
         return self.httpd.address
 
-    def start(self, refresh: bool = True) -> None:
-        """Serve in a background thread and return; ``refresh``: the store refreshes itself
-        every ``refresh_interval`` too (the daemon's store is fed by its publishes instead)."""
-        if refresh:
-            self.store.start(self.settings.refresh_interval_s)
+    def start(self) -> None:
+        """Serve in a background thread and return (the store is fed by the provider's publishes)."""
         self.httpd.start()
 
-    def serve_forever(self) -> None:
-        """:meth:`start`, then wait until the server stops; a signal handler may raise out of it."""
-        self.start()
-        while not self.httpd.wait(0.5):
-            pass
-
     def stop(self, timeout: float = 2.0) -> None:
-        self.store.stop()
         self.httpd.stop(timeout)
 
 

@@ -1,12 +1,13 @@
-"""Publish stage: the CEs' batch jobs as SSSRMAP ``Job`` objects, refreshed in the background.
+"""Publish stage: the CEs' batch jobs as SSSRMAP ``Job`` objects, for the HTTP server.
 
-``glueinfo serve`` answers ``<Object>Node</Object>`` from memory; this gives
-it ``<Object>Job</Object>`` the same way, through the same Where/Get engine
+The server (``glueinfo serve``, ``glueinfo run`` with ``[run] serve``)
+answers ``<Object>Node</Object>`` from memory; this gives it
+``<Object>Job</Object>`` the same way, through the same Where/Get engine
 (glueinfo/sss/sssrmap/)::
 
     jobs = JobObjects(config)            # the [ce:NAME] sections' batch systems
-    jobs.register(service)               # service.register("Job", jobs.object_set)
-    jobs.start(refresh_interval_s)       # ... jobs.stop()
+    service.register("Job", jobs.object_set)
+    jobs.refresh()                       # by the provider's lrms job, after the CEs' state
 
 A request never waits for Slurm: it reads the last finished refresh (an
 empty set before the first).  A CE whose LRMS cannot be read contributes no
@@ -14,7 +15,7 @@ jobs to that refresh rather than its old ones (a job list from minutes ago
 would show jobs that may have ended); the failure is logged once per
 refresh by glueinfo.lrms.registry and its CE id kept in ``failed``.
 Arguments, working directories and environments are in the objects only
-when ``[jobs] private_fields`` names them: ``serve`` answers without
+when ``[jobs] private_fields`` names them: the server answers without
 authentication unless ``[serve] key_file`` is set.  The plugins are told
 too (:func:`with_private_fields`), so they read those fields only then.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Optional
@@ -47,15 +47,9 @@ class JobObjects:
     """The current Job ObjectSet of a site, swapped whole after each refresh."""
 
     def __init__(self, config: Config, clock: Callable[[], float] = time.time, local_fqdn: Optional[str] = None):
-        from glueinfo.site.assemble import default_local_fqdn
-        from glueinfo.site.from_config import site_from_config
-
-        self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))
-        self.private = frozenset(config.get("jobs", "private_fields"))
+        self.reconfigure(config, local_fqdn)
         self.clock = clock
         self._objects = job_object_set([])
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         self.failed: list[str] = []  # CE ids whose LRMS could not be read in the last refresh
         self.refreshed_at: Optional[float] = None
 
@@ -65,6 +59,7 @@ class JobObjects:
         return any(ce.lrms != "fork" for ce in self.site.ces)
 
     def refresh(self) -> None:
+        """Read every CE's jobs now (a CE that fails contributes none, its id in ``failed``)."""
         from glueinfo.lrms.registry import site_jobs
 
         jobs, failed = site_jobs(with_private_fields(self.site.ces, self.private), clock=self.clock)
@@ -73,29 +68,18 @@ class JobObjects:
         self.refreshed_at = self.clock()
 
     def object_set(self) -> Any:
+        """The last refresh's Job ObjectSet (empty before the first)."""
         return self._objects
 
+    def reconfigure(self, config: Config, local_fqdn: Optional[str] = None) -> None:
+        """Follow a new config (a reload): its CEs and private fields from the next refresh on; the
+        last refresh's objects stay served until then."""
+        from glueinfo.site.assemble import default_local_fqdn
+        from glueinfo.site.from_config import site_from_config
+
+        self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))
+        self.private = frozenset(config.get("jobs", "private_fields"))
+
     def register(self, service: Any) -> None:
+        """Answer ``<Object>Job</Object>`` on a glueinfo.sss.sssrmap.QueryService from the last refresh."""
         service.register("Job", self.object_set)
-
-    def start(self, interval_s: float) -> None:
-        """Refresh now and every ``interval_s`` seconds in a daemon thread."""
-        if not self.serves_jobs or self._thread is not None:
-            return
-
-        def loop() -> None:
-            while not self._stop.is_set():
-                try:
-                    self.refresh()
-                except Exception as exc:  # a bug must not end the refreshes
-                    log.error("job refresh failed: %s: %s", type(exc).__name__, exc)
-                self._stop.wait(interval_s)
-
-        self._thread = threading.Thread(target=loop, name="glueinfo-jobs", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None

@@ -49,7 +49,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.config import Config
 from glueinfo.core.model import HostSnapshot
@@ -76,6 +76,10 @@ from glueinfo.run.plan import Plan, RunSettings, ServiceError, make_plan
 from glueinfo.run.stats import Observed, ObservedAssembler, OutputStatus, timed_queue_state, timed_sources, with_run
 from glueinfo.site.assemble import LOCAL, AssembledSite, SiteAssembler
 
+if TYPE_CHECKING:
+    from glueinfo.run.http_output import ServeOptions
+    from glueinfo.run.job_objects import JobObjects
+
 log = logging.getLogger(__name__)
 
 JOB_NAMES = ("slow", "fast", "gather", "lrms")
@@ -101,8 +105,12 @@ class Provider:
                  enable: Iterable[str] = (), disable: Iterable[str] = (),
                  ldap_sync_factory: Optional[Callable[[Any, Callable[[], float]], Callable[[Sequence[Any]], LdapOutcome]]] = None,
                  queue_state: Optional[Callable[..., Any]] = None, collector_policy: Optional[CollectorPolicy] = None,
-                 outputs: Optional[Sequence[str]] = None) -> None:
+                 outputs: Optional[Sequence[str]] = None, serve: Optional[ServeOptions] = None) -> None:
         self.clock = clock
+        # ``glueinfo serve``: this provider with the http output only (glueinfo.run.http_output.ServeOptions).
+        self.serve_options = serve
+        if serve is not None:
+            outputs = ("http",)
         self.collector_policy = collector_policy  # the daemon's garbage-collection schedule (glueinfo.run.gc_policy)
         self.host_root = host_root
         self.cli_enable, self.cli_disable = tuple(enable), tuple(disable)
@@ -134,7 +142,12 @@ class Provider:
         self.server: Any = None
         # [run] serve takes effect at a start only: a reload neither starts nor stops the server, so the
         # http output stays as long as the process (a listening server is fed to the end).
-        self._serving = self.plan.settings.serve
+        self._serving = self.plan.settings.serve or serve is not None
+        # This host as the fast and slow jobs last probed it, when it is not one of the site's hosts
+        # (``local`` not in [sources] enabled): a server's /node.xml is this host whatever the sources.
+        self._this_host: Optional[HostSnapshot] = None
+        # The CEs' batch jobs as SSSRMAP Job objects, refreshed by the lrms job (a server answers them).
+        self.jobs: Optional[JobObjects] = self._new_jobs(self.plan) if self._serving else None
         self.publishes = 0
         self.publisher = self._new_publisher(self.plan)
         self.outputs: list[Output] = self._new_outputs(self.plan, self.publisher)
@@ -150,7 +163,10 @@ class Provider:
             raise ServiceError(one_line(exc)) from None
 
     def _new_publisher(self, plan: Plan) -> Publisher:
-        publisher = Publisher(plan.publish_settings, daemon=True, schema=plan.schema, templates=plan.templates,
+        settings = plan.publish_settings
+        if self.serve_options is not None and self.serve_options.ldif_off is not None:
+            settings = dataclasses.replace(settings, versions=())  # a worker's agent: Node documents only
+        publisher = Publisher(settings, daemon=True, schema=plan.schema, templates=plan.templates,
                               glue2_schema=plan.glue2_schema)
         old = getattr(self, "publisher", None)
         if old is not None:  # a reload keeps the CreationTimes and the rendered pieces
@@ -182,7 +198,8 @@ class Provider:
         sections = {name: plan.config.section(name) for name in ("run", "serve", "ldap", "amqp", "htcondor-ce")}
         sections.update({f"output:{name}": plan.config.section(f"output:{name}") for name in names})  # each plugin's own
         context = OutputContext(plan.publish_settings, sections, self.clock, {"ldap_sync_factory": self.ldap_sync_factory})
-        available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store)])
+        ldif_off = self.serve_options.ldif_off if self.serve_options is not None else None
+        available = all_outputs(lambda message: log.warning("%s", message), extra=[http_plugin(self.store, ldif_off)])
         outputs = make_outputs(names, context, available)  # OutputError: a ConfigurationError
         publisher.keep_entries(any(plugin.needs_entries for plugin in available if plugin.name in names))
         return outputs
@@ -196,10 +213,16 @@ class Provider:
     def files(self) -> Optional[FileOutput]:
         return next((o for o in self.outputs if isinstance(o, FileOutput)), None)
 
+    def _new_jobs(self, plan: Plan) -> JobObjects:
+        from glueinfo.run.job_objects import JobObjects
+
+        return JobObjects(plan.config, clock=self.clock, local_fqdn=self.assembler.local_fqdn)
+
     def _new_store(self, plan: Plan) -> Any:
         from glueinfo.run.http import NodeStore
 
         provider = self
+        agent = self.serve_options is not None and self.serve_options.ldif_off is not None
 
         class RunStore(NodeStore):
             """serve's store, fed by the provider's publishes; /health gains the run's self-metrics."""
@@ -217,7 +240,7 @@ class Provider:
                 return provider.monitor_status(super().status())
 
         return RunStore(lambda: self._http_latest(), plan.node_settings, clock=self.clock, observed=self.observed,
-                        history=self.history)
+                        history=self.history, role="agent" if agent else "site")
 
     def _http_latest(self) -> Any:
         from glueinfo.run.http import Refreshed
@@ -248,7 +271,7 @@ class Provider:
     def intervals(self) -> dict[str, float]:
         """Job name -> interval in seconds, for the jobs this config needs."""
         jobs = {}
-        if self.local_enabled:
+        if self.local_enabled or self._serving:  # a server's /node.xml is this host
             jobs["slow"] = self.settings.slow_interval_s
             jobs["fast"] = self.settings.fast_interval_s
         if self.gathers:
@@ -260,8 +283,16 @@ class Provider:
     def restore(self) -> int:
         """Take the state directory (its lock, its hosts with their real age, the SubCluster ids);
         with no ids remembered, adopt those already published (the last LDIF file, else the LDAP
-        server), so an upgrade renames nothing.  Returns how many hosts were restored."""
-        restored = self.assembler.open_state(writer=True)
+        server), so an upgrade renames nothing.  Returns how many hosts were restored.
+
+        ``glueinfo serve`` does not take the directory as a daemon does: it reads it when it
+        exists and writes it back (its status history too) only when no ``glueinfo run`` holds
+        it, so a server may run beside the daemon."""
+        writer = self.serve_options is None
+        restored = self.assembler.open_state(writer=writer)
+        state = self.assembler.state
+        if not writer and (state is None or not state.writable):
+            self.history.read_only()
         self.history.load()
         if self.assembler.ids.is_empty():
             self._adopt_published_ids()
@@ -292,24 +323,47 @@ class Provider:
             except PublishError as exc:  # the sync reports an unreachable server or unreadable password
                 log.info("SubCluster ids not adopted from the LDAP server: %s", exc)
 
-    def start_server(self) -> None:
-        """Listen on [serve] listen (``[run] serve``), answering from the published state."""
-        if not self.settings.serve:
-            return
-        from glueinfo.run.http import Server, ServeSettings
+    @property
+    def listens_after_first_cycle(self) -> bool:
+        """Whether the server answers only once every job has run once (``glueinfo serve``: its first
+        request has the site to answer with; the port is bound first, so a busy one is said at once),
+        rather than at once (``glueinfo run``: /health answers while a big site's first gather runs)."""
+        return self.serve_options is not None
 
+    def bind_server(self) -> None:
+        """Take [serve] listen's (or serve's --listen) port without answering yet: connections wait
+        in the kernel's queue until :meth:`start_server`.  ServiceError (one line naming the
+        setting) for a bad address or a port taken; nothing without a server to run."""
+        if not self._serving or self.server is not None:
+            return
+        from glueinfo.run.http import Server, ServeSettings, listen_origin
+
+        listen = self.serve_options.listen if self.serve_options is not None else None
         try:
-            serve_settings = ServeSettings.from_config(self.plan.config)
+            serve_settings = ServeSettings.from_config(self.plan.config, listen)
         except ValueError as exc:
             raise ServiceError(str(exc)) from None
         try:
             self.server = Server(serve_settings, self.store)
         except OSError as exc:
-            raise ServiceError(f"[serve] listen: cannot listen on {serve_settings.host}:{serve_settings.port}: "
+            raise ServiceError(f"{listen_origin(listen)}: cannot listen on {serve_settings.host}:{serve_settings.port}: "
                                f"{os.strerror(exc.errno) if exc.errno else exc}") from None
-        self.server.start(refresh=False)  # the store is refreshed by publishes, not by serve's own timer
+        if self.jobs is not None:
+            self.jobs.register(self.server.service)
+
+    def start_server(self) -> None:
+        """Answer HTTP (bound first if it was not: ServiceError) from the published state, the
+        CEs' batch jobs too."""
+        if not self._serving:
+            return
+        self.bind_server()
+        self.server.start()
         host, port = self.server.address
-        log.info("serving http://%s:%d/ (node.xml, nodes.xml, ldif, health; POST SSSRMAP3)", host, port)
+        shown = f"[{host}]" if ":" in host else host
+        jobs = ", ".join(f"{name} every {interval:g} s" for name, interval in self.intervals().items())
+        log.info("serving http://%s:%d/ (status page /, node.xml, nodes.xml, ldif, glue2.json, health, metrics; "
+                 "POST SSSRMAP3%s); %s", shown, port, ", signed requests required" if self.server.settings.key else "",
+                 jobs)
 
     def stop_publishing(self) -> bool:
         """No publication begins from now on; returns whether one is writing its outputs now
@@ -327,6 +381,7 @@ class Provider:
                 self.server.stop()
             except Exception as exc:  # closing down anyway
                 log.debug("HTTP server stop: %s", exc)
+        self.history.save()
         self.assembler.close()
         if self.collector_policy is not None:
             self.collector_policy.restore()
@@ -363,14 +418,23 @@ class Provider:
     def job_slow(self) -> None:
         whole = self.local_host.collect_slow()
         if whole is not None:  # before the first fast run there is nothing whole to publish
-            self.assembler.accept_local(whole)
+            self._accept_this_host(whole)
             self.publish("slow")
 
     def job_fast(self) -> None:
         whole = self.local_host.collect_fast()
         if whole is not None:
-            self.assembler.accept_local(whole)
+            self._accept_this_host(whole)
             self.publish("fast")
+
+    def _accept_this_host(self, whole: HostSnapshot) -> None:
+        """This host's new snapshot: one of the site's hosts when ``local`` is a source, else only
+        what a server's /node.xml answers."""
+        if self.local_enabled:
+            self._this_host = None
+            self.assembler.accept_local(whole)
+        else:
+            self._this_host = whole
 
     def job_gather(self) -> None:
         assembler = self.assembler
@@ -386,11 +450,24 @@ class Provider:
         this state on its way out (run_job)."""
         self.assembler.refresh_lrms()
         with self._pending_lock:
-            if self._will_publish:
+            deferred = bool(self._will_publish)
+            if deferred:
                 self._deferred = True
                 log.debug("LRMS state refreshed; published by the %s job at work", ", ".join(sorted(self._will_publish)))
-                return
-        self.publish("lrms")
+        if not deferred:
+            self.publish("lrms")
+        self._refresh_jobs()
+
+    def _refresh_jobs(self) -> None:
+        """The server's Job objects, read from the batch systems after their state (a CE whose LRMS
+        cannot be read contributes none: glueinfo.run.job_objects); never raises."""
+        jobs = self.jobs
+        if jobs is None or not jobs.serves_jobs:
+            return
+        try:
+            jobs.refresh()
+        except Exception as exc:  # a bug must not end the lrms job's publishes
+            log.error("job refresh failed: %s", f"{type(exc).__name__}: {one_line(exc)}")
 
     # -- self-metrics ----------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
@@ -474,7 +551,9 @@ class Provider:
     def _publish(self, reason: str, began: float) -> bool:
         site = self.assembler.assemble()
         fingerprint = self._fingerprint(site)
-        local = self._with_metrics(site.local) if site.local is not None else None
+        this_host = site.local if site.local is not None else self._this_host
+        # serve's /node.xml is this host as a probe sees it: a head node's agents source reads it.
+        local = this_host if this_host is None or self.serve_options is not None else self._with_metrics(this_host)
         if fingerprint == self._published_fingerprint:
             # Unchanged: the outputs mark what they hold fresh (files touched, a waiting LDAP server retried).
             publish_all(self.outputs, Publication(None, hosts_changed=False, local=local), self.output_stats, self.clock)
@@ -507,8 +586,8 @@ class Provider:
         cache = self.publisher.render_cache
         changes = cache.rendered if cache is not None else self._entries
         stale = sum(h.stale for h in site.hosts)
-        notes = ", ".join(result.note or f"{name} failed" for name, result in results.items() if result.note or result.error)
-        log.info("cycle %s: %d hosts (%d stale), %d entries (%s changed%s), %s, %.2f s",
+        notes = "".join(f", {result.note or f'{name} failed'}" for name, result in results.items() if result.note or result.error)
+        log.info("cycle %s: %d hosts (%d stale), %d entries (%s changed%s)%s, %.2f s",
                  reason, len(site.hosts), stale, self._entries, changes,
                  f", {len(documents.errors)} left out" if documents.errors else "", notes, time.perf_counter() - began)
         return True
@@ -555,5 +634,7 @@ class Provider:
             for name in set(self.output_stats) - {output.name for output in outputs}:
                 del self.output_stats[name]  # an output no longer made reports nothing, not its last error
             self.store.settings = plan.node_settings
+            if self.jobs is not None:
+                self.jobs.reconfigure(plan.config, assembler.local_fqdn)
         if plan.settings.serve != old_settings.serve:
             log.warning("[run] serve changed: takes effect at the next restart")

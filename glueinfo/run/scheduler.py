@@ -6,7 +6,9 @@ the one-shot commands).  What each job does is glueinfo.run.provider.
 - Start: the state directory is read and, when it held hosts, published at
   once with their real age; then this host's slow and fast facts are
   collected and published (so the first files are whole), then the
-  scheduler starts with the first gather due at once.
+  scheduler starts with the first gather due at once.  ``glueinfo serve``
+  (the http output alone) runs every job once before it listens, so its
+  first request is answered with the site.
 - Jobs run in a thread pool, one thread per job, each on its own
   IntervalTrigger (``[run] *_interval``, ``jitter``) with ``max_instances=1``
   and ``coalesce=True``: a job still running when its next run is due is
@@ -144,20 +146,26 @@ class Service:
         provider = self.provider
         self.install_signal_handlers()
         restored = provider.restore()  # first: a second glueinfo run on the state directory stops here (StateLocked)
-        provider.start_server()
+        first_cycle = provider.listens_after_first_cycle
+        if first_cycle:
+            provider.bind_server()  # a busy port is said before the first cycle, however long it takes
+        else:
+            provider.start_server()
         if restored:
             provider.publish("restart")
-        if provider.local_enabled:
-            for name in ("slow", "fast"):
-                if not self.stop_requested.is_set():
-                    self._run(name)
+        jobs = provider.intervals()
+        # This host first (the first files are whole); serve runs every job once before it listens.
+        for name in ("slow", "fast", "gather", "lrms") if first_cycle else ("slow", "fast"):
+            if name in jobs and not self.stop_requested.is_set():
+                self._run(name)
+        if first_cycle and not self.stop_requested.is_set():
+            provider.start_server()
         if not self.stop_requested.is_set():
-            jobs = provider.intervals()
             # One thread per job (a reload may add the gather job) and one spare.
             self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(max_workers=len(JOB_NAMES) + 1)},
                                                  timezone=UTC)
             self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
-            self._schedule({"gather": 0.0})
+            self._schedule({} if first_cycle else {"gather": 0.0})
             self.scheduler.start()
             log.info("running: %s", ", ".join(f"{name} every {interval:g} s" for name, interval in jobs.items()) or "no jobs")
         while not self.stop_requested.is_set():

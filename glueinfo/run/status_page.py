@@ -230,7 +230,7 @@ def render(status: Status, refresh_s: int = 30) -> bytes:
             body.append('<section><h2>Hosts stale or Unknown</h2><p class="ok">none</p></section>')
 
     publish = status.publish
-    if publish is not None:
+    if publish is not None and not agent:  # a worker's agent publishes its Node only
         lines = [f"<tr><th>result</th><td>{_verdict(publish.ok)}</td></tr>",
                 f"<tr><th>last</th><td>{esc(when(publish.last_at, now))}"
                 + (f", took {publish.last_duration_s:.3f} s" if publish.last_duration_s is not None else "") + "</td></tr>",

@@ -598,3 +598,59 @@ def test_a_clock_re_render_never_replaces_the_view_of_a_refresh_that_landed_mean
     served = store.view()
     assert landed and b"".join(served.nodes_xml).count(b"<Node>") == 3
     assert b"".join(store.view().nodes_xml).count(b"<Node>") == 3
+
+
+# -- serve is `glueinfo run` with the http output alone ----------------------------------------------------------
+
+
+def nodes_served(served: Served) -> list[str]:
+    return [n.findtext("Id") for n in etree.fromstring(get(served, "/nodes.xml").body)]
+
+
+def test_sighup_reloads_the_config_as_the_daemon_does(tmp_path):
+    config = tmp_path / "serve.conf"
+    first = f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\n[run]\nstate_dir = {tmp_path / 'state'}\n"
+    config.write_text(first)
+    served = start_glueinfo(config, tmp_path / "serve.log")
+    try:
+        local = etree.fromstring(get(served, "/node.xml").body).findtext("Id")
+        assert nodes_served(served) == [local]
+        config.write_text(first + f"[node]\nsite_snapshots = {FIXTURE}\n")
+        served.process.send_signal(1)  # SIGHUP
+        deadline = time.monotonic() + 30
+        while nodes_served(served) == [local] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert nodes_served(served) == [local] + [h["hostname"] for h in RAW]
+        assert "config" in served.log_text() and "reloaded" in served.log_text()
+    finally:
+        assert stop_glueinfo(served) == 0, served.log_text()
+
+
+def test_serve_runs_beside_the_daemon_that_holds_the_state_directory(tmp_path):
+    state = tmp_path / "state"
+    daemon_config = tmp_path / "run.conf"
+    daemon_config.write_text(f"[run]\nstate_dir = {state}\nldif_file = {tmp_path / 'glue.ldif'}\n"
+                             f"node_xml_file = {tmp_path / 'nodes.xml'}\n")
+    daemon_log = tmp_path / "run.log"
+    with open(daemon_log, "wb") as handle:
+        daemon = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "run", "--config", str(daemon_config)],
+                                  stdout=handle, stderr=handle, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while "running:" not in daemon_log.read_text() and time.monotonic() < deadline:
+            assert daemon.poll() is None, daemon_log.read_text()
+            time.sleep(0.1)
+        serve_config = tmp_path / "serve.conf"
+        serve_config.write_text(f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\n[run]\nstate_dir = {state}\n")
+        served = start_glueinfo(serve_config, tmp_path / "serve.log")  # a second `run` would be refused here
+        try:
+            assert get(served, "/node.xml").status == 200
+        finally:
+            assert stop_glueinfo(served) == 0, served.log_text()
+        assert daemon.poll() is None, daemon_log.read_text()  # the daemon keeps its directory
+        second = subprocess.run([sys.executable, "-m", "glueinfo.cli", "run", "--once", "--config", str(daemon_config)],
+                                capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert second.returncode == 2 and "lock" in second.stderr  # still held by the first daemon
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
