@@ -1,8 +1,9 @@
 """What the commands that publish the whole site share: one way to make the site assembler.
 
-``ldif``, ``gather``, ``node-xml --site``, ``publish`` and ``serve`` all
+``ldif``, ``gather``, ``node-xml --site``, ``haizea`` and ``publish`` all
 build their :class:`glueinfo.site.assemble.SiteAssembler` here, from the
-config and the command line, so they see the same hosts.
+config and the command line, so they see the same hosts (``serve`` and
+``run`` are the daemon: glueinfo.run.provider).
 
 ``GLUEINFO_CLOCK`` (epoch seconds), when set, is the time every command
 takes as now: freshness, CollectedAt of this host's probe, Node XML
@@ -62,13 +63,10 @@ def local_probe(args: argparse.Namespace, config: Config, clock: Callable[[], fl
 
 
 def make_assembler(args: argparse.Namespace, config: Config, *, without_local: bool = False,
-                   clock: Callable[[], float] | None = None, probe: Callable[[], Any] | None = None,
-                   observed: Any = None) -> SiteAssembler:
+                   clock: Callable[[], float] | None = None, probe: Callable[[], Any] | None = None) -> SiteAssembler:
     """The site assembler of a command (glueinfo.site.assemble); SourceError or ConfigError
     (ConfigurationErrors: exit 2) for unknown sources or a bad site model.  ``probe``: how the
-    ``local`` source gets this host (default: a probe, as the command line says).  ``observed``: a
-    glueinfo.run.stats.Observed that records each source's and LRMS query's time and outcome
-    (``serve``'s monitoring), as the daemon's assembler does."""
+    ``local`` source gets this host (default: a probe, as the command line says)."""
     from glueinfo.gather.registry import enabled_sources
     from glueinfo.site.assemble import SiteAssembler
 
@@ -76,14 +74,7 @@ def make_assembler(args: argparse.Namespace, config: Config, *, without_local: b
     sources = enabled_sources(config, on_error=lambda message: None)
     if without_local:
         sources = [s for s in sources if s.name != "local"]
-    probe = probe or local_probe(args, config, clock)
-    if observed is None:
-        return SiteAssembler(config, clock=clock, sources=sources, probe=probe)
-    from glueinfo.run.stats import ObservedAssembler, timed_queue_state, timed_sources
-
-    return ObservedAssembler(config, observed=observed, clock=clock, probe=probe,
-                             sources=timed_sources(sources, observed.sources, clock),
-                             queue_state=timed_queue_state(observed.lrms, None))
+    return SiteAssembler(config, clock=clock, sources=sources, probe=probe or local_probe(args, config, clock))
 
 
 def assemble_once(args: argparse.Namespace, config: Config, clock: Callable[[], float],

@@ -122,7 +122,7 @@ def timed_queue_state(records: dict[tuple[str, str], LrmsRecord],
 
 class ObservedAssembler(SiteAssembler):
     """The site-assembly core, telling ``observed`` the last site, the hosts each gather
-    dropped and each LRMS refresh (``run`` uses it; ``serve`` calls the same hooks itself)."""
+    dropped and each LRMS refresh (the daemon's: ``run`` and ``serve``)."""
 
     def __init__(self, config: Any, *, observed: Observed, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
