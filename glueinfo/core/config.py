@@ -23,11 +23,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.options import Option, parse_value
+from glueinfo.core.records import dataclass
 from glueinfo.core.suggest import did_you_mean
 
 DEFAULT_PATH = "/etc/glueinfo/glueinfo.conf"

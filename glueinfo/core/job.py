@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional, Union
+
+from glueinfo.core.records import dataclass
 
 # How a finished job ended (JobInfo.completion): it succeeded, it failed (by itself, or its
 # resources did: time or memory limit, node failure), or someone stopped it (deleted, preempted).

@@ -22,10 +22,11 @@ import json
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.errors import InputError
+from glueinfo.core.records import dataclass
 
 if typing.TYPE_CHECKING:  # at run time they come from __getattr__ below, when first asked for
     from glueinfo.core.queue_state import NodeAllocation as NodeAllocation

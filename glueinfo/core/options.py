@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Optional
+
+from glueinfo.core.records import dataclass
 
 OPTION_TYPES = ("str", "path", "int", "float", "bool", "list")
 

@@ -11,10 +11,11 @@ As in glueinfo.core.model, the annotations are evaluated when the classes are ma
 __future__ import annotations``): the model's JSON reader and dumper take each field's type as it is.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional
 
 from glueinfo.core.job import JobInfo  # QueueState holds jobs
+from glueinfo.core.records import dataclass
 
 
 @dataclass

@@ -55,7 +55,7 @@ import functools
 import ipaddress
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.model import (
@@ -71,6 +71,7 @@ from glueinfo.core.model import (
     PublishedPart,
     StaticFacts,
 )
+from glueinfo.core.records import dataclass
 from glueinfo.core.text import ELLIPSIS
 
 # Largest believable value per field name; anything above is an absurd report, not a host.

@@ -37,11 +37,12 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.freshness import drop_after_s, is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot, replaced
+from glueinfo.core.records import dataclass
 from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.identity import fold_short_names, host_key, release_pin, unbound_refusals
 from glueinfo.gather.merge import merge
@@ -58,6 +59,8 @@ GRACE_S = 1.0
 
 @dataclass
 class GatheredHost:
+    """One host of a gather: its snapshot merged from every source that knows it, and how fresh it is."""
+
     snapshot: HostSnapshot  # merged
     stale: bool
     age_s: float
@@ -76,6 +79,8 @@ class _Listed:
 
 @dataclass
 class GatherResult:
+    """One gather: its hosts, the sources' failures, and the hosts forgotten in it."""
+
     started_at: float
     duration_s: float
     hosts: list[GatheredHost] = field(default_factory=list)  # sorted by host name

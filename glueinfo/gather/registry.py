@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.model import HostSnapshot
 from glueinfo.core.options import Option
+from glueinfo.core.records import dataclass
 
 ENTRY_POINT_GROUP = "glueinfo.sources"
 
@@ -75,6 +76,8 @@ class SourceFailure:
 
 @dataclass
 class SourceReport:
+    """What one source brought from one gather: the snapshots it read and the targets that failed."""
+
     snapshots: list[HostSnapshot] = field(default_factory=list)
     failures: list[SourceFailure] = field(default_factory=list)
     # Host key -> the target whose answer named it, for every snapshot whose host nothing decided
@@ -85,6 +88,8 @@ class SourceReport:
 
 @dataclass(frozen=True)
 class Source:
+    """A source of host snapshots: its name and its ``gather`` function (see the module doc)."""
+
     name: str
     gather: Callable[[SourceContext], SourceReport]
     description: str = ""

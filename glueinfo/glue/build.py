@@ -21,7 +21,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import IO, Any, Optional, Union, cast
 
 from glueinfo.core.lastrun import LastRun
@@ -39,6 +39,7 @@ from glueinfo.core.ldif import (
     write_ldif,
 )
 from glueinfo.core.model import QueueState
+from glueinfo.core.records import dataclass
 from glueinfo.glue.render13 import HostBlock, HostEntryCache, Layout, iter_glue13, patch_volatile, volatile_layout
 from glueinfo.glue.schema import (
     SYNTAX_BOOLEAN,

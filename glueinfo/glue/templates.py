@@ -37,11 +37,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, dn_escape
+from glueinfo.core.records import dataclass
 
 TEMPLATE_NAMES = ("site", "cluster", "subcluster", "ce", "voview")
 # Templates added after sites first copied theirs: a templates_dir without one uses the built-in.

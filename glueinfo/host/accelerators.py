@@ -29,10 +29,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Optional
 
 from glueinfo.core.model import Accelerator
+from glueinfo.core.records import dataclass
 from glueinfo.host.linux import (
     PCI_CLASS_3D,
     PCI_CLASS_DISPLAY,

@@ -22,12 +22,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core import plugins
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.model import CollectorResult, HostSnapshot
+from glueinfo.core.records import dataclass
 from glueinfo.core.validate import validate_snapshot
 
 ENTRY_POINT_GROUP = "glueinfo.collectors"

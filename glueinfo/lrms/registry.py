@@ -29,13 +29,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core import plugins as plugin_registry
 from glueinfo.core.errors import ConfigurationError, UpstreamError
 from glueinfo.core.model import HostSnapshot, QueueState, VoJobCounts
 from glueinfo.core.options import Option
+from glueinfo.core.records import dataclass
 from glueinfo.core.text import one_line
 from glueinfo.lrms.queues import mark_missing, missing_message
 from glueinfo.lrms.vo_map import VoMap

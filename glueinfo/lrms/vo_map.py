@@ -28,12 +28,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.job import JobInfo
 from glueinfo.core.model import VoJobCounts
+from glueinfo.core.records import dataclass
 from glueinfo.lrms.figures import FINISHED_STATES
 
 KINDS = ("user", "group", "account")  # who owns a job: what every batch system can tell
@@ -50,6 +50,8 @@ class VoMapError(ConfigurationError, ValueError):
 
 @dataclass(frozen=True)
 class VoRule:
+    """One ``[vos] map`` rule: jobs whose ``kind`` (user, group, ...) matches ``pattern`` belong to ``vo``."""
+
     kind: str  # one of RULE_KINDS
     pattern: str
     vo: str

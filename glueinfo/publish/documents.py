@@ -28,10 +28,10 @@ import functools
 import io
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.errors import PublicationError
+from glueinfo.core.records import dataclass
 from glueinfo.core.text import one_line
 from glueinfo.glue.build import AUTO, RenderCache, SiteBuild, render_site, write_site
 from glueinfo.glue.glue2.check import Glue2Build

@@ -30,10 +30,10 @@ nothing and are skipped.  Never raises.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Optional, TypeVar
 
 from glueinfo.core.model import Accelerator, HostSnapshot
+from glueinfo.core.records import dataclass
 
 T = TypeVar("T")
 

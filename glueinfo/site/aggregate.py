@@ -39,10 +39,11 @@ import re
 import unicodedata
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.model import HostSnapshot
+from glueinfo.core.records import dataclass
 from glueinfo.gather.identity import host_key as host_key_of
 from glueinfo.site.ids import SubClusterIds
 from glueinfo.site.model import ClusterSpec, HostMatcher, SiteModel, assign_clusters, rdn_too_long

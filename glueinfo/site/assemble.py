@@ -41,12 +41,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.config import Config
 from glueinfo.core.freshness import is_expired, is_stale, stale_after_s
 from glueinfo.core.model import HostSnapshot, QueueState
+from glueinfo.core.records import dataclass
 from glueinfo.core.validate import validate_snapshot
 from glueinfo.gather.gatherer import GatheredHost, Gatherer, GatherResult
 from glueinfo.gather.identity import host_key, parse_aliases, restorable

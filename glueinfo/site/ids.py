@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from glueinfo.core.errors import InputError
+from glueinfo.core.records import dataclass
 from glueinfo.gather.identity import host_key
 
 FORMAT = 1

@@ -20,10 +20,11 @@ import fnmatch
 import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
 
 from glueinfo.core.ldif import dn_escape
+from glueinfo.core.records import dataclass
 from glueinfo.lrms.vo_map import VoMap
 
 DEFAULT_QUEUE = "default"

@@ -7,10 +7,11 @@ start (as glueinfo.site.node_settings does for the Node XML renderer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional
 
 from glueinfo.core.config import Config, ConfigError
+from glueinfo.core.records import dataclass
 from glueinfo.site.node_settings import node_settings
 from glueinfo.sss.node_settings import NodeSettings
 

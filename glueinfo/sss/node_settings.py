@@ -3,8 +3,9 @@ them from the config)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from glueinfo.core.records import dataclass
 
 
 @dataclass(frozen=True)

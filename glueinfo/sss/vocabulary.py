@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Optional
 
 from glueinfo.core.model import Accelerator
+from glueinfo.core.records import dataclass
 
 NODE_STATES = ("Idle", "Busy", "Offline", "Unknown", "Configured")
 CATEGORIES = ("Configured", "Available", "Utilized")
@@ -57,6 +57,8 @@ RESOURCES_EXTRA = "node_resources"
 
 @dataclass(frozen=True)
 class ExtensionField:
+    """One Node XML Extension and the snapshot field it carries."""
+
     name: str  # Extension name attribute
     type: str  # Extension type attribute: which part of the host it describes
     section: str  # HostSnapshot attribute ("snapshot" for the snapshot itself)

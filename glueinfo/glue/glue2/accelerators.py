@@ -33,11 +33,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import QueueAccelerators, QueueState
+from glueinfo.core.records import dataclass
 from glueinfo.glue.glue2.ids import ARC_CE, Ids
 from glueinfo.site.accelerators import AcceleratorKind, group_accelerators, types_of
 from glueinfo.site.aggregate import ClusterGroup

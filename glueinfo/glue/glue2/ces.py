@@ -10,10 +10,10 @@ naming the section and key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
+from glueinfo.core.records import dataclass
 from glueinfo.glue.glue2.health import HealthTarget
 from glueinfo.glue.glue2.ids import CeKind, ce_kind
 from glueinfo.site.model import CESpec, SiteModel
@@ -25,6 +25,8 @@ class Glue2Error(ConfigurationError, ValueError):
 
 @dataclass(frozen=True)
 class CloseStorage:
+    """One ``close_se`` item of a CE: a storage service, the path the CE mounts it at, and the path on the service."""
+
     service_id: str
     local_path: str
     remote_path: str

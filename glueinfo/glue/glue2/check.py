@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Optional
 
 from glueinfo.core.ldif import Entry, format_ldif
+from glueinfo.core.records import dataclass
 from glueinfo.glue.build import check_and_order
 from glueinfo.glue.schema import Problem, Schema, SchemaUnavailable
 from glueinfo.glue.schema.load import load_cached_schema

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlsplit
+
+from glueinfo.core.records import dataclass
 
 DEFAULT_PORTS = {"https": 443, "http": 80, "condor": 9619, "gram": 2119, "gsiftp": 2811, "ldap": 2170}
 

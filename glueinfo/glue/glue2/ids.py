@@ -25,7 +25,7 @@ Functions here only format strings; nothing is looked up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from glueinfo.core.records import dataclass
 
 
 @dataclass(frozen=True)

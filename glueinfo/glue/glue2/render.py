@@ -46,11 +46,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import QueueLimits, QueueState, VoJobCounts
+from glueinfo.core.records import dataclass
 from glueinfo.glue.glue2 import accelerators
 from glueinfo.glue.glue2.ces import CeView, ce_views
 from glueinfo.glue.glue2.health import EndpointHealth

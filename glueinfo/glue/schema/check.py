@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from glueinfo.core.ldif import DNError, Entry, LDIFError, Value, normalise_dn, parent_dn, parse_dn, parse_ldif, value_text
+from glueinfo.core.records import dataclass
 
 if TYPE_CHECKING:  # parse.py imports this module: the model is only needed for annotations
     from glueinfo.glue.schema.parse import AttributeType, ObjectClass, Schema

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Optional
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, Value
+from glueinfo.core.records import dataclass
 from glueinfo.glue.schema import check as checking
 from glueinfo.glue.schema import normalise as normalising
 from glueinfo.glue.schema.check import Closure, Plan, Problem, Shape

@@ -26,12 +26,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.options import Option
 from glueinfo.core.plugins import OnError, builtin, entry_point_plugins, merge
+from glueinfo.core.records import dataclass
 from glueinfo.core.text import one_line
 
 if TYPE_CHECKING:

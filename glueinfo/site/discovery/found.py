@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Optional
+
+from glueinfo.core.records import dataclass
 
 # (argv, timeout_s, env) -> (exit code, stdout, stderr): glueinfo.lrms.commands' runner signature.
 Runner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str, str]]

@@ -42,9 +42,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Optional
 
+from glueinfo.core.records import dataclass
 from glueinfo.core.text import one_line
 from glueinfo.lrms.registry import LrmsQueryError
 from glueinfo.site.discovery.found import FoundCE, Look

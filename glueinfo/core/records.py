@@ -1,0 +1,206 @@
+"""``dataclass``: ``dataclasses.dataclass`` for glueinfo's classes, cheaper to make at import.
+
+This ``@dataclass``, ``@dataclass(frozen=True)`` and ``@dataclass(slots=True)`` make the class
+the standard library's makes with those arguments: the same ``__init__`` (fields in order,
+defaults, ``field(default_factory=...)``), the same ``__repr__`` text, ``__eq__``
+(same class, fields with ``compare`` equal), ``__hash__`` (a frozen class hashes its
+compared fields; a mutable one is unhashable; one the class defines itself is kept,
+as are its own ``__repr__`` and ``__eq__``), ``FrozenInstanceError`` on assigning to
+or deleting a field of a frozen one, ``__match_args__``; and ``dataclasses.fields``,
+``replace``, ``asdict`` and ``is_dataclass`` take it.  For mypy it *is*
+``dataclasses.dataclass``.  Only ``frozen`` and ``slots`` are taken: any other argument is a
+TypeError when the class is made.
+
+Why: on Python 3.11 ``@dataclass`` compiles each generated method separately (the
+source text of ``__init__``, ``__repr__``, ``__eq__``, and for a frozen class
+``__hash__``, ``__setattr__`` and ``__delattr__``), 0.3-0.6 ms a class, and a
+one-host ``glueinfo ldif`` makes some eighty classes before it prints anything (issue
+24's start-up ratios).  Here only ``__init__`` is compiled, since it runs once per
+instance and is as fast as ``@dataclass``'s; ``__repr__``, ``__eq__``, ``__hash__`` and
+the frozen guards are shared functions closed over the class's field names, no slower
+per call.  Where the fast path does not apply (slots, a dataclass base, a field
+outside ``__init__`` or keyword-only, ``InitVar``, ``__post_init__``, a class's own
+``__init__``, ``__setattr__`` or ``__delattr__``, no docstring), ``@dataclass`` makes
+``__init__`` and the frozen guards as usual.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import reprlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["dataclass"]
+
+_MISSING = dataclasses.MISSING
+
+
+class _Factory:
+    """The default of a ``default_factory`` field's ``__init__`` parameter: "make one"."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+class _FrozenParameters:
+    """Made once, for its ``__dataclass_params__``: what a frozen class on the fast path
+    carries, since ``@dataclass`` reads it to refuse a mutable subclass of a frozen class
+    and a frozen subclass of a mutable one."""
+
+
+_FROZEN_PARAMETERS = dataclasses.dataclass(_FrozenParameters, init=False, repr=False, eq=False,
+                                           frozen=True).__dataclass_params__  # type: ignore[attr-defined]
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function giving the tuple of these attributes of an object (a 1-tuple for one
+    name: comparing bare values would differ for a NaN, which a tuple compares by identity)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda obj: (getattr(obj, name),)
+    if not names:
+        return lambda obj: ()
+    getter: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names)
+    return getter
+
+
+def _plain(cls: type) -> bool:
+    """Whether ``__init__`` and the frozen guards can be made here: nothing of a dataclass's
+    that changes them (see the module doc)."""
+    body = cls.__dict__
+    if any(name in body for name in ("__init__", "__setattr__", "__delattr__")) or hasattr(cls, "__post_init__"):
+        return False
+    if not body.get("__doc__"):  # @dataclass writes one from the signature of its __init__
+        return False
+    if any("__dataclass_fields__" in base.__dict__ for base in cls.__mro__[1:]):
+        return False
+    for name, annotation in body.get("__annotations__", {}).items():
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        if "InitVar" in text or "KW_ONLY" in text or name == "self" or name.startswith("__record_"):
+            return False
+        value = body.get(name)
+        if isinstance(value, dataclasses.Field) and (not value.init or value.kw_only is True):
+            return False
+    return True
+
+
+def _add_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) -> None:
+    """``cls.__init__`` as ``@dataclass`` writes it (a frozen class sets its fields past
+    its own guard), compiled once."""
+    names: dict[str, Any] = {"__record_factory__": _FACTORY, "__record_set__": object.__setattr__}
+    parameters, lines, defaults = [], [], []
+    for index, f in enumerate(fields):
+        value = f.name
+        if f.default is not _MISSING:
+            defaults.append(f.default)
+        elif f.default_factory is not _MISSING:
+            defaults.append(_FACTORY)
+            names[f"__record_factory{index}__"] = f.default_factory
+            value = f"__record_factory{index}__() if {f.name} is __record_factory__ else {f.name}"
+        elif defaults:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+        parameters.append(f.name)
+        lines.append(f" __record_set__(self, {f.name!r}, {value})" if frozen else f" self.{f.name} = {value}")
+    exec(f"def __init__(self, {', '.join(parameters)}):\n" + ("\n".join(lines) or " pass"), names)
+    init = names["__init__"]
+    init.__defaults__ = tuple(defaults) or None
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
+    cls.__init__ = init  # type: ignore[misc]
+
+
+def _add_frozen_guards(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    """``__setattr__`` and ``__delattr__`` that refuse a field (any attribute of the class itself)."""
+    guarded = frozenset(f.name for f in fields)
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in guarded:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in guarded:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    for method in (__setattr__, __delattr__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        setattr(cls, method.__name__, method)
+
+
+def _add_repr(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    shown = tuple(f.name for f in fields if f.repr)
+
+    def __repr__(self: Any) -> str:
+        return f"{self.__class__.__qualname__}({', '.join(f'{name}={getattr(self, name)!r}' for name in shown)})"
+
+    __repr__.__qualname__ = f"{cls.__qualname__}.__repr__"
+    cls.__repr__ = reprlib.recursive_repr()(__repr__)  # type: ignore[assignment,method-assign]  # "..." inside itself
+
+
+def _add_eq(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    compared = _getter(tuple(f.name for f in fields if f.compare))
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return compared(self) == compared(other)
+        return NotImplemented
+
+    __eq__.__qualname__ = f"{cls.__qualname__}.__eq__"
+    cls.__eq__ = __eq__  # type: ignore[assignment,method-assign]
+
+
+def _add_hash(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    hashed = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
+
+    def __hash__(self: Any) -> int:
+        return hash(hashed(self))
+
+    __hash__.__qualname__ = f"{cls.__qualname__}.__hash__"
+    cls.__hash__ = __hash__  # type: ignore[assignment,method-assign]
+
+
+def _make(cls: type, frozen: bool, slots: bool) -> type:
+    body = cls.__dict__
+    # As @dataclass decides it: a __hash__ of the class's own, not the None Python sets beside an __eq__.
+    own_hash = body.get("__hash__", _MISSING)
+    has_own_hash = not (own_hash is _MISSING or (own_hash is None and "__eq__" in body))
+    has_own_repr, has_own_eq = "__repr__" in body, "__eq__" in body
+    fast = not slots and _plain(cls)
+    made: type[Any]
+    if fast:
+        made = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    else:
+        made = dataclasses.dataclass(cls, repr=False, eq=False, frozen=frozen, slots=slots)
+    fields = dataclasses.fields(made)
+    if fast:
+        _add_init(made, fields, frozen)
+        if frozen:
+            _add_frozen_guards(made, fields)
+            made.__dataclass_params__ = _FROZEN_PARAMETERS
+    if not has_own_repr:
+        _add_repr(made, fields)
+    if not has_own_eq:
+        _add_eq(made, fields)
+    if not has_own_hash:
+        if frozen:
+            _add_hash(made, fields)
+        else:
+            made.__hash__ = None  # type: ignore[assignment]  # mutable and compared by value: unhashable
+    return made
+
+
+if TYPE_CHECKING:  # for mypy, the standard library's
+    from dataclasses import dataclass
+else:
+
+    def dataclass(cls=None, /, *, frozen=False, slots=False):
+        """``@dataclass`` or ``@dataclass(frozen=..., slots=...)``: see the module doc."""
+        if cls is None:
+            return lambda cls: _make(cls, frozen, slots)
+        return _make(cls, frozen, slots)
