@@ -9,13 +9,17 @@ JobInfo they hold was a twentieth of it.
 
 As in glueinfo.core.model, the annotations are evaluated when the classes are made (no ``from
 __future__ import annotations``): the model's JSON reader and dumper take each field's type as it is.
+``jobs`` alone is named by a string, so that a queue's state without jobs does not import
+glueinfo.core.job.
 """
 
 from dataclasses import field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from glueinfo.core.job import JobInfo  # QueueState holds jobs
 from glueinfo.core.records import dataclass
+
+if TYPE_CHECKING:  # QueueState holds jobs; only a batch system's plugin makes them (it imports glueinfo.core.job)
+    from glueinfo.core.job import JobInfo
 
 
 @dataclass
@@ -118,7 +122,7 @@ class QueueState:
     accelerators: tuple[QueueAccelerators, ...] = ()  # empty: none known (not: known to have none)
     limits: QueueLimits = QueueLimits()  # the other limits a job has here (frozen: one shared default)
     hosts: list[str] = field(default_factory=list)  # nodes that serve the queue
-    jobs: list[JobInfo] = field(default_factory=list)
+    jobs: "list[JobInfo]" = field(default_factory=list)  # named, not imported: a fork CE or counts alone make none
     vo_counts: dict[str, VoJobCounts] = field(default_factory=dict)  # VO -> its jobs; mapped jobs only
     nodes: list[NodeAllocation] = field(default_factory=list)  # the scheduler's view of the queue's nodes
     collected_at: float = 0.0

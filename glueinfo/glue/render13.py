@@ -38,9 +38,8 @@ import re
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from glueinfo.core.job import JobInfo
 from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import FileSystem, HostSnapshot, QueueState
@@ -52,6 +51,9 @@ from glueinfo.site.accelerators import group_accelerators, runtime_tags
 from glueinfo.site.access import vos_of, whole_vo_rule
 from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
 from glueinfo.site.model import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
+
+if TYPE_CHECKING:  # a CE's jobs come with its queue's state: one without jobs imports no job model
+    from glueinfo.core.job import JobInfo
 
 GLUE_MAJOR, GLUE_MINOR = 1, 3
 MB = 1024 * 1024

@@ -28,13 +28,15 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
-from glueinfo.core.job import JobInfo
 from glueinfo.core.model import VoJobCounts
 from glueinfo.core.records import dataclass
 from glueinfo.lrms.figures import FINISHED_STATES
+
+if TYPE_CHECKING:  # the jobs are the plugin's: a fork CE or a site without [vos] imports no job model
+    from glueinfo.core.job import JobInfo
 
 KINDS = ("user", "group", "account")  # who owns a job: what every batch system can tell
 TOKEN_KINDS = ("issuer", "token_group")  # what the job's token says: only where the LRMS keeps it (HTCondor)

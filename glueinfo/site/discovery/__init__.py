@@ -29,13 +29,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from glueinfo.core.config import Config
-from glueinfo.site.discovery import arc, htcondor_ce
-from glueinfo.site.discovery.default_queue import ask_default_queue
-from glueinfo.site.discovery.found import ARC, HTCONDOR_CE, DiscoverySettings, FoundCE, Look, Runner
+from glueinfo.site.discovery.found import ARC, HTCONDOR_CE, DiscoverySettings, FoundCE, Look, Runner, worth_a_look
 
 log = logging.getLogger(__name__)
 
-FINDER_FUNCTIONS: Mapping[str, Callable[[Look], list[FoundCE]]] = {HTCONDOR_CE: htcondor_ce.discover, ARC: arc.discover}
+
+def finder(name: str) -> Optional[Callable[[Look], list[FoundCE]]]:
+    """The ``discover`` function of the finder called ``name`` (None: no such finder).  Its module
+    is imported here, when asked for: a host with no CE to find never loads the finders."""
+    if name == HTCONDOR_CE:
+        from glueinfo.site.discovery import htcondor_ce
+
+        return htcondor_ce.discover
+    if name == ARC:
+        from glueinfo.site.discovery import arc
+
+        return arc.discover
+    return None
 
 
 def discover(settings: DiscoverySettings, local_fqdn: str, warn: Callable[[str], None] = log.warning,
@@ -44,9 +54,9 @@ def discover(settings: DiscoverySettings, local_fqdn: str, warn: Callable[[str],
     look = Look.start(settings, local_fqdn, warn, run)
     found: list[FoundCE] = []
     for name in settings.enabled:
-        finder = FINDER_FUNCTIONS.get(name)
-        if finder is not None:
-            found.extend(finder(look))
+        discover_with = finder(name) if worth_a_look(name, settings) else None
+        if discover_with is not None:
+            found.extend(discover_with(look))
     return found, look
 
 
@@ -90,6 +100,8 @@ def merge(config: Config, declared: Mapping[str, dict[str, Any]], found: Sequenc
         ce = found[index]
         if not ce.default_queue_of or (index in match and written[match[index]].get("queue")):
             return
+        from glueinfo.site.discovery.default_queue import ask_default_queue  # only for a CE that names no queue
+
         queue, why = ask_default_queue(ce.default_queue_of, options, look.deadline, look.run)
         if queue:
             bases[index]["queue"] = queue

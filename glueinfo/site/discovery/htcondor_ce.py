@@ -39,7 +39,6 @@ each such route is one warning naming it.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -47,9 +46,9 @@ from typing import Any, Optional
 from glueinfo.core.records import dataclass
 from glueinfo.core.text import one_line
 from glueinfo.lrms.registry import LrmsQueryError
-from glueinfo.site.discovery.found import FoundCE, Look
+from glueinfo.site.discovery.found import CONDOR_CE_CONFIG_VAL as CONFIG_VAL
+from glueinfo.site.discovery.found import FoundCE, Look, condor_ce_installed
 
-CONFIG_VAL = "condor_ce_config_val"
 IMPLEMENTATION = "HTCondorCE"  # GlueCEImplementationName; its GLUE 2 kind (glueinfo.glue.glue2.ids) gives the rest
 JOBMANAGER = "htcondorce"  # GlueCEUniqueID HOST:PORT/htcondorce-LRMS-QUEUE, as EGI's HTCondor-CE ids were written
 DEFAULT_PORT = 9619
@@ -62,18 +61,6 @@ PATTERN = "^(" + "|".join(NAMES) + "|JOB_ROUTER_ROUTE_.+)$"
 # GridResource "batch <type>" (BLAH) -> glueinfo's LRMS plugin
 BLAH_LRMS = {"slurm": "slurm", "pbs": "pbs", "sge": "sge", "lsf": "lsf", "condor": "htcondor"}
 ALL_SCHEDDS = "all"  # the htcondor plugin's queue for every schedd of the pool
-
-
-def installed(bin_dir: str) -> bool:
-    """Whether ``condor_ce_config_val`` is there to ask (an executable file in ``bin_dir``, else in a
-    directory of $PATH)."""
-    # $PATH searched here rather than with shutil.which: shutil, with the compression modules it
-    # loads, was 2 ms of the start-up of every command that builds the site model.
-    for directory in [bin_dir] if bin_dir else os.get_exec_path():
-        path = os.path.join(directory, CONFIG_VAL)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return True
-    return False
 
 
 # -- the dump ------------------------------------------------------------------------
@@ -412,7 +399,7 @@ def discover(look: Look) -> list[FoundCE]:
     """The CEs of the HTCondor-CE on this host, or [] (with one warning when it could not be
     asked or read).  Never raises."""
     settings = look.settings
-    if not installed(settings.condor_ce_bin_dir):
+    if not condor_ce_installed(settings.condor_ce_bin_dir):
         return []
     from glueinfo.lrms.commands import Tools, environment, subprocess_runner  # the bounded runner: only when there is a CE to ask
 

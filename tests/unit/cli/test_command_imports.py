@@ -42,10 +42,11 @@ PROBE_NEVER = (*NEVER, "glueinfo.site", "glueinfo.gather", "glueinfo.lrms", "glu
                "glueinfo.core.job", "glueinfo.core.queue_state", "logging", "configparser")
 
 # A one-host ldif (this host, the implicit fork CE, no state directory yet): what only a write, a
-# batch system's commands, a found CE or a missing queue's suggestion uses.
+# batch system's commands or jobs, a found CE (or a CE to look for) or a missing queue's suggestion uses.
 LDIF_NEVER = (*NEVER, "glueinfo.lrms.commands", "glueinfo.core.bounded_run", "glueinfo.core.runstats",
               "glueinfo.lrms.plugins.slurm", "glueinfo.lrms.plugins.htcondor", "glueinfo.gather.sources.agents",
-              "hashlib", "tempfile", "difflib", "shutil")
+              "glueinfo.core.job", "glueinfo.site.discovery.arc", "glueinfo.site.discovery.htcondor_ce",
+              "glueinfo.site.discovery.default_queue", "hashlib", "tempfile", "difflib", "shutil", "pkgutil")
 
 
 def imported(tmp_path, *argv):
