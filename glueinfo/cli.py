@@ -202,10 +202,10 @@ def _plugin_keys() -> Any:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from glueinfo.core.config import Config, load
-    from glueinfo.core.text import one_line
+    with long_lived_objects():  # the config's and the command's modules, and the parser
+        from glueinfo.core.config import Config, load
+        from glueinfo.core.text import one_line
 
-    with long_lived_objects():  # the parser and the command's module
         parser = build_parser(argv)
         args = parser.parse_args(argv)
     if args.top_config is not None:  # `glueinfo --config FILE COMMAND`

@@ -115,11 +115,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
     config = site_config(args, config)
     clock = clock_from_environment()
     with Progress("ldif") as progress:  # on a terminal only (never BDII's pipe), after a second
-        # The modules and the snapshots live until the process ends: keep the cyclic
-        # GC from walking their millions of objects again and again while the tree is built.
+        # The modules, the snapshots and the publisher live until the process ends: keep the
+        # cyclic GC from walking their millions of objects again and again while the tree is built.
         with long_lived_objects():
             site = assemble_once(args, config, clock, args.snapshots, progress.stage)
-        documents = publisher_for(args, config, versions=tuple(args.glue) if args.glue else None).documents(site)
+            documents = publisher_for(args, config, versions=tuple(args.glue) if args.glue else None).documents(site)
         progress.stage("rendering the LDIF")
         if sys.stdout.isatty():  # the LDIF is written as it is rendered: to this terminal, in place of the line
             progress.pause()
