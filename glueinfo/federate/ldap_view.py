@@ -53,9 +53,13 @@ class LdapViewState:
     last_report: dict[str, int | float] = field(default_factory=dict)
 
 
+EntriesOf = Callable[[Optional[set[str]]], Mapping[str, Mapping[str, Entry]]]  # site ids (None: all) -> their entries
+
+
 class LdapView:
-    """See the module docstring.  ``write(sites, changed)`` is called by the federation's loop
-    with every site's placed entries and the ids of the sites that changed since the last call."""
+    """See the module docstring.  ``write(changed, entries_of)`` is called by the federation's loop
+    with the ids of the sites that changed since the last call and where to get the placed
+    entries of sites (of those only, unless a whole reconciliation is due)."""
 
     def __init__(self, ldap: LdapSettings, bases: tuple[str, str], state_file: Optional[str], retry_min_s: float = 5.0,
                  retry_max_s: float = 300.0, full_sync_s: float = 3600.0, clock: Callable[[], float] = time.time) -> None:
@@ -75,7 +79,7 @@ class LdapView:
         """Whether a write should be tried now (not while backing off)."""
         return self.clock() >= self.next_attempt_at
 
-    def write(self, sites: Mapping[str, Mapping[str, Entry]], changed: set[str]) -> None:
+    def write(self, changed: set[str], entries_of: EntriesOf) -> None:
         """Bring the server up to date (module docstring); never raises."""
         now = self.clock()
         if now < self.next_attempt_at:
@@ -83,7 +87,7 @@ class LdapView:
         if now - self.last_full_at >= self.full_sync_s:
             self.needs_full = True
         try:
-            report = self._full(sites) if self.needs_full else self._delta(sites, changed)
+            report = self._full(entries_of(None)) if self.needs_full else self._delta(entries_of(changed), changed)
         except PublishError as exc:
             self.close()
             self._failed(one_line(exc))

@@ -144,7 +144,7 @@ def has_own_domain(entries: list[Entry], site_id: str) -> bool:
     for entry in entries:
         if entry.dn[-6:].lower() == "o=glue":
             glue2 = True
-            if _is_domain_entry(entry, "GLUE2DomainID") and entry.get("GLUE2DomainID") == [site_id]:
+            if entry.get("GLUE2DomainID") == [site_id] and _is_domain_entry(entry, "GLUE2DomainID"):  # cheap test first
                 return True
     return not glue2
 
@@ -185,7 +185,7 @@ def _is_domain_entry(entry: Entry, attribute: str) -> bool:
 def _check_json(kind: str, data: bytes, site_id: str) -> Optional[str]:
     try:
         document = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string not UTF-8 is not JSON either
         return f"not JSON: {one_line(exc)}"
     if not isinstance(document, dict):
         return "not a JSON object"

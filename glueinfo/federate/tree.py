@@ -29,7 +29,7 @@ pushed, unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional
 
 import msgspec
@@ -50,28 +50,76 @@ def _container(dn: str) -> Entry | None:
     return Entry(dn, {"objectClass": object_class, attribute: value})
 
 
+# What dn_escape would change in a value, or what parse_dn would strip or split on: a DN without
+# any of these (and with one '=' per RDN) is its own format_dn(parse_dn(dn)), so it is placed by
+# its text.
+_NOT_PLAIN = ("\\", '"', "+", ";", "<", ">", "#", " ,", ", ", " =", "= ")
+
+
+def _plain(dn: str) -> bool:
+    """Whether ``dn`` is written as format_dn writes it, so that its RDNs are its ","-separated words."""
+    return not any(mark in dn for mark in _NOT_PLAIN) and dn.count("=") == dn.count(",") + 1 and \
+        dn.isprintable() and dn == dn.strip(" ")
+
+
+class Placement:
+    """One site's entries at their place in the view (module docstring): the site's containers'
+    DNs are made once, and a DN written plainly (as every DN glueinfo writes) is placed by its
+    text, not parsed and formatted again."""
+
+    def __init__(self, site_id: str, grid_base: str = DEFAULT_GRID_BASE, glue_base: str = DEFAULT_GLUE_BASE) -> None:
+        self.site_id, self.grid_base, self.glue_base = site_id, grid_base, glue_base
+        self.site_grid = make_dn("mds-vo-name", site_id, grid_base)
+        self.site_domain = make_dn("GLUE2DomainID", site_id, glue_base)
+
+    def place(self, entry: Entry) -> Optional[Entry]:
+        """The entry (already judged the site's own: glueinfo.federate.receive) at its place; None
+        for the site's GLUE 1.3 container, which :func:`with_containers` makes as BDII makes it."""
+        dn = self._dn(entry.dn)
+        # The values are the parsed entry's own, shared, not copied: neither is changed after this.
+        return None if dn == self.site_grid else Entry.from_lists(dn, entry.attributes)
+
+    def keyed(self, entries: Iterable[Entry]) -> list[tuple[str, Entry]]:
+        """The placed entries with their DN keys (glueinfo.core.ldif.dn_key), the container left out."""
+        return [(dn_key(placed.dn), placed) for placed in map(self.place, entries) if placed is not None]
+
+    def _dn(self, dn: str) -> str:
+        if not _plain(dn):
+            return self._parsed_dn(dn)
+        words = dn.split(",")
+        if words[-1].partition("=")[2].lower() == "grid":
+            return f"{','.join(words[:-2])},{self.site_grid}" if len(words) > 2 else self.site_grid
+        if self._is_site_domain(words[-2]):  # site form
+            return f"{','.join(words[:-1])},{self.glue_base}"
+        if len(words) > 2 and self._is_site_domain(words[-3]):  # resource form: the domain moves up
+            return f"{','.join(words[:-2])},{self.glue_base}"
+        return f"{','.join(words[:-1])},{self.site_domain}"  # the services go below it
+
+    def _is_site_domain(self, rdn: str) -> bool:
+        name, _eq, value = rdn.partition("=")
+        return value == self.site_id and name.lower() == "glue2domainid"
+
+    def _parsed_dn(self, dn: str) -> str:
+        """_dn for a DN with escapes, quotes, spaces or several values in an RDN: parsed, and
+        written again as format_dn writes it."""
+        rdns = parse_dn(dn)
+        inner = rdns[:-2]  # below the site's top container
+        top = [(name.lower(), value) for name, value in rdns[-2]]
+        site_domain = [[("glue2domainid", self.site_id)]]
+        if rdns[-1][0][1].lower() == "grid":
+            return f"{format_dn(inner)},{self.site_grid}" if inner else self.site_grid
+        if [top] == site_domain:  # site form
+            return f"{format_dn(rdns[:-1])},{self.glue_base}"
+        keyed = [[(name.lower(), value) for name, value in rdn] for rdn in inner]
+        if keyed[-1:] == site_domain:  # resource form: the domain moves up, the services go below it
+            return f"{format_dn(inner)},{self.glue_base}"
+        return f"{format_dn(rdns[:-1])},{self.site_domain}"
+
+
 def place(site_id: str, entry: Entry, grid_base: str = DEFAULT_GRID_BASE,
           glue_base: str = DEFAULT_GLUE_BASE) -> Optional[Entry]:
-    """The entry (already judged the site's own: glueinfo.federate.receive) at its place in the
-    view (module docstring); None for the site's GLUE 1.3 container, which :func:`with_containers`
-    makes as BDII makes it."""
-    site_grid = make_dn("mds-vo-name", site_id, grid_base)
-    rdns = parse_dn(entry.dn)
-    inner = rdns[:-2]  # below the site's top container
-    top = [(name.lower(), value) for name, value in rdns[-2]]
-    site_domain = [[("glue2domainid", site_id)]]
-    if rdns[-1][0][1].lower() == "grid":
-        dn = f"{format_dn(inner)},{site_grid}" if inner else site_grid
-    elif [top] == site_domain:  # site form
-        dn = f"{format_dn(rdns[:-1])},{glue_base}"
-    else:  # resource form: the domain moves up, the services go below it
-        keyed = [[(name.lower(), value) for name, value in rdn] for rdn in inner]
-        if keyed[-1:] == site_domain:
-            dn = f"{format_dn(inner)},{glue_base}"
-        else:
-            dn = f"{format_dn(rdns[:-1])},{make_dn('GLUE2DomainID', site_id, glue_base)}"
-    # The values are the parsed entry's own, shared, not copied: neither is changed after this.
-    return None if dn == site_grid else Entry.from_lists(dn, entry.attributes)
+    """:meth:`Placement.place` of one entry."""
+    return Placement(site_id, grid_base, glue_base).place(entry)
 
 
 def with_containers(placed: Iterable[Optional[Entry]], grid_base: str = DEFAULT_GRID_BASE,
@@ -79,6 +127,13 @@ def with_containers(placed: Iterable[Optional[Entry]], grid_base: str = DEFAULT_
     """The placed entries (one per DN, the last wins) with the containers they need and the site's
     LDIF did not hold, by DN key (glueinfo.core.ldif.dn_key), parents first."""
     by_key = {dn_key(entry.dn): entry for entry in placed if entry is not None}
+    return keyed_with_containers(by_key, containers_for(by_key, grid_base, glue_base))
+
+
+def containers_for(by_key: Mapping[str, Entry], grid_base: str = DEFAULT_GRID_BASE,
+                   glue_base: str = DEFAULT_GLUE_BASE) -> dict[str, Entry]:
+    """The containers (``mds-vo-name``, ``GLUE2GroupID`` entries) that the entries (by DN key)
+    need between them and the bases, and do not hold, by DN key."""
     needed: dict[str, Entry] = {}
     bases = {dn_key(grid_base), dn_key(glue_base)}
     for entry in by_key.values():
@@ -92,7 +147,12 @@ def with_containers(placed: Iterable[Optional[Entry]], grid_base: str = DEFAULT_
             if container is None:
                 break
             needed[key] = container
-    everything = [*needed.items(), *by_key.items()]
+    return needed
+
+
+def keyed_with_containers(by_key: Mapping[str, Entry], containers: Mapping[str, Entry]) -> dict[str, Entry]:
+    """Entries and containers by DN key, parents first."""
+    everything = [*containers.items(), *by_key.items()]
     everything.sort(key=lambda item: item[1].dn.count(","))  # a child's DN holds its parent's commas and one more
     return dict(everything)
 

@@ -34,7 +34,7 @@ from glueinfo.core.text import one_line
 from glueinfo.federate.ldap_view import LdapView
 from glueinfo.federate.receive import Limits, Received, Refusal, judge, parse_blocks, site_of_word, split_routing_key, unpack
 from glueinfo.federate.store import Meta, SiteStore, digest_of
-from glueinfo.federate.tree import DEFAULT_GLUE_BASE, DEFAULT_GRID_BASE, place, union_json, with_containers
+from glueinfo.federate.tree import DEFAULT_GLUE_BASE, DEFAULT_GRID_BASE, Placement, containers_for, keyed_with_containers, union_json
 from glueinfo.federate.trust import Senders
 from glueinfo.publish.outputs.amqp import site_word
 
@@ -48,10 +48,12 @@ BATCH_S = 0.25  # after a new document, how long the loop waits for those arrivi
 @dataclass
 class Site:
     site_id: str
+    placement: Placement
     documents: dict[str, tuple[Meta, bytes]] = field(default_factory=dict)  # kind -> (meta, body as received)
     entries: dict[str, Entry] = field(default_factory=dict)  # the glue.ldif entries at their place, by DN key
+    containers: dict[str, Entry] = field(default_factory=dict)  # those of them made here, not the site's
     blocks: dict[bytes, list[Entry]] = field(default_factory=dict)  # its LDIF's records by digest, as parsed
-    placed: dict[bytes, list[Entry]] = field(default_factory=dict)  # the same records at their place in the view
+    placed: dict[bytes, list[tuple[str, Entry]]] = field(default_factory=dict)  # the same at their place, keyed
     received_at: float = 0.0  # when its newest document arrived
 
 
@@ -162,7 +164,7 @@ class Federation:
         meta = Meta(received.site_id, received.sender, received.message_id, received.sent_at, now, digest,
                     received.content_encoding)
         same = previous is not None and previous[0].digest == digest
-        self.store.put(meta, received.kind, None if same else received.body)
+        self.store.put(meta, received.kind, received.body)  # renewed too: a restart keeps the site's age
         with self.lock:
             self.accepted_total += 1
             self._keep(received.kind, meta, received.body, None if same else received.blocks, renew_only=same)
@@ -173,21 +175,39 @@ class Federation:
               renew_only: bool = False) -> None:
         """Hold a document (caller holds the lock); ``blocks``: a glue.ldif's records, each placed in
         the view once (a record the site sent before keeps its placed entries)."""
-        site = self.sites.setdefault(meta.site_id, Site(meta.site_id))
+        site = self.sites.get(meta.site_id)
+        if site is None:
+            site = self.sites[meta.site_id] = Site(meta.site_id, Placement(meta.site_id, *self.bases))
         site.received_at = max(site.received_at, meta.received_at)
         if renew_only:
             site.documents[kind] = (meta, site.documents[kind][1])
             return
         site.documents[kind] = (meta, body)
         if blocks is not None:
-            grid_base, glue_base = self.bases
-            placed = {key: site.placed.get(key) or [e for e in (place(meta.site_id, entry, grid_base, glue_base)
-                                                                for entry in entries) if e is not None]
-                      for key, entries in blocks.items()}
-            site.blocks, site.placed = blocks, placed
-            site.entries = with_containers((e for entries in placed.values() for e in entries), grid_base, glue_base)
+            self._place(site, blocks)
             self.changed.add(meta.site_id)
         self.generation += 1
+
+    def _place(self, site: Site, blocks: dict[bytes, list[Entry]]) -> None:
+        """The site's entries from its LDIF's records: a record it sent before keeps its placed
+        entries (the same objects, so the LDAP side sees them unchanged without comparing them),
+        and the containers are looked for again only when the set of DNs changed."""
+        placed: dict[bytes, list[tuple[str, Entry]]] = {}
+        keyed: dict[str, Entry] = {}
+        for digest, entries in blocks.items():
+            pairs = site.placed.get(digest)
+            if pairs is None:
+                pairs = site.placement.keyed(entries)
+            placed[digest] = pairs
+            keyed.update(pairs)  # one entry per DN: the last wins
+        held, containers = site.entries, site.containers
+        if len(keyed) + len(containers) == len(held) and all(k in held and k not in containers for k in keyed):
+            # The same DNs as before (a change of values): the same containers, in the same order.
+            site.entries = {key: keyed[key] if key in keyed else containers[key] for key in held}
+        else:
+            site.containers = containers_for(keyed, *self.bases)
+            site.entries = keyed_with_containers(keyed, site.containers)
+        site.blocks, site.placed = blocks, placed
 
     # -- the loop --------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -211,8 +231,15 @@ class Federation:
         if self.ldap is not None and self.ldap.due() and (self.changed or self.ldap.needs_full):
             with self.lock:
                 changed, self.changed = self.changed, set()
-                entries = {site_id: site.entries for site_id, site in self.sites.items() if site.entries}
-            self.ldap.write(entries, changed)
+            self.ldap.write(changed, self._entries_of)
+
+    def _entries_of(self, site_ids: Optional[set[str]]) -> dict[str, dict[str, Entry]]:
+        """The placed entries of these sites (None: of every site), those that have any."""
+        with self.lock:
+            if site_ids is None:
+                return {site_id: site.entries for site_id, site in self.sites.items() if site.entries}
+            found = {site_id: self.sites.get(site_id) for site_id in site_ids}
+            return {site_id: site.entries for site_id, site in found.items() if site is not None and site.entries}
 
     def run(self, stop: threading.Event, every_s: float = 1.0, gather_s: float = BATCH_S) -> None:
         """Tick when woken by a new document and at least every ``every_s`` seconds, until ``stop``;

@@ -147,6 +147,8 @@ def test_oversized_bombs_and_garbage_are_refused_with_one_line(senders):
         assert reason in refused.reason
         assert "\n" not in str(refused)
     assert cases["1001 bytes, over the limit of 1000"].kind == "oversized"
+    not_utf8 = verdict("glue21.json.SITE-A", b'{"AdminDomain": [], "Name": "\xff"}', senders, limits)
+    assert isinstance(not_utf8, Refusal) and "not JSON" in not_utf8.reason  # refused, not raised at the consumer
     assert cases["over 10000 bytes once unpacked"].kind == "oversized"
 
 
@@ -166,6 +168,52 @@ def test_a_resource_form_site_is_laid_out_as_a_top_bdii_holds_it(site_documents)
     for i, dn in enumerate(dns):  # parents first, and every parent is there or is a base
         parent = dn.split(",", 1)[1].lower()
         assert parent in ("mds-vo-name=local,o=grid", "glue2groupid=grid,o=glue") or index[parent] < i, dn
+
+
+def test_dns_with_escapes_and_spaces_are_placed_as_plain_ones_are():
+    from glueinfo.core.ldif import Entry
+    from glueinfo.federate.tree import place
+
+    cases = {
+        "GLUE2ShareID=atlas,GLUE2ServiceID=ce,GLUE2GroupID=resource,o=glue":
+            "GLUE2ShareID=atlas,GLUE2ServiceID=ce,GLUE2GroupID=resource,GLUE2DomainID=SITE-A,GLUE2GroupID=grid,o=glue",
+        "GLUE2ShareID=a\\,b , GLUE2ServiceID = ce,GLUE2GroupID=resource,o=glue":
+            "GLUE2ShareID=a\\,b,GLUE2ServiceID=ce,GLUE2GroupID=resource,GLUE2DomainID=SITE-A,GLUE2GroupID=grid,o=glue",
+        "GLUE2DomainID=SITE-A,GLUE2GroupID=resource,o=glue": "GLUE2DomainID=SITE-A,GLUE2GroupID=grid,o=glue",
+        "GLUE2LocationID=x,GLUE2DomainID=SITE-A,GLUE2GroupID=resource,o=glue":
+            "GLUE2LocationID=x,GLUE2DomainID=SITE-A,GLUE2GroupID=grid,o=glue",
+        "GLUE2ServiceID=s+GLUE2EntityName=n,GLUE2DomainID=SITE-A,o=glue":
+            "GLUE2ServiceID=s+GLUE2EntityName=n,GLUE2DomainID=SITE-A,GLUE2GroupID=grid,o=glue",
+        "GLUE2DomainID=SITE-A,o=glue": "GLUE2DomainID=SITE-A,GLUE2GroupID=grid,o=glue",
+        "GlueCEUniqueID=ce:2119/x,mds-vo-name=resource,o=grid":
+            "GlueCEUniqueID=ce:2119/x,mds-vo-name=SITE-A,mds-vo-name=local,o=grid",
+        "GlueClusterUniqueID=c\\;d,Mds-Vo-name=SITE-A,o=grid":
+            "GlueClusterUniqueID=c\\;d,mds-vo-name=SITE-A,mds-vo-name=local,o=grid",
+        "GlueSubClusterUniqueID=#1,mds-vo-name=resource,o=grid":
+            "GlueSubClusterUniqueID=\\231,mds-vo-name=SITE-A,mds-vo-name=local,o=grid",
+    }
+    for dn, expected in cases.items():
+        placed = place("SITE-A", Entry(dn, {"objectClass": "GlueTop"}))
+        assert placed is not None and placed.dn == expected, dn
+    assert place("SITE-A", Entry("mds-vo-name=resource,o=grid", {"objectClass": "MDS"})) is None  # made as BDII makes it
+
+
+def test_entries_a_site_stops_sending_leave_the_view_and_come_back_when_sent_again(site_documents, senders, tmp_path):
+    federation = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
+    ldif = site_documents["ldif"].decode()
+    federation.take("glue.ldif.SITE-A", message(), ldif.encode())
+    before = dict(federation.sites["SITE-A"].entries)
+    records = [(record, parse_ldif(record)[0].dn) for record in ldif.split("\n\n") if record.strip()]
+    ce = next(dn for record, dn in records if "objectClass: GlueCE\n" in record)
+    kept = [record for record, dn in records if not dn.endswith(ce)]  # the CE and its VOViews gone
+    assert len(records) - len(kept) >= 2
+    federation.take("glue.ldif.SITE-A", message(timestamp=1790000100), "\n\n".join(kept).encode())
+    after = federation.sites["SITE-A"].entries
+    placed_ce = ce.replace("mds-vo-name=resource,o=grid", "mds-vo-name=SITE-A,mds-vo-name=local,o=grid").lower()
+    assert placed_ce in before and not any(key.endswith(placed_ce) for key in after)
+    assert len(after) == len(before) - (len(records) - len(kept))
+    federation.take("glue.ldif.SITE-A", message(timestamp=1790000200), ldif.encode())
+    assert list(federation.sites["SITE-A"].entries) == list(before)
 
 
 def test_the_json_union_holds_every_sites_objects_unchanged(site_documents):
@@ -214,15 +262,60 @@ def test_an_older_document_does_not_replace_a_newer_one(site_documents, senders,
     assert federation.document("SITE-A", "glue21.json")[1] == newer
 
 
-def test_a_document_cut_short_on_disk_is_skipped_at_load(site_documents, senders, tmp_path, caplog):
-    """The body was replaced but its meta (the commit point) not: neither half is loaded."""
+def test_a_view_killed_while_writing_comes_back_with_the_document_before(site_documents, senders, tmp_path, caplog):
+    """A kill -9 cut the newest document's file short, or came between it and the old one's removal:
+    the restarted view has the last whole document, and what was left over is cleared."""
+    federation = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
+    first, second = site_documents["json"], site_documents["json"].replace(b'"Name"', b'"Name" ', 1)
+    directory = tmp_path / "state" / "sites" / "SITE-A"
+    federation.take("glue21.json.SITE-A", message(timestamp=1790000000), first)
+    [written] = directory.iterdir()
+    left_over = written.read_bytes()  # the first document's file, as a kill before its removal leaves it
+    federation.take("glue21.json.SITE-A", message(timestamp=1790000100), second)
+    [newest] = directory.iterdir()
+    (directory / written.name).write_bytes(left_over)
+    torn = directory / f"glue21.json.{int(newest.suffix[1:]) + 1}"  # the next one, killed half-way
+    torn.write_bytes(newest.read_bytes()[:len(newest.read_bytes()) // 2])
+    restarted = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
+    assert restarted.load() == 1
+    assert restarted.document("SITE-A", "glue21.json")[1] == second
+    assert "the body is not the one its meta names" in caplog.text
+    assert [path.name for path in directory.iterdir()] == [newest.name]
+    restarted.take("glue21.json.SITE-A", message(timestamp=1790000200), first)  # after the torn one's number
+    assert restarted.document("SITE-A", "glue21.json")[1] == first
+    again = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
+    assert again.load() == 1 and again.document("SITE-A", "glue21.json")[1] == first
+
+
+def test_a_store_not_loaded_first_keeps_a_sites_next_document(site_documents, senders, tmp_path):
+    Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock()).take("glue21.json.SITE-A", message(),
+                                                                                 site_documents["json"])
+    newer = site_documents["json"].replace(b'"Name"', b'"Name" ', 1)
+    Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock()).take(
+        "glue21.json.SITE-A", message(timestamp=1790000100), newer)
+    restarted = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
+    assert restarted.load() == 1 and restarted.document("SITE-A", "glue21.json")[1] == newer
+
+
+def test_a_disk_that_refuses_a_document_keeps_the_one_held(site_documents, senders, tmp_path, monkeypatch):
+    from glueinfo.core.atomicwrite import WriteError
+
     federation = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
     federation.take("glue21.json.SITE-A", message(), site_documents["json"])
-    body = tmp_path / "state" / "sites" / "SITE-A" / "glue21.json"
-    body.write_bytes(b'{"half": ')
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        real_write(fd, bytes(data[:100]))  # some of it went, then the disk was full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(WriteError, match=r"glue21\.json\.2: not written: No space left on device \[ENOSPC\]"):
+        federation.take("glue21.json.SITE-A", message(timestamp=1790000100), site_documents["json"] + b" ")
+    monkeypatch.undo()
+    assert federation.document("SITE-A", "glue21.json")[1] == site_documents["json"]
     restarted = Federation(SiteStore(str(tmp_path / "state")), senders, clock=Clock())
-    assert restarted.load() == 0
-    assert "the body is not the one its meta names" in caplog.text
+    assert restarted.load() == 1 and restarted.document("SITE-A", "glue21.json")[1] == site_documents["json"]
+    assert [p.name for p in (tmp_path / "state" / "sites" / "SITE-A").iterdir()] == ["glue21.json.1"]
 
 
 def test_a_second_view_on_the_same_state_directory_is_refused(tmp_path):
@@ -238,9 +331,9 @@ def test_a_second_view_on_the_same_state_directory_is_refused(tmp_path):
 
 def test_site_ids_with_odd_characters_stay_inside_the_state_directory(tmp_path):
     store = SiteStore(str(tmp_path))
-    body_path, meta_path = store._paths("../../etc/x y", "glue21.json")
-    assert Path(body_path).resolve().is_relative_to(tmp_path / "sites")
-    assert os.path.basename(os.path.dirname(body_path)) == "%2E%2E%2F%2E%2E%2Fetc%2Fx%20y"
+    directory = store.directory("../../etc/x y")
+    assert Path(directory).resolve().parent == tmp_path / "sites"
+    assert os.path.basename(directory) == "%2E%2E%2F%2E%2E%2Fetc%2Fx%20y"
 
 
 # -- the settings ---------------------------------------------------------------------------------------------
