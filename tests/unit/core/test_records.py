@@ -98,8 +98,20 @@ def shapes(decorate: Any) -> dict[str, type]:
 
         more: int = 1
 
+    class SlotBase:
+        """Not a dataclass: a slot that a frozen field of the same name is stored in."""
+
+        __slots__ = ("a",)
+
+    @decorate(frozen=True)
+    class OverSlot(SlotBase):
+        """Frozen, one field in a base's slot."""
+
+        a: int
+        b: int = 0
+
     made = {"Plain": Plain, "Frozen": Frozen, "Single": Single, "Empty": Empty, "Slotted": Slotted,
-            "OwnMethods": OwnMethods, "OwnEq": OwnEq, "WithPostInit": WithPostInit, "Child": Child}
+            "OwnMethods": OwnMethods, "OwnEq": OwnEq, "WithPostInit": WithPostInit, "Child": Child, "OverSlot": OverSlot}
     for name, cls in made.items():
         cls.__qualname__ = cls.__name__ = f"{name}_{decorate.__name__}"
         globals()[cls.__qualname__] = cls
@@ -276,3 +288,28 @@ def test_the_methods_are_shared_not_compiled_for_each_class():
     assert made["Plain"].__eq__.__code__ is made["Frozen"].__eq__.__code__
     assert made["Frozen"].__setattr__.__code__ is made["Single"].__setattr__.__code__
     assert BOTH["dataclass"]["Plain"].__eq__.__code__ is not BOTH["dataclass"]["Frozen"].__eq__.__code__
+
+
+def test_frozen_fields_are_stored_where_dataclass_stores_them():
+    for name, args, stored in (("Frozen", ("k", 1.0, "n"), {"key": "k", "value": 1.0, "note": "n", "parts": ()}),
+                               ("OverSlot", (1,), {"b": 0})):  # a in the base's slot, b in the instance's dict
+        reference, made = each(name)
+        assert vars(made(*args)) == vars(reference(*args)) == stored
+    assert each("OverSlot")[1](1).a == 1
+
+
+@pytest.mark.parametrize("evaluated", [True, False], ids=["annotations", "annotation strings"])
+def test_keyword_only_and_init_only_fields_are_taken_as_dataclass_takes_them(evaluated):
+    def shape(annotations):
+        return {"__doc__": "Keyword-only and init-only fields.", "b": 0, "__annotations__": annotations,
+                "__post_init__": lambda self, scale: setattr(self, "a", self.a * scale)}
+
+    kinds = {"a": int, "scale": dataclasses.InitVar[int], "_": dataclasses.KW_ONLY, "b": int}
+    annotations = kinds if evaluated else {name: "dataclasses.InitVar[int]" if name == "scale" else
+                                           "dataclasses.KW_ONLY" if name == "_" else "int" for name in kinds}
+    reference, made = (decorate(type(f"KeywordOnly_{name}", (), shape(annotations))) for name, decorate in DECORATORS.items())
+    for cls in (reference, made):
+        value = cls(2, 3, b=5)
+        assert (value.a, value.b) == (6, 5) and [f.name for f in dataclasses.fields(cls)] == ["a", "b"]
+        with pytest.raises(TypeError):
+            cls(2, 3, 5)
