@@ -1,8 +1,9 @@
 """The outbox: documents waiting for a broker's confirm, one file each, newest per key, surviving restarts.
 
-A pushing output (glueinfo.publish.outputs.amqp) hands each document to
-the outbox and returns; its sender thread reads the outbox and drops a
-document only once the broker has confirmed it.  The outbox is a directory
+A pushing output (glueinfo.publish.outputs.amqp) puts each document in
+the outbox on its writer thread, after the publish that made it (the
+publish itself never waits for the disk); its sender thread reads the
+outbox and drops a document only once the broker has confirmed it.  The outbox is a directory
 (``[run] state_dir``/amqp-outbox) holding, per routing key:
 
 - ``KEY.msg``: the document waiting to be sent (at most one per key: a newer
