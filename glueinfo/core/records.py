@@ -15,19 +15,20 @@ Why: on Python 3.11 ``@dataclass`` compiles each generated method separately (th
 source text of ``__init__``, ``__repr__``, ``__eq__``, and for a frozen class
 ``__hash__``, ``__setattr__`` and ``__delattr__``), 0.3-0.6 ms a class, and a
 one-host ``glueinfo ldif`` makes some eighty classes before it prints anything (issue
-24's start-up ratios).  Here only ``__init__`` is compiled, since it runs once per
-instance and is as fast as ``@dataclass``'s; ``__repr__``, ``__eq__``, ``__hash__`` and
-the frozen guards are shared functions closed over the class's field names, no slower
-per call.  Where the fast path does not apply (slots, a dataclass base, a field
-outside ``__init__`` or keyword-only, ``InitVar``, ``__post_init__``, a class's own
-``__init__``, ``__setattr__`` or ``__delattr__``, no docstring), ``@dataclass`` makes
-``__init__`` and the frozen guards as usual.
+24's start-up ratios).  Here only ``__init__`` is compiled with the class, since it runs
+once per instance; it is as fast as ``@dataclass``'s (a frozen one's faster).  ``__repr__``
+(slower per call: messages and debugging use it) and the frozen guards are shared
+functions closed over the class's field names; ``__eq__``
+and ``__hash__`` are compiled as ``@dataclass`` writes them when first called, since most
+classes are never compared or hashed.  Where the fast path does not apply (slots, a
+dataclass base, a field outside ``__init__`` or keyword-only, ``InitVar``,
+``__post_init__``, a class's own ``__init__``, ``__setattr__`` or ``__delattr__``, no
+docstring), ``@dataclass`` makes ``__init__`` and the frozen guards as usual.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
 import reprlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -55,18 +56,6 @@ class _FrozenParameters:
 
 _FROZEN_PARAMETERS = dataclasses.dataclass(_FrozenParameters, init=False, repr=False, eq=False,
                                            frozen=True).__dataclass_params__  # type: ignore[attr-defined]
-
-
-def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """A function giving the tuple of these attributes of an object (a 1-tuple for one
-    name: comparing bare values would differ for a NaN, which a tuple compares by identity)."""
-    if len(names) == 1:
-        name = names[0]
-        return lambda obj: (getattr(obj, name),)
-    if not names:
-        return lambda obj: ()
-    getter: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names)
-    return getter
 
 
 def _plain(cls: type) -> bool:
@@ -166,23 +155,45 @@ def _add_repr(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
     cls.__repr__ = reprlib.recursive_repr()(__repr__)  # type: ignore[assignment,method-assign]  # "..." inside itself
 
 
+def _fields_tuple(owner: str, names: tuple[str, ...]) -> str:
+    return "(" + "".join(f"{owner}.{name}," for name in names) + ")"
+
+
+def _compiled(cls: type, method: str, source: str) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    function: Callable[..., Any] = namespace[method]
+    function.__qualname__ = f"{cls.__qualname__}.{method}"
+    return function
+
+
+# __eq__ and __hash__ run often on some classes (snapshots compared, ids in sets) and never on most:
+# each is compiled as @dataclass writes it (the fields' tuple built inline, a third faster per call
+# than a shared function taking them) when first called, and kept on the class in place of the
+# stand-in that compiled it.  Before and after, the class compares and hashes alike.
+
 def _add_eq(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
-    compared = _getter(tuple(f.name for f in fields if f.compare))
+    names = tuple(f.name for f in fields if f.compare)
 
     def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return compared(self) == compared(other)
-        return NotImplemented
+        compiled = _compiled(cls, "__eq__", "def __eq__(self, other):\n if other.__class__ is self.__class__:\n"
+                                            f"  return {_fields_tuple('self', names)} == {_fields_tuple('other', names)}\n"
+                                            " return NotImplemented")
+        cls.__eq__ = compiled  # type: ignore[method-assign]
+        return compiled(self, other)
 
     __eq__.__qualname__ = f"{cls.__qualname__}.__eq__"
     cls.__eq__ = __eq__  # type: ignore[assignment,method-assign]
 
 
 def _add_hash(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
-    hashed = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
+    names = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
 
     def __hash__(self: Any) -> int:
-        return hash(hashed(self))
+        compiled = _compiled(cls, "__hash__", f"def __hash__(self):\n return hash({_fields_tuple('self', names)})")
+        cls.__hash__ = compiled  # type: ignore[method-assign]
+        result: int = compiled(self)
+        return result
 
     __hash__.__qualname__ = f"{cls.__qualname__}.__hash__"
     cls.__hash__ = __hash__  # type: ignore[assignment,method-assign]

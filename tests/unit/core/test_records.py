@@ -18,7 +18,7 @@ from glueinfo.core.records import dataclass as record
 DECORATORS = {"dataclass": dataclass, "record": record}
 
 
-def shapes(decorate: Any) -> dict[str, type]:
+def shapes(decorate: Any, suffix: str) -> dict[str, type]:
     """The same class definitions, made by ``decorate``; module-level names so that pickle finds them."""
 
     @decorate
@@ -113,12 +113,12 @@ def shapes(decorate: Any) -> dict[str, type]:
     made = {"Plain": Plain, "Frozen": Frozen, "Single": Single, "Empty": Empty, "Slotted": Slotted,
             "OwnMethods": OwnMethods, "OwnEq": OwnEq, "WithPostInit": WithPostInit, "Child": Child, "OverSlot": OverSlot}
     for name, cls in made.items():
-        cls.__qualname__ = cls.__name__ = f"{name}_{decorate.__name__}"
+        cls.__qualname__ = cls.__name__ = f"{name}_{suffix}"
         globals()[cls.__qualname__] = cls
     return made
 
 
-BOTH = {name: shapes(decorate) for name, decorate in DECORATORS.items()}
+BOTH = {name: shapes(decorate, name) for name, decorate in DECORATORS.items()}
 
 
 def each(name: str) -> tuple[type, type]:
@@ -283,10 +283,16 @@ def test_mixing_frozen_and_mutable_classes_is_refused_as_dataclass_refuses_it():
                 decorate(frozen=True)(type("Sub", (mutable_base,), {"__doc__": "frozen over mutable"}))
 
 
-def test_the_methods_are_shared_not_compiled_for_each_class():
-    made = BOTH["record"]
-    assert made["Plain"].__eq__.__code__ is made["Frozen"].__eq__.__code__
-    assert made["Frozen"].__setattr__.__code__ is made["Single"].__setattr__.__code__
+def test_only_init_is_compiled_with_the_class_eq_and_hash_at_their_first_call():
+    made = shapes(record, "fresh")  # no comparison made yet
+    plain, frozen, single = made["Plain"], made["Frozen"], made["Single"]
+    assert plain.__repr__.__code__ is frozen.__repr__.__code__  # shared functions
+    assert frozen.__setattr__.__code__ is single.__setattr__.__code__
+    stand_in = frozen.__eq__
+    assert stand_in.__code__ is plain.__eq__.__code__ and frozen.__hash__.__code__ is single.__hash__.__code__
+    assert frozen("k") == frozen("k") and hash(frozen("k")) == hash(frozen("k"))
+    assert frozen.__eq__ is not stand_in and frozen.__eq__.__code__ is not plain.__eq__.__code__  # its own now
+    assert frozen("k") != frozen("j") and frozen("k").__eq__(each("Frozen")[0]("k")) is NotImplemented
     assert BOTH["dataclass"]["Plain"].__eq__.__code__ is not BOTH["dataclass"]["Frozen"].__eq__.__code__
 
 
