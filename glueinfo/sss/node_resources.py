@@ -8,7 +8,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from glueinfo.core.model import HostSnapshot
-from glueinfo.sss import vocabulary as sss_node
+
+# snapshot.extra key under which Resource elements (extensible consumables) are kept.  Defined here,
+# not with the rest of the Node vocabulary (glueinfo.sss.vocabulary, which gives it too), so that
+# probing this host for the site does not import the vocabulary.
+RESOURCES_EXTRA = "node_resources"
 
 _RESOURCE = re.compile(r"^([A-Za-z][\w.+-]*)(?::([\w.+-]+))?=(\d+(?:\.\d+)?)$")
 
@@ -32,12 +36,12 @@ def parse_resources(entries: Iterable[str]) -> list[dict[str, Any]]:
 def attach_resources(snapshot: HostSnapshot, resources: Sequence[dict[str, Any]]) -> HostSnapshot:
     """Record this host's configured consumables in the snapshot, so they travel with it."""
     if resources:
-        snapshot.extra[sss_node.RESOURCES_EXTRA] = {"resources": [dict(r) for r in resources]}
+        snapshot.extra[RESOURCES_EXTRA] = {"resources": [dict(r) for r in resources]}
     return snapshot
 
 
 def resources_of(snapshot: HostSnapshot) -> list[dict[str, Any]]:
     """The resource records the snapshot carries (each with a name), as its Node writes them."""
-    block = snapshot.extra.get(sss_node.RESOURCES_EXTRA)
+    block = snapshot.extra.get(RESOURCES_EXTRA)
     records = block.get("resources") if isinstance(block, dict) else None
     return [r for r in records or () if isinstance(r, dict) and r.get("name")]

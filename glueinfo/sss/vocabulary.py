@@ -24,6 +24,7 @@ from typing import Optional
 
 from glueinfo.core.model import Accelerator
 from glueinfo.core.records import dataclass
+from glueinfo.sss.node_resources import RESOURCES_EXTRA as RESOURCES_EXTRA  # given here with the rest of the vocabulary
 
 NODE_STATES = ("Idle", "Busy", "Offline", "Unknown", "Configured")
 CATEGORIES = ("Configured", "Available", "Utilized")
@@ -51,8 +52,8 @@ GLUEINFO_TYPES = frozenset({TYPE_NETWORK_ADAPTER, TYPE_FILESYSTEM, TYPE_COLLECTO
 AGGREGATIONS = ("List", "Pattern", "Range")
 REFERENCE_ATTRIBUTES = ("aggregation", "delimiter", "count")
 
-# snapshot.extra key under which Resource elements (extensible consumables) are kept.
-RESOURCES_EXTRA = "node_resources"
+# snapshot.extra key under which Resource elements (extensible consumables) are kept: RESOURCES_EXTRA,
+# imported above from glueinfo.sss.node_resources, where it is defined.
 
 
 @dataclass(frozen=True)

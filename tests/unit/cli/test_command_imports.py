@@ -46,7 +46,8 @@ PROBE_NEVER = (*NEVER, "glueinfo.site", "glueinfo.gather", "glueinfo.lrms", "glu
 LDIF_NEVER = (*NEVER, "glueinfo.lrms.commands", "glueinfo.core.bounded_run", "glueinfo.core.runstats",
               "glueinfo.lrms.plugins.slurm", "glueinfo.lrms.plugins.htcondor", "glueinfo.gather.sources.agents",
               "glueinfo.core.job", "glueinfo.site.discovery.arc", "glueinfo.site.discovery.htcondor_ce",
-              "glueinfo.site.discovery.default_queue", "hashlib", "tempfile", "difflib", "shutil", "pkgutil")
+              "glueinfo.site.discovery.default_queue", "glueinfo.sss.vocabulary", "hashlib", "tempfile", "difflib",
+              "shutil", "pkgutil")
 
 
 def imported(tmp_path, *argv):
