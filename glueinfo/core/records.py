@@ -15,15 +15,17 @@ Why: on Python 3.11 ``@dataclass`` compiles each generated method separately (th
 source text of ``__init__``, ``__repr__``, ``__eq__``, and for a frozen class
 ``__hash__``, ``__setattr__`` and ``__delattr__``), 0.3-0.6 ms a class, and a
 one-host ``glueinfo ldif`` makes some eighty classes before it prints anything (issue
-24's start-up ratios).  Here only ``__init__`` is compiled with the class, since it runs
-once per instance; it is as fast as ``@dataclass``'s (a frozen one's faster).  ``__repr__``
-(slower per call: messages and debugging use it) and the frozen guards are shared
-functions closed over the class's field names; ``__eq__``
-and ``__hash__`` are compiled as ``@dataclass`` writes them when first called, since most
-classes are never compared or hashed.  Where the fast path does not apply (slots, a
-dataclass base, a field outside ``__init__`` or keyword-only, ``InitVar``,
-``__post_init__``, a class's own ``__init__``, ``__setattr__`` or ``__delattr__``, no
-docstring), ``@dataclass`` makes ``__init__`` and the frozen guards as usual.
+24's start-up ratios), some of them only types there.  Here nothing is compiled with the
+class.  ``__init__`` is compiled when the class is first asked for it (an instance made,
+``inspect.signature`` or ``help()``), and is as fast as ``@dataclass``'s (a frozen one's
+faster); ``__eq__`` and ``__hash__`` are compiled as ``@dataclass`` writes them when first
+called; each is then kept on the class in place of the stand-in that compiled it.
+``__repr__`` (slower per call: messages and debugging use it) and the frozen guards are
+shared functions closed over the class's field names.  Where the fast path does not
+apply (slots, a dataclass base, a field outside ``__init__`` or keyword-only,
+``InitVar``, ``__post_init__``, a class's own ``__init__``, ``__setattr__`` or
+``__delattr__``, no docstring), ``@dataclass`` makes ``__init__`` and the frozen guards
+with the class, as usual.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import reprlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 __all__ = ["dataclass"]
 
@@ -84,7 +86,8 @@ def _plain(cls: type) -> bool:
 
 def _add_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) -> None:
     """``cls.__init__`` as ``@dataclass`` writes it (a frozen class sets its fields past
-    its own guard), compiled once."""
+    its own guard), compiled when first asked for (:class:`_InitOnFirstUse`).  TypeError,
+    as ``@dataclass`` raises it, for a field without a default after one with a default."""
     names: dict[str, Any] = {"__record_factory__": _FACTORY, "__record_set__": object.__setattr__}
     parameters, values, defaults = [], [], []
     for index, f in enumerate(fields):
@@ -109,12 +112,33 @@ def _add_init(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: boo
         body = " self.__dict__.update(" + ", ".join(f"{name}={value}" for name, value in values) + ")"
     else:
         body = "\n".join(f" __record_set__(self, {name!r}, {value})" for name, value in values)
-    exec(f"def __init__(self, {', '.join(parameters)}):\n{body}", names)
-    init = names["__init__"]
-    init.__defaults__ = tuple(defaults) or None
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
-    cls.__init__ = init  # type: ignore[misc]
+    source = f"def __init__(self, {', '.join(parameters)}):\n{body}"
+    annotations = {**{f.name: f.type for f in fields}, "return": None}
+    cls.__init__ = _InitOnFirstUse(cls, source, names, tuple(defaults) or None, annotations)  # type: ignore[misc]
+
+
+class _InitOnFirstUse:
+    """A class's ``__init__`` until anything asks the class for it: making an instance,
+    ``inspect.signature`` or ``help()`` of the class.  Then the function is compiled, put on
+    the class in this stand-in's place, and given: a class never instantiated (many are only
+    types on a command's path) never compiles it.  Two threads asking at once compile it
+    twice, alike."""
+
+    __slots__ = ("cls", "source", "names", "defaults", "annotations")
+
+    def __init__(self, cls: type, source: str, names: dict[str, Any], defaults: Optional[tuple[Any, ...]],
+                 annotations: dict[str, Any]) -> None:
+        self.cls, self.source, self.names, self.defaults, self.annotations = cls, source, names, defaults, annotations
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        namespace = dict(self.names)
+        exec(self.source, namespace)
+        init = namespace["__init__"]
+        init.__defaults__ = self.defaults
+        init.__qualname__ = f"{self.cls.__qualname__}.__init__"
+        init.__annotations__ = self.annotations
+        self.cls.__init__ = init  # type: ignore[misc]
+        return init if instance is None else init.__get__(instance, owner)
 
 
 def _in_instance_dict(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> bool:

@@ -283,9 +283,20 @@ def test_mixing_frozen_and_mutable_classes_is_refused_as_dataclass_refuses_it():
                 decorate(frozen=True)(type("Sub", (mutable_base,), {"__doc__": "frozen over mutable"}))
 
 
-def test_only_init_is_compiled_with_the_class_eq_and_hash_at_their_first_call():
-    made = shapes(record, "fresh")  # no comparison made yet
+def test_a_class_not_yet_instantiated_shows_its_signature():
+    made, reference = shapes(record, "unused")["Frozen"], BOTH["dataclass"]["Frozen"]
+    assert str(inspect.signature(made)) == str(inspect.signature(reference))  # as help() shows it
+    assert made("k", 2.0).value == 2.0
+
+
+def test_methods_are_compiled_when_first_used():
+    made = shapes(record, "fresh")  # no instance made, no comparison yet
+    assert not any(inspect.isfunction(vars(cls)["__init__"]) for name, cls in made.items()
+                   if name in ("Plain", "Frozen", "Single", "Empty", "OwnEq"))  # stand-ins
+    assert inspect.isfunction(vars(made["Slotted"])["__init__"])  # outside the fast path: dataclass's, made with the class
     plain, frozen, single = made["Plain"], made["Frozen"], made["Single"]
+    plain("a")
+    assert inspect.isfunction(vars(plain)["__init__"])  # compiled at the first instance, kept on the class
     assert plain.__repr__.__code__ is frozen.__repr__.__code__  # shared functions
     assert frozen.__setattr__.__code__ is single.__setattr__.__code__
     stand_in = frozen.__eq__
