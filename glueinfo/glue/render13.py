@@ -34,8 +34,8 @@ Reading of the schema (glue-schema 2.0.11, Glue-CE.schema):
 
 from __future__ import annotations
 
+import binascii
 import re
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -302,7 +302,7 @@ def naming_value(attr: str, value: str) -> str:
         return value
     if not rdn_too_long(attr, to_ascii(value)):
         return value
-    digest = f"~{zlib.crc32(value.encode('utf-8')):08x}"
+    digest = f"~{binascii.crc32(value.encode('utf-8')):08x}"
     keep = to_ascii(value)[:MAX_RDN_BYTES]
     while keep and rdn_too_long(attr, keep + digest):
         keep = keep[:-8]

@@ -34,10 +34,10 @@ uses); the renderer maps them to GLUE attributes.
 
 from __future__ import annotations
 
+import binascii
 import functools
 import re
 import unicodedata
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
 from typing import Any, Optional
@@ -333,8 +333,9 @@ def readable_summary(key_facts: dict[str, Any], ram_granularity_mb: int) -> str:
 
 
 def _key_hash(key: tuple[Any, ...]) -> str:
-    # zlib, not hashlib: importing hashlib loads OpenSSL, a tenth of `glueinfo ldif`'s start-up
-    return f"{zlib.crc32(repr(key).encode('utf-8')):08x}"
+    # CRC-32, not hashlib: importing hashlib loads OpenSSL, a tenth of `glueinfo ldif`'s start-up; binascii's
+    # (zlib's, the same numbers) since binascii is loaded anyway and zlib is not
+    return f"{binascii.crc32(repr(key).encode('utf-8')):08x}"
 
 
 # -- the grouping ---------------------------------------------------------------

@@ -16,9 +16,9 @@ covers), ``[subcluster:NAME]`` (admin pins: hosts grouped by hand),
 
 from __future__ import annotations
 
+import binascii
 import fnmatch
 import re
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
 from typing import Any, Optional
@@ -208,7 +208,7 @@ def derived_id(attr: str, value: str) -> str:
     Ids an admin writes are never shortened: they are refused with the key named."""
     if not rdn_too_long(attr, value):
         return value
-    digest = f"~{zlib.crc32(value.encode('utf-8')):08x}"
+    digest = f"~{binascii.crc32(value.encode('utf-8')):08x}"
     keep = value.encode("ascii", "replace").decode("ascii")[:MAX_RDN_BYTES]
     while keep and rdn_too_long(attr, keep + digest):
         keep = keep[:-8]

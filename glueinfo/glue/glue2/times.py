@@ -20,8 +20,8 @@ one; a one-shot command starts empty and stamps everything ``now``).
 
 from __future__ import annotations
 
+import binascii
 import time
-import zlib
 from collections.abc import Iterable
 from typing import Optional
 
@@ -39,7 +39,7 @@ def iso_time(when: float) -> str:
 def _digest(entry: Entry) -> int:
     text = "\n".join(f"{name.lower()}:{value_text(v)}" for name, values in sorted(entry.attributes.items())
                      if name != CREATION_TIME for v in values)
-    return zlib.crc32(text.encode("utf-8"))
+    return binascii.crc32(text.encode("utf-8"))
 
 
 class CreationTimes:

@@ -13,18 +13,20 @@ publish unchecked (``load_schema_or_warn``, ``load_glue_schema`` return
 None after one warning); :class:`~glueinfo.glue.schema.parse.SchemaError`
 when a file cannot be parsed.
 
-``load_glue_schema`` keeps the parsed schema in a pickle cache, so a fresh
+``load_glue_schema`` keeps the parsed schema in a cache file, so a fresh
 ``glueinfo ldif`` does not parse 80 KB of schema text at every start;
 ``load_cached_schema`` is that cache for any set of files (the GLUE 2 check's
-GLUE20.schema with glueinfo's accelerator extension).
+GLUE20.schema with glueinfo's accelerator extension).  The file holds
+``Schema.to_plain()`` in ``marshal``'s form: importing pickle was a visible part
+of a fresh one-host ``glueinfo ldif``, and marshal is built in.
 """
 
 from __future__ import annotations
 
+import binascii
 import logging
+import marshal
 import os
-import pickle
-import zlib
 from collections.abc import Sequence
 from typing import Optional
 
@@ -158,10 +160,8 @@ def load_cached_schema(schema_dir: str, files: Sequence[str], extra_files: Seque
     if cache is not None:
         try:
             with open(cache, "rb") as handle:
-                cached = pickle.load(handle)
-            if isinstance(cached, Schema):
-                return cached
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
+                return Schema.from_plain(marshal.loads(handle.read()))
+        except (OSError, EOFError, TypeError, ValueError):  # absent, damaged, another form: parsed again
             pass
     schema = load_schema(schema_dir, files)
     for path in extra_files:
@@ -188,13 +188,13 @@ def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optiona
         return None  # let load_schema say why, every time
     directory = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                                           "glueinfo")
-    digest = f"{zlib.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
-    return os.path.join(directory, f"schema-{digest}.pickle")
+    digest = f"{binascii.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
+    return os.path.join(directory, f"schema-{digest}.marshal")
 
 
 def _write_schema_cache(path: str, schema: Schema) -> None:
     try:
-        data = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
+        data = marshal.dumps(schema.to_plain())
         os.makedirs(os.path.dirname(path), exist_ok=True)
         import tempfile  # only when the cache is written
 
@@ -202,5 +202,5 @@ def _write_schema_cache(path: str, schema: Schema) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(temporary, path)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+    except (OSError, ValueError):
         pass  # no cache: the next run parses again

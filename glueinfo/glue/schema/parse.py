@@ -18,9 +18,10 @@ from disk is load.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
-from typing import Optional
+from typing import Any, Optional
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, Value
@@ -28,6 +29,9 @@ from glueinfo.core.records import dataclass
 from glueinfo.glue.schema import check as checking
 from glueinfo.glue.schema import normalise as normalising
 from glueinfo.glue.schema.check import Closure, Plan, Problem, Shape
+
+# Schema.to_plain's first item: a cache written in another form is parsed again.
+PLAIN_FORMAT = "glueinfo-schema-1"
 
 
 class SchemaError(ConfigurationError, ValueError):
@@ -209,6 +213,39 @@ class Schema:
         self._shapes.clear()
         self._class_lists.clear()
         self._plans_by_names.clear()
+
+    # -- the parsed-schema cache's form (glueinfo.glue.schema.load)
+    def to_plain(self) -> tuple[Any, ...]:
+        """The definitions as tuples, strings and dicts only (what ``marshal`` writes), each
+        definition once with the keys it is looked up by; :meth:`from_plain` reads it back."""
+        def definitions(table: dict[str, Any]) -> tuple[tuple[tuple[str, ...], tuple[Any, ...]], ...]:
+            keys: dict[int, list[str]] = {}
+            by_id: dict[int, Any] = {}
+            for key, definition in table.items():
+                keys.setdefault(id(definition), []).append(key)
+                by_id[id(definition)] = definition
+            return tuple((tuple(keys[ident]), tuple(getattr(d, f.name) for f in dataclasses.fields(d)))
+                         for ident, d in by_id.items())
+
+        return (PLAIN_FORMAT, tuple(self.sources), dict(self._oid_macros), definitions(self.attribute_types),
+                definitions(self.object_classes))
+
+    @classmethod
+    def from_plain(cls, plain: Any) -> Schema:
+        """The schema :meth:`to_plain` gave; ValueError (or TypeError) for anything else."""
+        if not isinstance(plain, tuple) or len(plain) != 5 or plain[0] != PLAIN_FORMAT:
+            raise ValueError("not a parsed schema of this format")
+        _, sources, macros, attribute_types, object_classes = plain
+        schema = cls()
+        schema.sources = list(sources)
+        schema._oid_macros = dict(macros)
+        for keys, values in attribute_types:
+            attribute_type = AttributeType(*values)
+            schema.attribute_types.update(dict.fromkeys(keys, attribute_type))
+        for keys, values in object_classes:
+            object_class = ObjectClass(*values)
+            schema.object_classes.update(dict.fromkeys(keys, object_class))
+        return schema
 
     def _expand_oid(self, value: str) -> str:
         prefix, sep, rest = value.partition(":")

@@ -84,3 +84,15 @@ def test_without_the_extension_file_the_tree_goes_unchecked_after_one_warning(sc
     monkeypatch.setattr("glueinfo.glue.glue2.accelerators.EXTENSION_SCHEMA", str(tmp_path / "missing.schema"))
     assert load_glue2_schema(str(schema_dir), cache_dir=str(tmp_path / "cache")) is None
     assert [r.getMessage() for r in caplog.records if "missing.schema" in r.getMessage()] != []
+
+
+def test_the_schema_from_the_cache_is_the_parsed_one(schema_dir, tmp_path, parsed):
+    cache = str(tmp_path / "cache")
+    parsed_now = pipeline.load_cached_schema(str(schema_dir), GLUE2_SCHEMA_FILES, (EXTENSION_SCHEMA,), cache_dir=cache)
+    cached = pipeline.load_cached_schema(str(schema_dir), GLUE2_SCHEMA_FILES, (EXTENSION_SCHEMA,), cache_dir=cache)
+    assert len(parsed) == 1 and cached is not parsed_now
+    assert cached.attribute_types == parsed_now.attribute_types and cached.object_classes == parsed_now.object_classes
+    assert cached.sources == parsed_now.sources
+    service = cached.object_class("GLUE2ComputingService")
+    assert cached.object_class(service.oid) is service  # one definition, found by its name and its OID
+    assert cached.check_entries([]) == [] and cached.syntax("GLUE2EntityName") == parsed_now.syntax("GLUE2EntityName")
