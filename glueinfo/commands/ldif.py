@@ -108,9 +108,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return run_check(args.check, config)
 
     from glueinfo.cli import long_lived_objects
-    from glueinfo.commands.progress import Progress
-    from glueinfo.commands.site_options import assemble_once, clock_from_environment, print_documents, publisher_for, site_config
-    from glueinfo.lrms.queues import missing_queues
+
+    with long_lived_objects():  # modules: they live until the process ends (see below)
+        from glueinfo.commands.progress import Progress
+        from glueinfo.commands.site_options import assemble_once, clock_from_environment, print_documents, publisher_for, site_config
+        from glueinfo.lrms.queues import missing_queues
 
     config = site_config(args, config)
     clock = clock_from_environment()

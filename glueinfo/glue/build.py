@@ -22,9 +22,8 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import field
-from typing import IO, Any, Optional, Union, cast
+from typing import IO, TYPE_CHECKING, Any, Optional, Union, cast
 
-from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import (
     Entry,
     LDIFError,
@@ -54,6 +53,9 @@ from glueinfo.glue.templates import Template, load_templates
 from glueinfo.site.aggregate import SiteGroups
 from glueinfo.site.assemble import AssembledSite
 from glueinfo.site.model import SiteModel
+
+if TYPE_CHECKING:
+    from glueinfo.core.lastrun import LastRun
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,8 @@ class RenderCache:
     """
 
     def __init__(self, keep_entries: bool = True) -> None:
+        from glueinfo.core.lastrun import LastRun  # the daemon's: a one-shot command makes no RenderCache
+
         self.keep_entries = keep_entries
         self.hosts = HostEntryCache(keep_entries)
         # DN -> (rendered entry, its checked form, its LDIF text, where in that text its

@@ -40,7 +40,6 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from glueinfo.core.lastrun import LastRun
 from glueinfo.core.ldif import Entry, make_dn
 from glueinfo.core.model import FileSystem, HostSnapshot, QueueState
 from glueinfo.glue.schema import to_ascii
@@ -52,8 +51,9 @@ from glueinfo.site.access import vos_of, whole_vo_rule
 from glueinfo.site.aggregate import ClusterGroup, SiteGroups, SubClusterGroup
 from glueinfo.site.model import MAX_RDN_BYTES, CESpec, SiteModel, rdn_too_long
 
-if TYPE_CHECKING:  # a CE's jobs come with its queue's state: one without jobs imports no job model
-    from glueinfo.core.job import JobInfo
+if TYPE_CHECKING:
+    from glueinfo.core.job import JobInfo  # a CE's jobs come with its queue's state: one without jobs imports no job model
+    from glueinfo.core.lastrun import LastRun  # the daemon's render cache's: a one-shot command imports it not
 
 GLUE_MAJOR, GLUE_MINOR = 1, 3
 MB = 1024 * 1024
@@ -514,6 +514,8 @@ class HostEntryCache:
     """
 
     def __init__(self, keep_entries: bool = True) -> None:
+        from glueinfo.core.lastrun import LastRun
+
         self.keep_entries = keep_entries
         self._hosts: LastRun[str, tuple[tuple[Any, ...], tuple[Optional[int], ...], list[Entry], list[str]]] = LastRun()
         self._blocks: LastRun[str, HostBlock] = LastRun()
