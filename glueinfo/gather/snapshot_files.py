@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Callable, Iterable
 
-from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot, ModelError
 from glueinfo.core.text import one_line
 
@@ -32,6 +31,8 @@ def snapshot_paths(path: str) -> list[str]:
 def read_snapshot_file(path: str, follow_symlinks: bool = False) -> list[HostSnapshot]:
     """The snapshot(s) in one regular file; ValueError (one line) when it cannot be read.
     ``follow_symlinks`` for a file the admin named himself, never for one found in a directory."""
+    from glueinfo.core.files import read_capped  # only where there are files: most sites list none
+
     try:
         data = read_capped(path, MAX_FILE_BYTES, follow_symlinks=follow_symlinks)
     except ValueError as exc:

@@ -34,8 +34,6 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from glueinfo.core.atomicwrite import TEMP_SUFFIX, WriteError, write_atomic
-from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot, ModelError
 from glueinfo.core.text import one_line
 
@@ -100,6 +98,8 @@ class StateStore:
                 continue
             states[host] = sources
             self._written[host] = _signature(sources)
+        from glueinfo.core.atomicwrite import TEMP_SUFFIX  # file code is imported where there are files (see save)
+
         for name in names:  # temporaries of a writer killed mid-save (only this process writes here)
             if name.startswith(".") and name.endswith(TEMP_SUFFIX):
                 try:
@@ -110,6 +110,8 @@ class StateStore:
 
     @staticmethod
     def _read(path: str, host: str) -> dict[str, HostSnapshot]:
+        from glueinfo.core.files import read_capped
+
         raw = read_capped(path, MAX_STATE_FILE)
         try:
             data: Any = json.loads(raw.decode("utf-8"))
@@ -136,6 +138,10 @@ class StateStore:
         Returns one-line errors (a full or read-only disk); the old files stay
         as they were and the next save tries again.
         """
+        # The file readers and writers are imported here and in load: a command run before the
+        # first `glueinfo run` made the directory never loads them.
+        from glueinfo.core.atomicwrite import WriteError, write_atomic
+
         errors: list[str] = []
         try:
             os.makedirs(self.hosts_dir, exist_ok=True)

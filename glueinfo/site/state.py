@@ -32,9 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Optional
 
-from glueinfo.core.atomicwrite import WriteError, write_atomic
 from glueinfo.core.errors import UsageError
-from glueinfo.core.files import read_capped
 from glueinfo.core.model import HostSnapshot
 from glueinfo.gather.state import HostStates, StateStore
 from glueinfo.site.ids import SubClusterIds
@@ -151,6 +149,10 @@ class SiteState:
         path = os.path.join(self.directory, IDS_FILE)
         if not os.path.lexists(path):
             return None
+        # The file readers and writers are imported where there are files: a command run before
+        # the first `glueinfo run` made the directory never loads them.
+        from glueinfo.core.files import read_capped
+
         try:
             raw = read_capped(path, MAX_IDS_FILE)
         except FileNotFoundError:
@@ -174,6 +176,8 @@ class SiteState:
         if ids is not None:
             text = json.dumps(ids.to_json(), separators=(",", ":"), sort_keys=True)
             if text != self._ids_written:
+                from glueinfo.core.atomicwrite import WriteError, write_atomic
+
                 try:
                     write_atomic(os.path.join(self.directory, IDS_FILE), text, mode=0o640)
                     self._ids_written = text

@@ -47,7 +47,7 @@ LDIF_NEVER = (*NEVER, "glueinfo.lrms.commands", "glueinfo.core.bounded_run", "gl
               "glueinfo.lrms.plugins.slurm", "glueinfo.lrms.plugins.htcondor", "glueinfo.gather.sources.agents",
               "glueinfo.core.job", "glueinfo.site.discovery.arc", "glueinfo.site.discovery.htcondor_ce",
               "glueinfo.site.discovery.default_queue", "glueinfo.sss.vocabulary", "hashlib", "tempfile", "difflib",
-              "shutil", "pkgutil", "pickle", "zlib")
+              "shutil", "pkgutil", "pickle", "zlib", "glueinfo.core.atomicwrite", "glueinfo.core.files", "glueinfo.core.lastrun")
 
 
 def imported(tmp_path, *argv):
