@@ -163,8 +163,11 @@ class Schema:
     of their names or their OID."""
 
     def __init__(self) -> None:
-        self.attribute_types: dict[str, AttributeType] = {}
-        self.object_classes: dict[str, ObjectClass] = {}
+        self._attribute_types: dict[str, AttributeType] = {}
+        self._object_classes: dict[str, ObjectClass] = {}
+        # Read from the cache, not made yet (from_plain): key -> (every key of the definition, its fields).
+        self._unmade_attribute_types: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
+        self._unmade_object_classes: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
         self.sources: list[str] = []
         self._oid_macros: dict[str, str] = {}
         # Caches of check.py and normalise.py, emptied by add_text.
@@ -173,6 +176,20 @@ class Schema:
         self._shapes: dict[tuple[tuple[Value, ...], tuple[str, ...]], Shape] = {}
         self._class_lists: dict[tuple[Value, ...], list[str]] = {}
         self._plans_by_names: dict[tuple[str, ...], list[normalising.NamePlan]] = {}
+
+    @property
+    def attribute_types(self) -> dict[str, AttributeType]:
+        """Every attribute type, by its names and OID in lower case."""
+        while self._unmade_attribute_types:
+            self.attribute(next(iter(self._unmade_attribute_types)))
+        return self._attribute_types
+
+    @property
+    def object_classes(self) -> dict[str, ObjectClass]:
+        """Every object class, by its names and OID in lower case."""
+        while self._unmade_object_classes:
+            self.object_class(next(iter(self._unmade_object_classes)))
+        return self._object_classes
 
     # -- loading
     def add_text(self, text: str, source: str) -> None:
@@ -216,16 +233,19 @@ class Schema:
 
     # -- the parsed-schema cache's form (glueinfo.glue.schema.load)
     def to_plain(self) -> tuple[Any, ...]:
-        """The definitions as tuples, strings and dicts only (what ``marshal`` writes), each
-        definition once with the keys it is looked up by; :meth:`from_plain` reads it back."""
-        def definitions(table: dict[str, Any]) -> tuple[tuple[tuple[str, ...], tuple[Any, ...]], ...]:
+        """The definitions as tuples, strings and dicts only (what ``marshal`` writes): for each
+        definition, every key it is looked up by maps to one (keys, fields) tuple, which marshal
+        writes once.  :meth:`from_plain` reads it back."""
+        def definitions(table: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], tuple[Any, ...]]]:
             keys: dict[int, list[str]] = {}
-            by_id: dict[int, Any] = {}
             for key, definition in table.items():
                 keys.setdefault(id(definition), []).append(key)
-                by_id[id(definition)] = definition
-            return tuple((tuple(keys[ident]), tuple(getattr(d, f.name) for f in dataclasses.fields(d)))
-                         for ident, d in by_id.items())
+            plain: dict[int, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
+            for definition in table.values():
+                if id(definition) not in plain:
+                    fields = tuple(getattr(definition, f.name) for f in dataclasses.fields(definition))
+                    plain[id(definition)] = (tuple(keys[id(definition)]), fields)
+            return {key: plain[id(definition)] for key, definition in table.items()}
 
         return (PLAIN_FORMAT, tuple(self.sources), dict(self._oid_macros), definitions(self.attribute_types),
                 definitions(self.object_classes))
@@ -236,15 +256,18 @@ class Schema:
         if not isinstance(plain, tuple) or len(plain) != 5 or plain[0] != PLAIN_FORMAT:
             raise ValueError("not a parsed schema of this format")
         _, sources, macros, attribute_types, object_classes = plain
+        for table, kind in ((attribute_types, AttributeType), (object_classes, ObjectClass)):
+            width = len(dataclasses.fields(kind))
+            if not isinstance(table, dict) or not all(type(item) is tuple and len(item) == 2 and len(item[1]) == width
+                                                      for item in table.values()):
+                raise ValueError("not a parsed schema of this format")
         schema = cls()
         schema.sources = list(sources)
         schema._oid_macros = dict(macros)
-        for keys, values in attribute_types:
-            attribute_type = AttributeType(*values)
-            schema.attribute_types.update(dict.fromkeys(keys, attribute_type))
-        for keys, values in object_classes:
-            object_class = ObjectClass(*values)
-            schema.object_classes.update(dict.fromkeys(keys, object_class))
+        # Each definition is made when first looked up: a check of a few entries asks for a few
+        # dozen of the schema files' thousand or so.
+        schema._unmade_attribute_types = attribute_types
+        schema._unmade_object_classes = object_classes
         return schema
 
     def _expand_oid(self, value: str) -> str:
@@ -255,10 +278,26 @@ class Schema:
 
     # -- lookups
     def attribute(self, name: str) -> Optional[AttributeType]:
-        return self.attribute_types.get(name.split(";", 1)[0].lower())
+        key = name.split(";", 1)[0].lower()
+        found = self._attribute_types.get(key)
+        if found is None and key in self._unmade_attribute_types:
+            keys, fields = self._unmade_attribute_types[key]
+            found = AttributeType(*fields)
+            for each in keys:
+                self._attribute_types[each] = found
+                self._unmade_attribute_types.pop(each, None)
+        return found
 
     def object_class(self, name: str) -> Optional[ObjectClass]:
-        return self.object_classes.get(name.lower())
+        key = name.lower()
+        found = self._object_classes.get(key)
+        if found is None and key in self._unmade_object_classes:
+            keys, fields = self._unmade_object_classes[key]
+            found = ObjectClass(*fields)
+            for each in keys:
+                self._object_classes[each] = found
+                self._unmade_object_classes.pop(each, None)
+        return found
 
     def canonical_name(self, attr: str) -> str:
         """The schema's spelling of an attribute (first NAME); unknown names as given."""
