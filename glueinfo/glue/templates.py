@@ -39,6 +39,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
 
+from glueinfo.core import parsed_cache
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, dn_escape
 from glueinfo.core.records import dataclass
@@ -242,19 +243,58 @@ def builtin_templates_dir() -> str:
     return installed
 
 
-def load_templates(directory: str = "", names: Sequence[str] = TEMPLATE_NAMES) -> dict[str, Template]:
+def load_templates(directory: str = "", names: Sequence[str] = TEMPLATE_NAMES,
+                   cache_dir: Optional[str] = None) -> dict[str, Template]:
     """Read ``NAME.ldif`` for each name from ``directory`` (default: the built-in
-    templates); raises TemplateError for a missing or bad template."""
+    templates); raises TemplateError for a missing or bad template.  Parsed templates are
+    kept in a cache file named after the files' paths, sizes and times and this reader
+    (glueinfo.core.parsed_cache, in ``cache_dir``): a fresh command parses them once; a
+    cache that cannot be read or written only means parsing again."""
     directory = directory or builtin_templates_dir()
-    templates = {}
+    paths = {}
     for name in names:
         path = os.path.join(directory, f"{name}.ldif")
         if name in LATER_TEMPLATES and not os.path.exists(path):
             path = os.path.join(builtin_templates_dir(), f"{name}.ldif")
+        paths[name] = path
+    cache = parsed_cache.cache_file("templates", [os.path.abspath(__file__), *paths.values()], cache_dir=cache_dir)
+    if cache is not None:
+        try:
+            return _from_plain(parsed_cache.read(cache), paths)
+        except (OSError, EOFError, TypeError, ValueError):  # absent, damaged, another form: parsed again
+            pass
+    templates = {}
+    for name, path in paths.items():
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()
         except OSError as exc:
             raise TemplateError(f"template {name}: cannot read {path}: {exc.strerror or exc}") from None
         templates[name] = parse_template(text, name, path)
+    if cache is not None:
+        parsed_cache.write(cache, _to_plain(templates))
+    return templates
+
+
+_PLAIN_FORMAT = "glueinfo-templates-1"
+
+
+def _to_plain(templates: Mapping[str, Template]) -> tuple[Any, ...]:
+    """The templates as the cache keeps them (tuples and strings: glueinfo.core.parsed_cache)."""
+    return (_PLAIN_FORMAT, tuple((t.name, t.path, tuple(sorted(t.mandatory)), tuple(sorted(t.optional)),
+                                  tuple(sorted(t.multi)), t.dn,
+                                  tuple((ln.number, ln.attr, ln.text, ln.guard, ln.variables, ln.whole) for ln in t.lines))
+                                 for t in templates.values()))
+
+
+def _from_plain(plain: Any, paths: Mapping[str, str]) -> dict[str, Template]:
+    """The templates :func:`_to_plain` gave, for these names and paths; ValueError otherwise."""
+    if not isinstance(plain, tuple) or len(plain) != 2 or plain[0] != _PLAIN_FORMAT:
+        raise ValueError("not parsed templates of this form")
+    templates = {}
+    for name, path, mandatory, optional, multi, dn, lines in plain[1]:
+        templates[name] = Template(name=name, path=path, mandatory=frozenset(mandatory), optional=frozenset(optional),
+                                   multi=frozenset(multi), dn=dn, lines=tuple(_Line(*line) for line in lines))
+    if {name: t.path for name, t in templates.items()} != dict(paths):
+        raise ValueError("parsed templates of other files")
     return templates

@@ -13,23 +13,21 @@ publish unchecked (``load_schema_or_warn``, ``load_glue_schema`` return
 None after one warning); :class:`~glueinfo.glue.schema.parse.SchemaError`
 when a file cannot be parsed.
 
-``load_glue_schema`` keeps the parsed schema in a cache file, so a fresh
-``glueinfo ldif`` does not parse 80 KB of schema text at every start;
+``load_glue_schema`` keeps the parsed schema in a cache file
+(glueinfo.core.parsed_cache: ``Schema.to_plain()``), so a fresh ``glueinfo
+ldif`` does not parse 80 KB of schema text at every start;
 ``load_cached_schema`` is that cache for any set of files (the GLUE 2 check's
-GLUE20.schema with glueinfo's accelerator extension).  The file holds
-``Schema.to_plain()`` in ``marshal``'s form: importing pickle was a visible part
-of a fresh one-host ``glueinfo ldif``, and marshal is built in.
+GLUE20.schema with glueinfo's accelerator extension).
 """
 
 from __future__ import annotations
 
-import binascii
 import logging
-import marshal
 import os
 from collections.abc import Sequence
 from typing import Optional
 
+from glueinfo.core import parsed_cache
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.glue.schema.parse import Schema
 
@@ -156,11 +154,12 @@ def load_cached_schema(schema_dir: str, files: Sequence[str], extra_files: Seque
     describes (its name covers the extra files' sizes and times too).  Raises as load_schema does,
     and OSError when an extra file cannot be read; a cache that cannot be read or written only
     means parsing again."""
-    cache = _schema_cache_path(schema_dir, files, cache_dir, extra_files)
+    # A schema directory that is not one has no cache: load_schema says why, every time.
+    inputs = [*_READER_FILES, *(os.path.join(schema_dir, name) for name in files), *extra_files]
+    cache = parsed_cache.cache_file("schema", inputs, key=schema_dir, cache_dir=cache_dir) if os.path.isdir(schema_dir) else None
     if cache is not None:
         try:
-            with open(cache, "rb") as handle:
-                return Schema.from_plain(marshal.loads(handle.read()))
+            return Schema.from_plain(parsed_cache.read(cache))
         except (OSError, EOFError, TypeError, ValueError):  # absent, damaged, another form: parsed again
             pass
     schema = load_schema(schema_dir, files)
@@ -168,39 +167,5 @@ def load_cached_schema(schema_dir: str, files: Sequence[str], extra_files: Seque
         with open(path, encoding="utf-8") as handle:
             schema.add_text(handle.read(), path)
     if cache is not None:
-        _write_schema_cache(cache, schema)
+        parsed_cache.write(cache, schema.to_plain())
     return schema
-
-
-def _schema_cache_path(schema_dir: str, files: Sequence[str], cache_dir: Optional[str],
-                       extra_files: Sequence[str] = ()) -> Optional[str]:
-    parts = [schema_dir, *_READER_FILES]
-    try:
-        for path in [*_READER_FILES, *(os.path.join(schema_dir, name) for name in files), *extra_files]:
-            try:
-                st = os.stat(path)
-                parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
-            except FileNotFoundError:
-                parts.append(f"{path}:absent")
-    except OSError:
-        return None
-    if not os.path.isdir(schema_dir):
-        return None  # let load_schema say why, every time
-    directory = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                                          "glueinfo")
-    digest = f"{binascii.crc32(chr(10).join(parts).encode()):08x}{len(parts):02d}"
-    return os.path.join(directory, f"schema-{digest}.marshal")
-
-
-def _write_schema_cache(path: str, schema: Schema) -> None:
-    try:
-        data = marshal.dumps(schema.to_plain())
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        import tempfile  # only when the cache is written
-
-        fd, temporary = tempfile.mkstemp(prefix=".schema-", dir=os.path.dirname(path))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except (OSError, ValueError):
-        pass  # no cache: the next run parses again

@@ -100,3 +100,25 @@ def test_builtin_templates_load_and_only_use_attributes_and_classes_of_the_insta
             assert schema.canonical_name(line.attr) == line.attr, (template.name, line.attr)  # schema spelling
             if line.attr == "objectClass":
                 assert schema.object_class(line.text) is not None, (template.name, line.text)
+
+
+def test_templates_are_parsed_once_then_read_from_the_cache_and_parsed_again_when_edited(tmp_path, monkeypatch):
+    import shutil
+
+    from glueinfo.glue import templates as module
+
+    directory, cache = tmp_path / "templates", str(tmp_path / "cache")
+    shutil.copytree(builtin_templates_dir(), directory)
+    parsed = []
+    real = module.parse_template
+    monkeypatch.setattr(module, "parse_template", lambda *args: parsed.append(args[1]) or real(*args))
+    first = load_templates(str(directory), cache_dir=cache)
+    again = load_templates(str(directory), cache_dir=cache)
+    assert len(parsed) == len(TEMPLATE_NAMES) and again == first and again is not first  # equal: every line
+    (directory / "site.ldif").write_text((directory / "site.ldif").read_text() + "GlueSiteOtherInfo: edited\n")
+    edited = load_templates(str(directory), cache_dir=cache)
+    assert parsed.count("site") == 2 and edited["site"].lines[-1].text == "edited"
+    for name in os.listdir(cache):  # a damaged cache is parsed again, no error
+        with open(os.path.join(cache, name), "wb") as handle:
+            handle.write(b"garbage")
+    assert load_templates(str(directory), cache_dir=cache) == edited
