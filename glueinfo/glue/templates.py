@@ -49,9 +49,11 @@ TEMPLATE_NAMES = ("site", "cluster", "subcluster", "ce", "voview")
 LATER_TEMPLATES = frozenset({"voview"})
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-_GUARD = re.compile(r"\[if\s+([A-Za-z_][A-Za-z0-9_]*)\]\s*")
-_DECL = re.compile(r"#\s*@(mandatory|optional|multi)\b(.*)")
-_ATTR = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*:\s?(.*)")
+# The parser's own, compiled at its first use (re keeps them): templates read from the
+# parsed-template cache (load_templates) never need them.
+_GUARD = r"\[if\s+([A-Za-z_][A-Za-z0-9_]*)\]\s*"
+_DECL = r"#\s*@(mandatory|optional|multi)\b(.*)"
+_ATTR = r"([A-Za-z][A-Za-z0-9-]*)\s*:\s?(.*)"
 
 
 class TemplateError(ConfigurationError, ValueError):
@@ -168,7 +170,7 @@ def parse_template(text: str, name: str, path: str = "<template>") -> Template:
     logical: list[tuple[int, str]] = []
     blank_after_content = False
     for number, raw in enumerate(text.splitlines(), 1):
-        decl = _DECL.match(raw)
+        decl = re.match(_DECL, raw)
         if decl:
             declared[decl.group(1)].update(decl.group(2).split())
             continue
@@ -185,11 +187,11 @@ def parse_template(text: str, name: str, path: str = "<template>") -> Template:
         logical.append((number, raw))
     for number, raw in logical:
         guard = None
-        match = _GUARD.match(raw)
+        match = re.match(_GUARD, raw)
         if match:
             guard = match.group(1)
             raw = raw[match.end():]
-        attr_match = _ATTR.fullmatch(raw)
+        attr_match = re.fullmatch(_ATTR, raw)
         if not attr_match:
             raise TemplateError(f"{where}: line {number}: expected 'attribute: value', got {raw[:60]!r}")
         attr, value = attr_match.groups()
