@@ -37,7 +37,6 @@ from __future__ import annotations
 import binascii
 import functools
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
 from typing import Any, Optional
@@ -276,7 +275,11 @@ _VENDORS = {"genuineintel": "intel", "authenticamd": "amd", "hygongenuine": "hyg
 def slug(text: Any) -> str:
     """Lower-case ASCII words joined by '-', from any text."""
     raw = str(text).replace("™", " ").replace("®", " ")
-    ascii_text = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
+    ascii_text = raw
+    if not raw.isascii():  # (ASCII text is its own NFKD form: most names need no unicodedata)
+        import unicodedata
+
+        ascii_text = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
     return re.sub(r"[^a-z0-9._]+", "-", ascii_text.lower()).strip("-._")
 
 

@@ -21,7 +21,6 @@ or BOOLEAN, all ASCII-only syntaxes.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Optional
 
@@ -65,6 +64,8 @@ def to_ascii(text: str) -> str:
     dropped."""
     if text.isascii():
         return text
+    import unicodedata  # only for text that is not ASCII already
+
     out = []
     for ch in text:
         if ch.isascii():
