@@ -39,8 +39,10 @@ def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only (no line per cycle)")
 
 
-def setup_logging(args: argparse.Namespace) -> None:
-    """INFO by default (one line per cycle); -v for debug, -q for warnings only; stderr plus --log-file / --syslog."""
+def setup_logging(args: argparse.Namespace, cycles: bool = True) -> None:
+    """INFO by default (one line per cycle); -v for debug, -q for warnings only; stderr plus --log-file / --syslog.
+    ``cycles`` False (``serve``: a worker's agent would log a line a minute): warnings only by
+    default, -v for the cycles, -vv for debug."""
     import logging.handlers
 
     from glueinfo.core.errors import UsageError
@@ -48,7 +50,8 @@ def setup_logging(args: argparse.Namespace) -> None:
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    level = logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO
+    verbose = args.verbose if cycles else args.verbose - 1
+    level = logging.WARNING if args.quiet or verbose < 0 else logging.DEBUG if verbose else logging.INFO
     root.setLevel(level)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(logging.Formatter(LOG_FORMAT))

@@ -8,14 +8,17 @@ the fast collectors, the gather and the LRMS run every ``--refresh-interval``
 (``[serve] refresh_interval``) and the slow collectors every ``[run]
 slow_interval``; every job runs once before the server listens; the state
 directory is read, and written back only when no ``glueinfo run`` holds it;
-``--no-ldif`` (a worker's agent) makes no GLUE document.  SIGHUP re-reads
-the config, SIGTERM stops within ``[run] shutdown_grace``.
+``--no-ldif`` (a worker's agent) makes no GLUE document; only warnings are
+logged unless ``-v``; it answers SSSRMAP Job queries (``run`` does not).
+SIGHUP re-reads the config ([serve] itself at the next start), SIGTERM stops
+within ``[run] shutdown_grace``, at start too.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Optional
 
 from glueinfo.core.config import Config
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.commands.plugin_keys import plugin_keys
     from glueinfo.commands.run import run_service, setup_logging
     from glueinfo.commands.site_options import clock_from_environment
-    from glueinfo.core.config import load
+    from glueinfo.core.config import MAX_INTERVAL_S, load
     from glueinfo.core.errors import UsageError
     from glueinfo.run.gc_policy import CollectorPolicy
     from glueinfo.run.http import ServeSettings
@@ -52,16 +55,18 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from glueinfo.run.malloc_policy import use_one_arena
     from glueinfo.run.provider import Provider
 
-    if args.refresh_interval is not None and args.refresh_interval < 1:
-        raise UsageError("--refresh-interval must be at least 1 second")
+    interval = args.refresh_interval
+    if interval is not None and not 1.0 <= interval <= MAX_INTERVAL_S:  # nan too
+        raise UsageError(f"--refresh-interval: expected seconds from 1 to {MAX_INTERVAL_S:g}, got {interval:g}")
     try:  # a bad address or key file is said now, not after the first cycle
         ServeSettings.from_config(config, args.listen)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    setup_logging(args)
+    setup_logging(args, cycles=False)
     use_one_arena(os.environ)  # before any thread: see glueinfo.run.malloc_policy
     config_path = args.config or os.environ.get("GLUEINFO_CONFIG") or None
-    options = ServeOptions(listen=args.listen, ldif_off="LDIF is off (--no-ldif)" if args.no_ldif else None)
+    options = ServeOptions(listen=args.listen, ldif_off="LDIF is off (--no-ldif)" if args.no_ldif else None,
+                           announce=lambda line: print(f"glueinfo: {line}", file=sys.stderr, flush=True))
     # a config it cannot serve with: ServiceError or ConfigError (ConfigurationErrors), exit 2
     clock = clock_from_environment()
     provider = Provider(served(config, args.refresh_interval), clock=clock, host_root=args.host_root,

@@ -61,6 +61,17 @@ def degrees_within(limit: float) -> Callable[[str], None]:
     return check
 
 
+# The longest interval a job may have: APScheduler's triggers are datetimes, and a site whose
+# facts are refreshed less than weekly is not published.
+MAX_INTERVAL_S = 7 * 86400.0
+
+
+def within_a_week(value: float) -> None:
+    """A check for an interval in seconds: at most :data:`MAX_INTERVAL_S`."""
+    if value > MAX_INTERVAL_S:
+        raise ValueError(f"must be at most {MAX_INTERVAL_S:g} seconds (a week), got {value:g}")
+
+
 def _group_facts(whose: str, unset: str) -> dict[str, Option]:
     """The host facts a [cluster:NAME] or [subcluster:NAME] may state for all its hosts (named as in
     [glue] aggregation_key; glueinfo/site/from_config.py reads them): what the GLUE 2
@@ -122,7 +133,9 @@ SCHEMA: dict[str, dict[str, Option]] = {
     },
     "serve": {
         "listen": Option("str", "127.0.0.1:7170", "HOST:PORT `glueinfo serve` listens on (loopback unless told otherwise)"),
-        "refresh_interval": Option("float", 60.0, "Seconds between snapshot refreshes; requests are served from memory", minimum=1.0),
+        "refresh_interval": Option("float", 60.0, "Seconds between refreshes of what glueinfo serve answers (this host's fast "
+                                   "collectors, the sources, the batch systems; the slow collectors: [run] slow_interval); "
+                                   "requests are served from memory", minimum=1.0, check=within_a_week),
         "max_body": Option("int", 1048576, "Largest request body accepted, in bytes", minimum=1024),
         "timeout": Option("float", 10.0, "Seconds a connection may stay silent before it is closed", minimum=0.1),
         "max_connections": Option("int", 4096, "Connections held open at once (idle ones cost no thread); more are answered "
@@ -447,14 +460,14 @@ SCHEMA: dict[str, dict[str, Option]] = {
     # -- the periodic provider `glueinfo run` (glueinfo/run/) --
     "run": {
         "fast_interval": Option("float", 60.0, "Seconds between runs of the fast collectors on this host, each followed by a publish",
-                                minimum=1.0),
+                                minimum=1.0, check=within_a_week),
         "lrms_interval": Option("float", 60.0, "Seconds between queries of every CE's batch system (LRMS), each followed by a "
                                 "publish (or carried by the publish of a job still at work); runs whatever [sources] "
-                                "are enabled", minimum=1.0),
+                                "are enabled", minimum=1.0, check=within_a_week),
         "slow_interval": Option("float", 3600.0, "Seconds between runs of the other collectors (CPU model, OS, caches, adapters); "
-                                "SIGHUP runs them too", minimum=1.0),
+                                "SIGHUP runs them too", minimum=1.0, check=within_a_week),
         "gather_interval": Option("float", 60.0, "Seconds between gathers from the [sources] other than local, each followed by a publish",
-                                  minimum=1.0),
+                                  minimum=1.0, check=within_a_week),
         "fast_collectors": Option("list", ["load", "memory", "filesystems"],
                                   "Collectors run every fast_interval; every other enabled collector runs every slow_interval"),
         "jitter": Option("float", 0.0, "Up to this many seconds of random delay added to each run", minimum=0.0),

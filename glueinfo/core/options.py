@@ -50,6 +50,8 @@ def parse_value(opt: Option, raw: str) -> Any:
             value = float(raw)
         except ValueError:
             raise ValueError(f"expected a number, got {raw!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):  # nan, inf: no interval, size or time is
+            raise ValueError(f"expected a finite number, got {raw!r}")
     elif opt.type == "bool":
         if raw.lower() in _TRUE:
             value = True

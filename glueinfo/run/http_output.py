@@ -12,6 +12,7 @@ publish in which no host changed only renews this host's own Node.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -30,6 +31,9 @@ class ServeOptions:
 
     listen: Optional[str] = None  # --listen, over [serve] listen
     ldif_off: Optional[str] = None  # why no GLUE document is made (--no-ldif: a worker's agent), None: they are
+    # Told the "serving http://HOST:PORT/ ..." line once the server answers (serve prints it whatever
+    # the log level: scripts wait for it); None: logged at INFO, as run does.
+    announce: Optional[Callable[[str], None]] = None
 
 
 class HttpOutput:

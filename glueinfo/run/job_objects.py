@@ -54,16 +54,29 @@ class JobObjects:
         self.refreshed_at: Optional[float] = None
 
     @property
+    def site(self) -> Any:
+        return self._spec[0]
+
+    @property
+    def private(self) -> frozenset[str]:
+        return self._spec[1]
+
+    @property
     def serves_jobs(self) -> bool:
-        """False for a fork-only site: nothing to refresh."""
+        """False for a fork-only site: nothing to ask."""
         return any(ce.lrms != "fork" for ce in self.site.ces)
 
     def refresh(self) -> None:
-        """Read every CE's jobs now (a CE that fails contributes none, its id in ``failed``)."""
+        """Read every CE's jobs now (a CE that fails contributes none, its id in ``failed``; a
+        fork-only site has none, and no batch system is asked)."""
         from glueinfo.lrms.registry import site_jobs
 
-        jobs, failed = site_jobs(with_private_fields(self.site.ces, self.private), clock=self.clock)
-        self._objects = job_object_set(jobs, self.private)  # one assignment: readers see the old set or the new one
+        site, private = self._spec  # one read: a reload swaps both together
+        if not any(ce.lrms != "fork" for ce in site.ces):
+            self._objects, self.failed, self.refreshed_at = job_object_set([]), [], self.clock()
+            return
+        jobs, failed = site_jobs(with_private_fields(site.ces, private), clock=self.clock)
+        self._objects = job_object_set(jobs, private)  # one assignment: readers see the old set or the new one
         self.failed = failed
         self.refreshed_at = self.clock()
 
@@ -77,8 +90,8 @@ class JobObjects:
         from glueinfo.site.assemble import default_local_fqdn
         from glueinfo.site.from_config import site_from_config
 
-        self.site = site_from_config(config, local_fqdn or default_local_fqdn(config))
-        self.private = frozenset(config.get("jobs", "private_fields"))
+        self._spec = (site_from_config(config, local_fqdn or default_local_fqdn(config)),
+                      frozenset(config.get("jobs", "private_fields")))
 
     def register(self, service: Any) -> None:
         """Answer ``<Object>Job</Object>`` on a glueinfo.sss.sssrmap.QueryService from the last refresh."""

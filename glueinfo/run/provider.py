@@ -7,8 +7,9 @@ input is refreshed.  Its jobs, each on its own interval ([run] section):
 
 - **slow** (``slow_interval``, and on SIGHUP) and **fast**
   (``fast_interval``): this host's collectors (glueinfo.run.local_host),
-  when ``[sources] enabled`` names ``local``; the combined snapshot is fed
-  to the assembler as the ``local`` source's report.
+  when ``[sources] enabled`` names ``local`` (the combined snapshot is fed
+  to the assembler as the ``local`` source's report) or a server answers
+  /node.xml.
 - **gather** (``gather_interval``, when a source other than ``local`` is
   enabled): agents, spool, Ganglia through the assembler's gatherer (last
   good snapshot per host and source, the freshness rules).
@@ -146,8 +147,12 @@ class Provider:
         # This host as the fast and slow jobs last probed it, when it is not one of the site's hosts
         # (``local`` not in [sources] enabled): a server's /node.xml is this host whatever the sources.
         self._this_host: Optional[HostSnapshot] = None
-        # The CEs' batch jobs as SSSRMAP Job objects, refreshed by the lrms job (a server answers them).
-        self.jobs: Optional[JobObjects] = self._new_jobs(self.plan) if self._serving else None
+        # The CEs' batch jobs as SSSRMAP Job objects, refreshed by the lrms job: ``glueinfo serve`` answers
+        # them (its own role, as before); ``run``'s server does not (each is one more LRMS query a cycle,
+        # and user and job names for anyone its [serve] allow lets in).
+        self.jobs: Optional[JobObjects] = self._new_jobs(self.plan) if serve is not None else None
+        # Publishes wait while serve's first cycle runs (one publish, one LRMS query: see hold_publishes).
+        self._held = False
         self.publishes = 0
         self.publisher = self._new_publisher(self.plan)
         self.outputs: list[Output] = self._new_outputs(self.plan, self.publisher)
@@ -336,13 +341,10 @@ class Provider:
         setting) for a bad address or a port taken; nothing without a server to run."""
         if not self._serving or self.server is not None:
             return
-        from glueinfo.run.http import Server, ServeSettings, listen_origin
+        from glueinfo.run.http import Server, listen_origin
 
         listen = self.serve_options.listen if self.serve_options is not None else None
-        try:
-            serve_settings = ServeSettings.from_config(self.plan.config, listen)
-        except ValueError as exc:
-            raise ServiceError(str(exc)) from None
+        serve_settings = self._serve_settings(self.plan)
         try:
             self.server = Server(serve_settings, self.store)
         except OSError as exc:
@@ -350,6 +352,16 @@ class Provider:
                                f"{os.strerror(exc.errno) if exc.errno else exc}") from None
         if self.jobs is not None:
             self.jobs.register(self.server.service)
+
+    def _serve_settings(self, plan: Plan) -> Any:
+        """The server's settings from [serve] (serve's --listen over its listen); ServiceError (one
+        line naming the key) for bad ones."""
+        from glueinfo.run.http import ServeSettings
+
+        try:
+            return ServeSettings.from_config(plan.config, self.serve_options.listen if self.serve_options else None)
+        except ValueError as exc:
+            raise ServiceError(str(exc)) from None
 
     def start_server(self) -> None:
         """Answer HTTP (bound first if it was not: ServiceError) from the published state, the
@@ -361,9 +373,13 @@ class Provider:
         host, port = self.server.address
         shown = f"[{host}]" if ":" in host else host
         jobs = ", ".join(f"{name} every {interval:g} s" for name, interval in self.intervals().items())
-        log.info("serving http://%s:%d/ (status page /, node.xml, nodes.xml, ldif, glue2.json, health, metrics; "
-                 "POST SSSRMAP3%s); %s", shown, port, ", signed requests required" if self.server.settings.key else "",
-                 jobs)
+        line = (f"serving http://{shown}:{port}/ (status page /, node.xml, nodes.xml, ldif, glue2.json, health, metrics; "
+                f"POST SSSRMAP3{', signed requests required' if self.server.settings.key else ''}); {jobs}")
+        announce = self.serve_options.announce if self.serve_options is not None else None
+        if announce is not None:
+            announce(line)
+        else:
+            log.info("%s", line)
 
     def stop_publishing(self) -> bool:
         """No publication begins from now on; returns whether one is writing its outputs now
@@ -428,13 +444,12 @@ class Provider:
             self.publish("fast")
 
     def _accept_this_host(self, whole: HostSnapshot) -> None:
-        """This host's new snapshot: one of the site's hosts when ``local`` is a source, else only
-        what a server's /node.xml answers."""
+        """This host's new snapshot: one of the site's hosts when ``local`` is a source, and what
+        ``serve``'s /node.xml answers as probed (a head node's agents source reads it: nothing
+        the assembly adds, such as the batch system's view of this node, goes with it)."""
+        self._this_host = whole
         if self.local_enabled:
-            self._this_host = None
             self.assembler.accept_local(whole)
-        else:
-            self._this_host = whole
 
     def job_gather(self) -> None:
         assembler = self.assembler
@@ -462,7 +477,7 @@ class Provider:
         """The server's Job objects, read from the batch systems after their state (a CE whose LRMS
         cannot be read contributes none: glueinfo.run.job_objects); never raises."""
         jobs = self.jobs
-        if jobs is None or not jobs.serves_jobs:
+        if jobs is None:
             return
         try:
             jobs.refresh()
@@ -510,8 +525,16 @@ class Provider:
         return dataclasses.replace(snapshot, extra=extra)
 
     # -- publishing ----------------------------------------------------------------------------
+    def hold_publishes(self, held: bool) -> None:
+        """While held, a job's publish does nothing (``serve``'s first cycle: this host, the gather
+        and the LRMS once each, then one publish: a publish before the LRMS job would ask the batch
+        systems itself, once per publish)."""
+        self._held = held
+
     def publish(self, reason: str) -> bool:
         """Build and write everything from the current site; returns whether anything was rendered."""
+        if self._held:
+            return False
         with self._publish_lock:
             with self._pending_lock:  # from here on, this publish assembles what every job has finished
                 self._will_publish.discard(reason)  # a job publishes with its own name as the reason
@@ -551,9 +574,11 @@ class Provider:
     def _publish(self, reason: str, began: float) -> bool:
         site = self.assembler.assemble()
         fingerprint = self._fingerprint(site)
-        this_host = site.local if site.local is not None else self._this_host
-        # serve's /node.xml is this host as a probe sees it: a head node's agents source reads it.
-        local = this_host if this_host is None or self.serve_options is not None else self._with_metrics(this_host)
+        if self.serve_options is not None:  # this host as probed (see _accept_this_host)
+            local = self._this_host
+        else:  # this host as published, with the daemon's self-metrics
+            this_host = site.local if site.local is not None else self._this_host
+            local = self._with_metrics(this_host) if this_host is not None else None
         if fingerprint == self._published_fingerprint:
             # Unchanged: the outputs mark what they hold fresh (files touched, a waiting LDAP server retried).
             publish_all(self.outputs, Publication(None, hosts_changed=False, local=local), self.output_stats, self.clock)
@@ -600,6 +625,7 @@ class Provider:
         enabled move over), so are the SubCluster ids; slow facts are collected again.
         """
         plan = make_plan(_with_host_root(config, self.host_root), self.cli_enable, self.cli_disable)
+        serve_settings = self._serve_settings(plan) if self.server is not None else None
         assembler = self._new_assembler(plan)
         # Everything that can refuse the config is made before anything is switched: a reload that
         # fails leaves the running config whole (OutputError for an output that cannot be made).
@@ -620,7 +646,7 @@ class Provider:
             if plan.settings.state_dir == old_settings.state_dir:
                 assembler.state = old.state  # the same directory, its lock still held
             else:  # the new directory first: one another glueinfo run holds refuses the reload (StateLocked)
-                assembler.open_state(writer=True)
+                assembler.open_state(writer=self.serve_options is None)  # serve only reads a daemon's
                 old.close()
             self.assembler = assembler
             self.plan = plan
@@ -636,5 +662,8 @@ class Provider:
             self.store.settings = plan.node_settings
             if self.jobs is not None:
                 self.jobs.reconfigure(plan.config, assembler.local_fqdn)
-        if plan.settings.serve != old_settings.serve:
+        if plan.settings.serve != old_settings.serve and self.serve_options is None:
             log.warning("[run] serve changed: takes effect at the next restart")
+        if serve_settings is not None and self.server is not None and serve_settings != self.server.settings:
+            log.warning("[serve] changed: takes effect at the next restart (the server keeps its address, allow "
+                        "list, key and limits until then)")

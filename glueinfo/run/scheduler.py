@@ -97,6 +97,17 @@ class Service:
                 self._running.pop(name, None)
                 self._running_changed.notify_all()
 
+    def _run_at_start(self, name: str) -> None:
+        """Run a job before the scheduler starts, on a thread of its own, waiting for it only until
+        SIGTERM/SIGINT: a collector or batch system that hangs at start must not keep the process
+        from stopping within [run] shutdown_grace (the shutdown waits for it as for any running job)."""
+        if self.stop_requested.is_set():
+            return
+        thread = threading.Thread(target=self._run, args=(name,), name=f"glueinfo-{name}-at-start", daemon=True)
+        thread.start()
+        while thread.is_alive() and not self.stop_requested.is_set():
+            thread.join(0.1)  # returns as the job ends; looks at stop_requested ten times a second
+
     def _trigger(self, interval_s: float) -> IntervalTrigger:
         jitter = self.provider.settings.jitter_s
         return IntervalTrigger(seconds=interval_s, jitter=jitter if jitter > 0 else None, timezone=UTC)
@@ -154,11 +165,16 @@ class Service:
         if restored:
             provider.publish("restart")
         jobs = provider.intervals()
-        # This host first (the first files are whole); serve runs every job once before it listens.
+        # This host first (the first files are whole); serve runs every job once, then publishes once
+        # (one LRMS query, not one per job's publish), then answers.
+        if first_cycle:
+            provider.hold_publishes(True)
         for name in ("slow", "fast", "gather", "lrms") if first_cycle else ("slow", "fast"):
-            if name in jobs and not self.stop_requested.is_set():
-                self._run(name)
+            if name in jobs:
+                self._run_at_start(name)
         if first_cycle and not self.stop_requested.is_set():
+            provider.hold_publishes(False)
+            provider.publish("start")
             provider.start_server()
         if not self.stop_requested.is_set():
             # One thread per job (a reload may add the gather job) and one spare.

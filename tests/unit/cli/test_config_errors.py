@@ -62,6 +62,10 @@ TABLE = [
     pytest.param("[serve]\nlisten = 127.0.0.1:7170x  # loopback only\n", "serve",
                  "2: [serve] listen: listen address '127.0.0.1:7170x': port '7170x' is not a number from 0 to 65535",
                  id="bad-listen-with-inline-comment"),
+    pytest.param("[serve]\nrefresh_interval = inf\n", "serve",
+                 "2: [serve] refresh_interval: expected a finite number, got 'inf'", id="infinite-interval"),
+    pytest.param("[node]\nstale_after = nan\n", "ldif",
+                 "2: [node] stale_after: expected a finite number, got 'nan'", id="nan-seconds"),
 ]
 
 
@@ -113,6 +117,15 @@ def test_a_busy_port_given_on_the_command_line_names_listen_option(tmp_path):
         done = glueinfo("serve", "--config", str(conf), "--listen", f"127.0.0.1:{port}")
     assert (done.returncode, done.stderr) == (2, f"glueinfo: --listen: cannot listen on 127.0.0.1:{port}: "
                                                  "Address already in use\n")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e300", "0.5"])
+def test_a_refresh_interval_that_is_no_interval_is_a_usage_error(tmp_path, value):
+    conf = tmp_path / "glueinfo.conf"
+    conf.write_text(outputs(tmp_path), encoding="utf-8")
+    done = glueinfo("serve", "--config", str(conf), "--listen", "127.0.0.1:0", "--refresh-interval", value)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"glueinfo: --refresh-interval: expected seconds from 1 to 604800, got {float(value):g}\n"
 
 
 def test_a_second_run_on_the_same_state_directory_refuses_naming_the_first(tmp_path):

@@ -176,6 +176,9 @@ def test_node_xml_is_this_host_and_valid(server):
     assert int(root.findtext("Configured/Processors")) == sum(1 for line in cpuinfo.splitlines() if line.startswith("processor"))
     assert root.findtext("Arch") == os.uname().machine
     assert root.findtext("State") in ("Idle", "Busy")
+    # this host as probed: what the site's assembly adds (its sources, a batch system's view of the
+    # node) is not in it, so a head node's agents source reads the worker, not the worker's site
+    assert {e.get("name") for e in root.iter("Extension")}.isdisjoint({"gather", "lrms"})
     head = get(server, "/node.xml", "HEAD")
     assert head.status == 200 and head.body == b"" and int(head.getheader("Content-Length")) == len(response.body)
 
@@ -615,13 +618,15 @@ def test_sighup_reloads_the_config_as_the_daemon_does(tmp_path):
     try:
         local = etree.fromstring(get(served, "/node.xml").body).findtext("Id")
         assert nodes_served(served) == [local]
-        config.write_text(first + f"[node]\nsite_snapshots = {FIXTURE}\n")
+        # New site files, and a [serve] change that a running server cannot take (said, not ignored)
+        config.write_text(first.replace("refresh_interval = 3600\n", "refresh_interval = 3600\nmax_body = 4096\n")
+                          + f"[node]\nsite_snapshots = {FIXTURE}\n")
         served.process.send_signal(1)  # SIGHUP
         deadline = time.monotonic() + 30
         while nodes_served(served) == [local] and time.monotonic() < deadline:
             time.sleep(0.1)
         assert nodes_served(served) == [local] + [h["hostname"] for h in RAW]
-        assert "config" in served.log_text() and "reloaded" in served.log_text()
+        assert "WARNING: [serve] changed: takes effect at the next restart" in served.log_text()
     finally:
         assert stop_glueinfo(served) == 0, served.log_text()
 
@@ -654,3 +659,36 @@ def test_serve_runs_beside_the_daemon_that_holds_the_state_directory(tmp_path):
     finally:
         daemon.terminate()
         daemon.wait(30)
+
+
+def test_sigterm_while_the_batch_system_hangs_at_start_stops_within_the_grace(tmp_path):
+    """serve runs every job once before it answers; a batch system that hangs then (here every
+    Slurm command sleeps) must not keep SIGTERM waiting for the LRMS timeout."""
+    bin_dir = tmp_path / "slurm-bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "asked"
+    for tool in ("sinfo", "squeue", "scontrol", "sacctmgr"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\ntouch {asked}\nexec sleep 120\n")
+        (bin_dir / tool).chmod(0o755)
+    config = tmp_path / "serve.conf"
+    config.write_text(f"[serve]\nlisten = 127.0.0.1:0\n[run]\nstate_dir = {tmp_path / 'state'}\nshutdown_grace = 2\n"
+                      "[cluster:main]\nunique_id = ce01.example.org\n[ce:grid]\nhost = ce01.example.org\nlrms = slurm\n"
+                      f"lrms_timeout = 100\nslurm_bin_dir = {bin_dir}\n")
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "serve", "--config", str(config)],
+                                   stdout=handle, stderr=handle, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not asked.exists() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.05)
+        assert asked.exists(), log.read_text()
+        process.terminate()
+        process.wait(20)  # the grace (2 s) and the publication's finish, far below the LRMS timeout (100 s)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, log.read_text()
+    assert "serving http://" not in log.read_text()  # stopped before it ever answered
