@@ -244,10 +244,12 @@ password_file = {ldap_password}
         # The intruder's message for SITE-A is refused with one line, and changes nothing.
         before = view.get("/sites/SITE-A/glue21.json")[1]
         glueinfo("run", "--once", config=configs["intruder"])
-        view.wait_for(lambda: "refused 'glue21.json.SITE-A' from site-d-pusher" in view.text(), "the intruder refused")
+        # Both its documents (the JSON and the LDIF: two messages, maybe taken in two reads of the broker)
+        view.wait_for(lambda: 'glueinfo_federate_documents_refused_total{reason="untrusted"} 2.0'
+                      in view.get("/metrics")[1].decode(), "the intruder's two documents refused")
+        assert "refused 'glue21.json.SITE-A' from site-d-pusher" in view.text()
         assert "may not publish for site 'SITE-A'" in view.text()
         assert view.get("/sites/SITE-A/glue21.json")[1] == before
-        assert 'glueinfo_federate_documents_refused_total{reason="untrusted"} 2.0' in view.get("/metrics")[1].decode()
 
         # What lcg-info --list-ce and ginfo's share listing read: every site's, as each site publishes it.
         expected_ces: set[str] = set()
