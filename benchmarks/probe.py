@@ -153,7 +153,20 @@ def main() -> int:
           f"{ok(figures['ldif_over_probe'], 1.5)}); in CPU time {figures['probe_over_python_cpu']:.2f}x and "
           f"{figures['ldif_over_probe_cpu']:.2f}x")
     print(f"  load average   : {' '.join(f'{x:.2f}' for x in os.getloadavg())} (others' work stretches wall times)")
+    if editable_install():
+        print("  NOTE           : glueinfo is an editable install here: its finder (a .pth file) is imported by every "
+              "start of this interpreter, `python -c pass` included (about 10 ms), which flatters probe / python -c pass; "
+              "the issue's ratio is for a regular install (pip install ., no -e): measure there")
     return 0
+
+
+def editable_install() -> bool:
+    """Whether this interpreter loads an editable install's finder at start (setuptools' __editable__ .pth)."""
+    import site
+
+    directories = [*site.getsitepackages(), site.getusersitepackages()]
+    return any(name.startswith("__editable__") and name.endswith(".pth")
+               for directory in directories if os.path.isdir(directory) for name in os.listdir(directory))
 
 
 if __name__ == "__main__":
