@@ -562,9 +562,11 @@ class OutputSites:
                 site, output = self.sites[index], self.outputs[index]
                 created = time.time()
                 waiting, body, ldif = site.next_publish(created)
-                # What the output reads of the publish layer's Documents: the bytes and the assembly's time.
+                # What the output reads of the publish layer's Documents: the bytes and the assembly's time
+                # (the LDIF as a one-shot publish's LdifPieces: no render cache's texts, its bytes whole).
+                pieces = SimpleNamespace(build=None, tail=b"", to_bytes=lambda ldif=ldif: ldif)
                 documents = SimpleNamespace(glue2_json=body, ldif=ldif, crr_json=None,
-                                            ldif_chunks=lambda ldif=ldif: iter((ldif,)),
+                                            ldif_pieces=lambda pieces=pieces: pieces,
                                             site=SimpleNamespace(assembled_at=created))
                 result = output.publish(Publication(documents=documents))
                 with self.lock:
