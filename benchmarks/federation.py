@@ -606,6 +606,8 @@ def outage(args: argparse.Namespace, broker: Any, view: View, ldap_url: str, sit
     reader = LdapReader(ldap_url)
     try:
         def all_in_view() -> bool:
+            if publishing.error is not None:  # said now, not after the wait for documents never sent
+                raise SystemExit(f"the outage sites' publishing failed: {publishing.error!r}")
             newest = publishing.newest()
             return len(newest) == len(sites) and all(
                 json_waiting(view.get(f"/sites/{site}/glue21.json")[1]) == waiting for site, (waiting, _b, _l)
