@@ -10,14 +10,14 @@ Each message is handed to ``deliver`` and acknowledged only once it
 returned: a message it accepted is on disk by then, one it refused is
 dropped for good (a refusal is never retried).  While messages come, the
 broker is read once a quarter second (``ROUND_S``): what arrived meanwhile
-is taken at once, and acknowledged in one ``multiple`` ack.  Each read of
-the socket costs pika and the kernel far more than a message's own
-decoding (0.6 ms of CPU a message when each was read as it came, 0.3 ms
-gathered), and a change reaches the view at most a quarter second later.
-With nothing coming, the consumer waits for the broker without a time
-limit (pika answers its heartbeats meanwhile); :meth:`Consumer.stop`
-wakes it.  When ``deliver`` raises
-(the disk refuses), the message is given back to the broker (nack with
+is taken at once and acknowledged in one ``multiple`` ack.  Each read has
+its own cost in pika and the kernel (a wake-up, a poll, the reads, an
+acknowledgement): at 200 sites every 60 s the consumer took 0.6 ms of CPU
+a message when each was read as it came, 0.37 ms gathered, and a change
+reaches the view at most a quarter second later.  With nothing coming,
+it waits for the broker without a time limit (pika answers its heartbeats
+meanwhile); :meth:`Consumer.stop` wakes it.  When ``deliver`` raises (the
+disk refuses), the message is given back to the broker (nack with
 requeue) and the consumer pauses for the retry wait before reading again,
 so nothing is lost and the disk is not hammered.  ``prefetch`` bounds the
 messages held unacknowledged.
