@@ -174,6 +174,7 @@ class LdapView:
             if not mine_old and not mine_new:
                 continue
             ordered = dict(sorted(mine_new.items(), key=lambda item: item[1].dn.count(",")))  # parents first
+            mine_old, ordered = narrowed(mine_old, ordered)
             try:
                 report = write_delta(target, mine_old, ordered, self._connection(target))
             except ConnectionLost:  # a kept connection the server closed meanwhile (its idle timeout)
@@ -202,3 +203,32 @@ class LdapView:
         self.state.last_error = error
         log.log(level, "federation LDAP %s: %s; the JSON view goes on; next attempt in %.0f s", self.ldap.url, error,
                 self.backoff_s)
+
+
+def narrowed(old: Mapping[str, Entry], new: Mapping[str, Entry]) -> tuple[dict[str, Entry], dict[str, Entry]]:
+    """``old`` and ``new`` (DN key -> entry) for glueinfo.glue.ldapsync.write_delta, each entry that
+    is in both with other values (its object classes the same) cut down to the attributes whose
+    values differ, and objectClass: the modify write_delta makes of them is the one it makes of the
+    whole entries (an attribute it compares equal is left out either way), but comparing a CE's
+    sixty attributes value by value as LDAP texts, for the one that changed, was most of a
+    changed site's write.  Entries added, deleted, unchanged (the same object: a record the site
+    sent again) or whose object classes changed (a structural change is a delete and a whole add)
+    are passed as they are."""
+    old_out, new_out = dict(old), dict(new)
+    for key, entry in new.items():
+        before = old.get(key)
+        if before is None or before is entry:
+            continue
+        classes = entry.get("objectClass")
+        if before.get("objectClass") != classes or not classes:
+            continue
+        ours, theirs = entry.attributes, before.attributes
+        changed_new = {name: values for name, values in ours.items() if theirs.get(name) != values}
+        changed_old = {name: values for name, values in theirs.items() if ours.get(name) != values}
+        for changed in (changed_new, changed_old):
+            for name in [name for name in changed if name.lower() == "objectclass"]:  # the same values, spelt apart
+                del changed[name]
+            changed["objectClass"] = classes
+        new_out[key] = Entry.from_lists(entry.dn, changed_new)
+        old_out[key] = Entry.from_lists(before.dn, changed_old)
+    return old_out, new_out
