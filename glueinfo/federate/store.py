@@ -95,6 +95,7 @@ class SiteStore:
         os.makedirs(self.root, mode=0o755, exist_ok=True)
         self._lock_fd: Optional[int] = None
         self._numbers: dict[str, dict[str, int]] = {}  # site word -> kind -> the highest N on disk
+        self._words: dict[str, str] = {}  # site id -> its word (made character by character: kept)
         self._encoder = msgspec.json.Encoder()
 
     def lock(self) -> None:
@@ -119,7 +120,13 @@ class SiteStore:
 
     def directory(self, site_id: str) -> str:
         """The site's directory (its id as a site word: never a path outside the store)."""
-        return os.path.join(self.root, site_word(site_id))
+        return os.path.join(self.root, self._word(site_id))
+
+    def _word(self, site_id: str) -> str:
+        word = self._words.get(site_id)
+        if word is None:
+            word = self._words[site_id] = site_word(site_id)
+        return word
 
     def _site_numbers(self, word: str, directory: str) -> dict[str, int]:
         """The highest N of each kind on disk for the site (looked for once per site and process:
@@ -141,7 +148,7 @@ class SiteStore:
     def put(self, meta: Meta, kind: str, body: bytes) -> None:
         """Keep ``body`` as the site's ``kind`` with its meta (``meta.digest`` is the body's);
         WriteError when the disk refuses, the document held before staying."""
-        word = site_word(meta.site_id)
+        word = self._word(meta.site_id)
         directory = os.path.join(self.root, word)
         try:
             numbers = self._site_numbers(word, directory)
@@ -186,7 +193,7 @@ class SiteStore:
 
     def remove(self, site_id: str) -> None:
         """Forget a site (its withdrawal); a directory already gone is fine."""
-        word = site_word(site_id)
+        word = self._words.pop(site_id, None) or site_word(site_id)
         self._numbers.pop(word, None)
         shutil.rmtree(os.path.join(self.root, word), ignore_errors=True)
 
