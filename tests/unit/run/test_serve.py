@@ -631,20 +631,31 @@ def test_sighup_reloads_the_config_as_the_daemon_does(tmp_path):
         assert stop_glueinfo(served) == 0, served.log_text()
 
 
+def spawn(command: str, config: Path, log: Path) -> subprocess.Popen:
+    """`glueinfo COMMAND --config CONFIG` as a child process, its output in ``log``."""
+    with open(log, "wb") as handle:
+        return subprocess.Popen([sys.executable, "-m", "glueinfo.cli", command, "--config", str(config)],
+                                stdout=handle, stderr=handle, cwd=REPO)
+
+
+def wait_until(ready, process: subprocess.Popen, log: Path, seconds: float = 60) -> None:
+    """Until ``ready()``, failing with the child's log if it exits first or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not ready() and time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()
+        time.sleep(0.05)
+    assert ready(), log.read_text()
+
+
 def test_serve_runs_beside_the_daemon_that_holds_the_state_directory(tmp_path):
     state = tmp_path / "state"
     daemon_config = tmp_path / "run.conf"
     daemon_config.write_text(f"[run]\nstate_dir = {state}\nldif_file = {tmp_path / 'glue.ldif'}\n"
                              f"node_xml_file = {tmp_path / 'nodes.xml'}\n")
     daemon_log = tmp_path / "run.log"
-    with open(daemon_log, "wb") as handle:
-        daemon = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "run", "--config", str(daemon_config)],
-                                  stdout=handle, stderr=handle, cwd=REPO)
+    daemon = spawn("run", daemon_config, daemon_log)
     try:
-        deadline = time.monotonic() + 60
-        while "running:" not in daemon_log.read_text() and time.monotonic() < deadline:
-            assert daemon.poll() is None, daemon_log.read_text()
-            time.sleep(0.1)
+        wait_until(lambda: "running:" in daemon_log.read_text(), daemon, daemon_log)
         serve_config = tmp_path / "serve.conf"
         serve_config.write_text(f"[serve]\nlisten = 127.0.0.1:0\nrefresh_interval = 3600\n[run]\nstate_dir = {state}\n")
         served = start_glueinfo(serve_config, tmp_path / "serve.log")  # a second `run` would be refused here
@@ -675,15 +686,9 @@ def test_sigterm_while_the_batch_system_hangs_at_start_stops_within_the_grace(tm
                       "[cluster:main]\nunique_id = ce01.example.org\n[ce:grid]\nhost = ce01.example.org\nlrms = slurm\n"
                       f"lrms_timeout = 100\nslurm_bin_dir = {bin_dir}\n")
     log = tmp_path / "serve.log"
-    with open(log, "wb") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "serve", "--config", str(config)],
-                                   stdout=handle, stderr=handle, cwd=REPO)
+    process = spawn("serve", config, log)
     try:
-        deadline = time.monotonic() + 60
-        while not asked.exists() and time.monotonic() < deadline:
-            assert process.poll() is None, log.read_text()
-            time.sleep(0.05)
-        assert asked.exists(), log.read_text()
+        wait_until(asked.exists, process, log)
         process.terminate()
         process.wait(20)  # the grace (2 s) and the publication's finish, far below the LRMS timeout (100 s)
     finally:
