@@ -56,7 +56,12 @@ too), and over an --idle window with no publishing at all; per hour at the
 15: x 0.25), plus one full LDAP reconciliation (the view's full_sync, 3600
 s by default), measured as the CPU of a restarted view until its log says it
 reconciled every site (a restart also loads the state directory, so this
-overstates the hourly one).  Memory: VmHWM, the peak resident set.
+overstates the hourly one).  The view reads the broker and writes LDAP in
+rounds of a fixed length, so a shorter period puts more messages in each
+and the scaled figure understates the one at 60 s (--quick gave 47 CPU-s
+an hour at commit c9ae812 where the 60 s run gave 64, and 19 at 50b9aac
+where it gave 23): measure the target at the default period.  Memory:
+VmHWM, the peak resident set.
 
 Item 2 (broker outage): --outage-sites of the sites publish through 20 real
 AmqpOutput objects in this process (glueinfo's amqp output whole: its
