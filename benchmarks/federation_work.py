@@ -15,10 +15,9 @@ CreationTime changed at each publish).  Every message is handed to
 output sets), and ``Federation.tick`` (the LDAP write) is called after every
 ``--per-tick`` messages (7: at 200 sites every 60 s, the view's loop
 gathers a second, about three sites' pairs of documents).  Each publish's
-documents are made, and the LDIF gzipped, before the clock starts.  The
-figures are this thread's CPU with a warm cache: the view's process, woken
-by each read of the broker, spends more (its take was 0.47 ms a message
-there, 0.3 ms here).
+documents are made, and the LDIF gzipped, before the clock starts.  On
+the 2-core development machine the figures vary by up to a third from one
+run to the next: compare changes over several runs.
 
 Printed: CPU time (this thread's) per message in take and in tick, split by
 kind, after one warm-up round (every site's first documents, all added).
