@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 from paths import HOSTS, REPO
 from servers import Slapd, free_port, missing_slapd_tools, run_ldapsearch
+from waiting import wait_until
 
 CLOCK = "1790000000"
 SITES = ("SITE-A", "SITE-B", "SITE-C")
@@ -133,16 +134,8 @@ class Federate:
             return exc.code, exc.read()
 
     def wait_for(self, condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if condition():
-                    return
-            except (OSError, ValueError):  # not listening yet
-                pass
-            assert self.process.poll() is None, f"glueinfo federate exited {self.process.returncode}:\n{self.text()[-4000:]}"
-            assert time.monotonic() < deadline, f"never happened: {what}\n{self.text()[-4000:]}"
-            time.sleep(0.2)
+        wait_until(condition, what, timeout, step=0.2, detail=lambda: self.text()[-4000:],
+                   still_running=lambda: self.process.poll() is None, ignore=(OSError, ValueError))  # not listening yet
 
     def sites(self) -> dict[str, Any]:
         status, body = self.get("/sites")

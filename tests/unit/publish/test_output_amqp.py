@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import waiting
 
 from glueinfo.core.config import parse_text
 from glueinfo.publish.outbox import Message
@@ -43,10 +44,7 @@ def written(output: AmqpOutput) -> None:
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.01)
+    waiting.wait_until(condition, what, 20, step=0.01)
 
 
 class Broker:

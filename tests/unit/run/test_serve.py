@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import waiting
 from glueinfo_processes import Served, start_glueinfo, stop_glueinfo
 from lxml import etree
 from paths import REPO
@@ -640,11 +641,8 @@ def spawn(command: str, config: Path, log: Path) -> subprocess.Popen:
 
 def wait_until(ready, process: subprocess.Popen, log: Path, seconds: float = 60) -> None:
     """Until ``ready()``, failing with the child's log if it exits first or ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
-    while not ready() and time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text()
-        time.sleep(0.05)
-    assert ready(), log.read_text()
+    waiting.wait_until(ready, "the child was ready", seconds, detail=log.read_text,
+                       still_running=lambda: process.poll() is None)
 
 
 def test_serve_runs_beside_the_daemon_that_holds_the_state_directory(tmp_path):
