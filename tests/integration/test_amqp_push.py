@@ -20,7 +20,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 from paths import REPO
 from test_one_site import CLOCK, glueinfo, hostname_of, make_site
+from waiting import wait_until
 
 OUTBOX = "amqp-outbox"
 GLUE21 = "glue21.json.EXAMPLE-SITE"
@@ -85,11 +85,13 @@ class Consumer:
 
     def wait_for(self, condition: Callable[[], bool], what: str, log: Callable[[], str] = lambda: "",
                  timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert time.monotonic() < deadline, f"never happened: {what}\n{log()[-4000:]}"
-            time.sleep(0.2)
-            self.drain()
+        def ready() -> bool:
+            if condition():
+                return True
+            self.drain()  # what the broker holds now, for the next look
+            return False
+
+        wait_until(ready, what, timeout, step=0.2, detail=lambda: log()[-4000:])
 
 
 def push_site(tmp: Path, broker: Any, documents: str = "glue21-json, node-xml", **run: str) -> tuple[Path, str]:
@@ -133,14 +135,10 @@ class Daemon:
         return self.log.read_text(errors="replace")
 
     def wait_for(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            match = re.search(pattern, self.text())
-            if match:
-                return match
-            assert self.process.poll() is None, f"glueinfo run exited {self.process.returncode}:\n{self.text()[-4000:]}"
-            assert time.monotonic() < deadline, f"never logged {pattern!r}:\n{self.text()[-4000:]}"
-            time.sleep(0.1)
+        match: re.Match[str] = wait_until(lambda: re.search(pattern, self.text()), f"logged {pattern!r}", timeout,
+                                          step=0.1, detail=lambda: self.text()[-4000:],
+                                          still_running=lambda: self.process.poll() is None)
+        return match
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -180,6 +178,12 @@ def add_worker(tmp: Path, name: str) -> None:
     (spool / f".{name}.xml.tmp").write_bytes(node)
     os.replace(spool / f".{name}.xml.tmp", spool / f"{name}.xml")
 
+
+
+def waits_in_outbox(tmp: Path, document: str, daemon: Any) -> None:
+    """Until the outbox holds ``document`` as its GLUE 2.1 JSON (the daemon still running)."""
+    wait_until(lambda: (waiting_in_outbox(tmp, GLUE21) or ({}, b""))[1] == document, "the document in the outbox",
+               60, step=0.2, detail=lambda: daemon.text()[-4000:], still_running=lambda: daemon.process.poll() is None)
 
 @pytest.mark.integration
 def test_run_pushes_the_glue21_json_and_node_xml_the_commands_print(tmp_path, broker):
@@ -243,10 +247,7 @@ def test_while_the_broker_is_away_the_newest_document_waits_the_files_keep_their
         daemon.wait_for(r"cycle \w+: 7 hosts ")
         newest = glueinfo("glue2-json", config=config).stdout
         assert newest != middle
-        deadline = time.monotonic() + 60
-        while (waiting_in_outbox(tmp_path, GLUE21) or ({}, b""))[1] != newest:
-            assert time.monotonic() < deadline, daemon.text()[-4000:]
-            time.sleep(0.2)
+        waits_in_outbox(tmp_path, newest, daemon)
         # The outbox holds the newest document of the key, not a backlog.
         assert sorted(p.name for p in (tmp_path / "state" / OUTBOX).glob("*.msg")) == [f"{GLUE21}.msg"]
         # The LDIF file went on being written while the broker was away, with the workers who joined.
@@ -276,10 +277,7 @@ def test_a_document_left_unconfirmed_by_a_killed_glueinfo_is_sent_after_the_rest
     try:
         daemon = Daemon(config, tmp_path / "run.log")
         try:
-            deadline = time.monotonic() + 60
-            while (waiting_in_outbox(tmp_path, GLUE21) or ({}, b""))[1] != expected:
-                assert time.monotonic() < deadline and daemon.process.poll() is None, daemon.text()[-4000:]
-                time.sleep(0.2)
+            waits_in_outbox(tmp_path, expected, daemon)
             daemon.wait_for(r"AMQP amqp://127\.0\.0\.1:\d+: .*documents wait in")  # it tried, the broker is away
         finally:
             daemon.process.send_signal(signal.SIGKILL)
@@ -321,15 +319,10 @@ def test_a_hung_broker_never_holds_up_the_other_outputs(tmp_path, broker):
             # before it reaches the amqp output, so only the second one's shows later publishes go on.
             for worker in ("wn-joined-1.example.org", "wn-joined-2.example.org"):
                 add_worker(tmp_path, worker)
-                deadline = time.monotonic() + 60
-                while not (ldif.exists() and worker in ldif.read_text()):
-                    assert time.monotonic() < deadline, daemon.text()[-4000:]
-                    time.sleep(0.2)
+                wait_until(lambda worker=worker: ldif.exists() and worker in ldif.read_text(), f"{worker} in the LDIF",
+                           60, step=0.2, detail=lambda: daemon.text()[-4000:])
             newest = glueinfo("glue2-json", config=config).stdout
-            deadline = time.monotonic() + 60
-            while (waiting_in_outbox(tmp_path, GLUE21) or ({}, b""))[1] != newest:
-                assert time.monotonic() < deadline, daemon.text()[-4000:]
-                time.sleep(0.2)
+            waits_in_outbox(tmp_path, newest, daemon)
         finally:
             broker.thaw()
         consumer.wait_for(lambda: consumer.bodies(GLUE21)[-1] == newest, "the newest document arrived", daemon.text)
