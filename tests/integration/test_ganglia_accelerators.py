@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 
 import pytest
 from test_ganglia import gmond  # noqa: F401  # the fixture: a real gmond on loopback
+from waiting import wait_until
 
 from glueinfo.core.config import parse_text
 from glueinfo.core.hostrange import Target
@@ -41,10 +41,8 @@ def test_a_gmond_reporting_the_gpu_module_metrics_gives_the_hosts_gpus(gmond, tm
     for name, value, kind, units in MODULE_METRICS:
         subprocess.run(["gmetric", "-c", str(conf), "-n", name, "-v", value, "-t", kind, "-u", units, "-d", "600"],
                        check=True, timeout=30)
-    deadline = time.monotonic() + 30
-    while b'NAME="gpu1_max_graphics_speed"' not in read_port(Target("127.0.0.1", gmond), 2.0, 2**22):
-        assert time.monotonic() < deadline, "gmond did not show the GPU metrics"
-        time.sleep(0.3)
+    wait_until(lambda: b'NAME="gpu1_max_graphics_speed"' in read_port(Target("127.0.0.1", gmond), 2.0, 2**22),
+               "gmond showed the GPU metrics", 30, step=0.3)
     result = Gatherer(parse_text(f"[sources]\nenabled = ganglia\nganglia = 127.0.0.1:{gmond}\n", "test.conf")).gather()
     assert result.failures == []
     (host,) = result.hosts
