@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
-from typing import Any, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Optional, TypeVar
 
 from glueinfo.core.errors import ConfigurationError
 from glueinfo.core.ldif import Entry, Value
@@ -278,26 +278,10 @@ class Schema:
 
     # -- lookups
     def attribute(self, name: str) -> Optional[AttributeType]:
-        key = name.split(";", 1)[0].lower()
-        found = self._attribute_types.get(key)
-        if found is None and key in self._unmade_attribute_types:
-            keys, fields = self._unmade_attribute_types[key]
-            found = AttributeType(*fields)
-            for each in keys:
-                self._attribute_types[each] = found
-                self._unmade_attribute_types.pop(each, None)
-        return found
+        return _made(name.split(";", 1)[0].lower(), self._attribute_types, self._unmade_attribute_types, AttributeType)
 
     def object_class(self, name: str) -> Optional[ObjectClass]:
-        key = name.lower()
-        found = self._object_classes.get(key)
-        if found is None and key in self._unmade_object_classes:
-            keys, fields = self._unmade_object_classes[key]
-            found = ObjectClass(*fields)
-            for each in keys:
-                self._object_classes[each] = found
-                self._unmade_object_classes.pop(each, None)
-        return found
+        return _made(name.lower(), self._object_classes, self._unmade_object_classes, ObjectClass)
 
     def canonical_name(self, attr: str) -> str:
         """The schema's spelling of an attribute (first NAME); unknown names as given."""
@@ -363,3 +347,19 @@ class Schema:
 
     def normalise_entries(self, entries: Iterable[Entry]) -> tuple[list[Entry], list[Problem]]:
         return normalising.normalise_schema_entries(self, entries)
+
+
+_Made = TypeVar("_Made")
+
+
+def _made(key: str, made: dict[str, _Made], unmade: dict[str, tuple[Any, Any]], kind: Callable[..., _Made]) -> Optional[_Made]:
+    """The definition named ``key``, made from its cached fields at its first lookup (under each of
+    its names at once, so one definition stays one object); None when the schema has none."""
+    found = made.get(key)
+    if found is None and key in unmade:
+        keys, fields = unmade[key]
+        found = kind(*fields)
+        for each in keys:
+            made[each] = found
+            unmade.pop(each, None)
+    return found
