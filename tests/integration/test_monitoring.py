@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from lxml import etree
 from paths import HOSTS, REPO
+from waiting import wait_until
 
 PROMETHEUS = "/usr/bin/prometheus"
 CHROMIUM = "/usr/bin/chromium"
@@ -93,17 +94,12 @@ def site(tmp_path_factory):
                                stdout=log, stderr=log, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (work / "run.log").read_text()
-            try:
-                health = json.loads(get(f"{url}/health"))
-                if health["monitor"]["publish"] and health["monitor"]["publish"]["entries"] and (work / "nodes.xml").exists():
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (work / "run.log").read_text()
-            time.sleep(0.2)
+        def published_once() -> bool:
+            publish = json.loads(get(f"{url}/health"))["monitor"]["publish"]
+            return bool(publish and publish["entries"] and (work / "nodes.xml").exists())
+
+        wait_until(published_once, "a first publication", 60, step=0.2, detail=(work / "run.log").read_text,
+                   still_running=lambda: process.poll() is None, ignore=(OSError,))
         yield {"url": url, "work": work, "config": config, "other": other["hostname"]}
     finally:
         stop(process)
@@ -178,17 +174,9 @@ def test_a_real_prometheus_scrapes_metrics(site, tmp_path):
         return json.loads(get(api + urllib.parse.quote(expression)))["data"]["result"]
 
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (tmp_path / "prometheus.log").read_text()
-            try:
-                found = query("glueinfo_hosts_known")
-            except OSError:
-                found = []
-            if found:
-                break
-            assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()[-3000:]
-            time.sleep(0.3)
+        found = wait_until(lambda: query("glueinfo_hosts_known"), "Prometheus scraped glueinfo_hosts_known", 60,
+                           step=0.3, detail=lambda: (tmp_path / "prometheus.log").read_text()[-3000:],
+                           still_running=lambda: process.poll() is None, ignore=(OSError,))
         expected = published(site)
         assert float(found[0]["value"][1]) == len(expected["nodes"])
         assert found[0]["metric"]["job"] == "glueinfo"
