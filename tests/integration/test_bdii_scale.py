@@ -31,6 +31,7 @@ from glue_sites import synthetic_site
 from paths import HOSTS, REPO
 from sandbox import Sandbox, missing_sandbox_tools
 from servers import Bdii, missing_bdii_tools
+from waiting import wait_until
 
 from glueinfo.core.ldif import normalise_dn, parse_ldif
 
@@ -116,11 +117,8 @@ class Machine:
 
     def wait_for_a_cycle_after(self, started: int, timeout: float = 180) -> None:
         """Wait until a cycle that started after the first ``started`` ones has finished."""
-        deadline = time.monotonic() + timeout
-        while self.cycles()[1] < started + 1:
-            assert time.monotonic() < deadline, f"no BDII cycle finished within {timeout:g} s:\n" + self.sandbox.run(
-                "tail -20 /var/log/bdii/bdii-update.log").stdout
-            time.sleep(0.5)
+        wait_until(lambda: self.cycles()[1] >= started + 1, "a BDII cycle finished", timeout, step=0.5,
+                   detail=lambda: self.sandbox.run("tail -20 /var/log/bdii/bdii-update.log").stdout)
 
     def served(self, base: str = BASE, attrs: str = "1.1") -> str:
         return self.sh(f"command ldapsearch -x -LLL -o ldif-wrap=no -H ldap://localhost:2170 -b {base} '(objectClass=*)' "
@@ -147,10 +145,8 @@ def test_a_10000_host_site_through_bdii_set_up_as_the_readme_says_is_served_whol
         machine.sh("printf '[node]\\nsite_snapshots = /srv/site/hosts.json\\n[run]\\nfast_interval = 10\\n' "
                    ">> /etc/glueinfo/glueinfo.conf")
         machine.run_block(README, "one-host-service")
-        deadline = time.monotonic() + 120
-        while machine.sandbox.run("grep -q wn09999.example.org /var/lib/glueinfo/glue.ldif").returncode:
-            assert time.monotonic() < deadline, machine.sh("journalctl -u glueinfo | tail -20")
-            time.sleep(1)
+        wait_until(lambda: machine.sandbox.run("grep -q wn09999.example.org /var/lib/glueinfo/glue.ldif").returncode == 0,
+                   "the site in glueinfo's LDIF", 120, step=1, detail=lambda: machine.sh("journalctl -u glueinfo | tail -20"))
         machine.run_block(README, "bdii")
         machine.wait_for_a_cycle_after(0)  # BDII started after the site was written: its first cycle has it all
 
@@ -178,16 +174,13 @@ def test_a_10000_host_site_through_bdii_set_up_as_the_readme_says_is_served_whol
         sandbox.write("/srv/site/hosts.json.new", json.dumps(hosts))
         machine.sh("mv /srv/site/hosts.json.new /srv/site/hosts.json")
         changed_host = "glueHostUniqueID=wn09900.example.org,".lower()
-        deadline = time.monotonic() + 120
-        while True:
-            republished = sandbox.read("/var/lib/glueinfo/glue.ldif")
-            after = values_of(republished, "GlueHostProcessorLoadLast1Min")
+        def republished_changes() -> dict[str, str]:
+            after = values_of(sandbox.read("/var/lib/glueinfo/glue.ldif"), "GlueHostProcessorLoadLast1Min")
             changed = {dn: value for dn, value in after.items() if before.get(dn) != value and dn.startswith("gluehostuniqueid=wn")}
-            if any(dn.startswith(changed_host) for dn in changed):
-                started = machine.cycles()[0]  # BDII's cycles started before the change reached the LDIF
-                break
-            assert time.monotonic() < deadline, "glueinfo run did not republish the changed snapshots"
-            time.sleep(1)
+            return changed if any(dn.startswith(changed_host) for dn in changed) else {}
+
+        changed = wait_until(republished_changes, "glueinfo run republished the changed snapshots", 120, step=1)
+        started = machine.cycles()[0]  # BDII's cycles started before the change reached the LDIF
         assert len(changed) >= 90, len(changed)
         machine.wait_for_a_cycle_after(started)
         now_served = values_of(machine.served(attrs="GlueHostProcessorLoadLast1Min"), "GlueHostProcessorLoadLast1Min")
