@@ -15,7 +15,9 @@
    ``glueinfo probe``; the fresh processes of 2 and 3 take turns, one run
    each per round, so that others' work on the machine stretches them alike.  Targets (issue 24): ``glueinfo probe`` at most 3x
    ``python -c pass``; the one-host ``glueinfo ldif`` at most 1.5x
-   ``glueinfo probe``: a command imports only what it runs.
+   ``glueinfo probe``: a command imports only what it runs.  ``python -c "import psutil"`` is
+   measured beside them: the floor of any probe that reads the host through psutil (the
+   collectors' chosen library), and so of the first ratio.
 
 Usage: python3 benchmarks/probe.py [--runs N] [--process-runs N] [--json]
 Speed is measured here, never asserted in tests.
@@ -106,9 +108,9 @@ def main() -> int:
         # Warm the page cache, and the schema cache as an installed glueinfo has it after its first ldif.
         interleaved_ms([command + ["probe"], command + ["ldif", "--config", one_host]], 2)
         ((process_times, process_cpu), (python_times, python_cpu), (bare_times, _bare_cpu),
-         (ldif_times, ldif_cpu)) = interleaved_ms([command + ["probe"], [sys.executable, "-c", "pass"],
-                                                   [sys.executable, "-I", "-S", "-c", "pass"],
-                                                   command + ["ldif", "--config", one_host]], args.process_runs)
+         (ldif_times, ldif_cpu), (psutil_times, _psutil_cpu)) = interleaved_ms(
+            [command + ["probe"], [sys.executable, "-c", "pass"], [sys.executable, "-I", "-S", "-c", "pass"],
+             command + ["ldif", "--config", one_host], [sys.executable, "-c", "import psutil"]], args.process_runs)
 
     figures = {
         "in_process_median_ms": round(statistics.median(probe_times), 3),
@@ -122,6 +124,8 @@ def main() -> int:
         "python_startup_median_ms": round(statistics.median(python_times), 1),
         "python_startup_cpu_median_ms": round(statistics.median(python_cpu), 1),
         "python_bare_startup_median_ms": round(statistics.median(bare_times), 1),
+        "python_import_psutil_median_ms": round(statistics.median(psutil_times), 1),
+        "psutil_over_python": round(statistics.median(psutil_times) / statistics.median(python_times), 2),
         "ldif_one_host_median_ms": round(statistics.median(ldif_times), 1),
         "ldif_one_host_cpu_median_ms": round(statistics.median(ldif_cpu), 1),
         "probe_over_python": round(statistics.median(process_times) / statistics.median(python_times), 2),
@@ -147,6 +151,8 @@ def main() -> int:
     print(f"  python start-up: `python -c pass` median {figures['python_startup_median_ms']:.1f} ms "
           f"(CPU {figures['python_startup_cpu_median_ms']:.1f} ms), "
           f"`python -I -S -c pass` {figures['python_bare_startup_median_ms']:.1f} ms")
+    print(f"  psutil floor   : `python -c \"import psutil\"` median {figures['python_import_psutil_median_ms']:.1f} ms, "
+          f"{figures['psutil_over_python']:.2f}x `python -c pass`: no probe through psutil starts in less")
     print(f"one-host ldif    : median {figures['ldif_one_host_median_ms']:.1f} ms (CPU {figures['ldif_one_host_cpu_median_ms']:.1f} ms)")
     print(f"  ratios         : probe / python -c pass {figures['probe_over_python']:.2f}x (target <= 3x: "
           f"{ok(figures['probe_over_python'], 3.0)}); ldif / probe {figures['ldif_over_probe']:.2f}x (target <= 1.5x: "
