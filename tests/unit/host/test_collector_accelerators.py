@@ -112,6 +112,16 @@ def test_a_tool_answer_that_cannot_be_read_leaves_what_sysfs_says(tmp_path, answ
     assert (h100.model, h100.count, h100.source, h100.memory_mb) == ("NVIDIA H100 80GB HBM3", 2, "sysfs", None)
 
 
+def test_nvml_mig_instances_carry_their_profile_and_own_memory(tmp_path):
+    # nvml.json (transcribed): one NVIDIA A100-PCIE-40GB at 00000000:0F:00.0, MIG mode on, one
+    # instance "MIG 1g.5gb" with 4864 MiB (the GPU itself 40960 MiB), driver 510.47.03.  No sysfs
+    # in this tree: NVML is asked all the same.  A job gets the instance, not the 40960 MiB GPU.
+    root = tree(tmp_path, answers=[("a100-pcie-40gb-mig-nvml.json", "nvml.json")])
+    assert accelerators(root) == [
+        Accelerator(type="GPU", vendor="NVIDIA", model="NVIDIA A100-PCIE-40GB", count=1, memory_mb=4864,
+                    driver_version="510.47.03", partition="1g.5gb", pci_ids=[], source="nvml")]
+
+
 def test_mig_profile_is_the_end_of_the_instance_name():
     assert acc.mig_profile("NVIDIA A100-SXM4-40GB MIG 1g.5gb") == "1g.5gb"
     assert acc.mig_profile("NVIDIA A100-SXM4-40GB") is None
@@ -133,6 +143,17 @@ def test_four_mi100_from_rocm_smi(tmp_path):
     assert accelerators(root) == [
         Accelerator(type="GPU", vendor="AMD", model="Arcturus GL-XL [Instinct MI100]", count=4, memory_mb=32752,
                     driver_version="6.3.6", pci_ids=["1002:738c"], source="rocm-smi")]
+
+
+def test_an_mi210_from_amd_smi(tmp_path):
+    # amd-smi static --json: asic.market_name "AMD Instinct MI210", device_id 0x740f,
+    # target_graphics_version gfx90a, vram.size 65520 MB; its bus part names no BDF.  Its
+    # driver.version is the kernel's version string run together ("Linuxversion6.14.0-24-generic(...")
+    # and is no driver version: left out.  No sysfs in this tree: amd-smi is asked all the same.
+    root = tree(tmp_path, answers=[("mi210-amd-smi-static.json", "amd-smi-static.json")])
+    assert accelerators(root) == [
+        Accelerator(type="GPU", vendor="AMD", model="AMD Instinct MI210", count=1, memory_mb=65520,
+                    compute_capability="gfx90a", pci_ids=["1002:740f"], source="amd-smi")]
 
 
 def test_amd_smi_is_asked_before_rocm_smi_and_a_broken_answer_passed_over(tmp_path):
