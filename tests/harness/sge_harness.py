@@ -39,6 +39,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from waiting import wait_until
+
 SGE_LIB = Path("/usr/lib/gridengine")
 SGE_SHARE = Path("/usr/share/gridengine")
 CLIENTS = ("qstat", "qhost", "qconf", "qsub", "qdel", "qmod")
@@ -356,12 +358,8 @@ scheduler_threads       1
 
     # -- helpers for tests ---------------------------------------------------------
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.2)
-        raise SgeHarnessError(f"timed out after {timeout:g} s waiting for {what}")
+        """Until ``predicate()`` is true; AssertionError naming ``what`` after ``timeout`` seconds."""
+        wait_until(predicate, what, timeout, step=0.2)
 
     def ce_config(self, queue: str, **extra: Any) -> dict[str, Any]:
         """A [ce:*] mapping pointing glueinfo's sge plugin at this cell (SGE_QMASTER_PORT goes in the

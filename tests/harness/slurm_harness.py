@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from waiting import wait_until
+
 SLURM_TOOLS = ("slurmctld", "slurmd", "sinfo", "squeue", "scontrol", "sbatch", "scancel")
 MUNGE_TOOLS = ("munged",)
 SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
@@ -294,12 +296,8 @@ PartitionName=long Nodes={self.node} MaxTime={self.LONG_MAX_MIN} DefaultTime={se
 
     # -- helpers for tests ---------------------------------------------------------
     def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.2)
-        raise SlurmHarnessError(f"timed out after {timeout:g} s waiting for {what}")
+        """Until ``predicate()`` is true; AssertionError naming ``what`` after ``timeout`` seconds."""
+        wait_until(predicate, what, timeout, step=0.2)
 
     def ce_config(self, queue: str, **extra) -> dict:
         """A [ce:*] mapping pointing glueinfo's slurm plugin at this cluster."""

@@ -18,17 +18,20 @@ def wait_until(condition: Callable[[], Any], what: str, seconds: float = 60.0, *
                ignore: tuple[type[BaseException], ...] = ()) -> Any:
     """Poll ``condition`` until it gives something true, and return that.  AssertionError naming
     ``what`` (with ``detail()``, e.g. a log's tail) when ``still_running()`` turns false (the
-    process died) or ``seconds`` pass.  Exceptions of the ``ignore`` types count as not yet."""
+    process died) or ``seconds`` pass.  Exceptions of the ``ignore`` types count as not yet; the
+    last of them is named in the failure."""
     give_up = time.monotonic() + seconds
+    last_error: BaseException | None = None
     while True:
         try:
             result = condition()
-        except ignore:
-            result = None
+        except ignore as exc:
+            result, last_error = None, exc
         if result:
             return result
+        because = f" (last error: {last_error})" if last_error is not None else ""
         if not still_running():
-            raise AssertionError(f"stopped before {what}\n{detail()}")
+            raise AssertionError(f"stopped before {what}{because}\n{detail()}")
         if time.monotonic() >= give_up:
-            raise AssertionError(f"never happened within {seconds:g} s: {what}\n{detail()}")
+            raise AssertionError(f"never happened within {seconds:g} s: {what}{because}\n{detail()}")
         time.sleep(step)

@@ -21,11 +21,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+import waiting
 from lxml import etree
 from paths import HOSTS, REPO
 
@@ -75,14 +75,7 @@ def get(url: str, timeout: float = 5.0) -> bytes:
 
 
 def wait_until(predicate, timeout: float, what: str, step: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(step)
+    return waiting.wait_until(predicate, what, timeout, step=step)
 
 
 def start_serve(args: list[str], address: str, port: int, log_path: Path) -> subprocess.Popen:

@@ -19,12 +19,13 @@ machine's network); everything else runs on the copy's loopback.
 from __future__ import annotations
 
 import re
-import time
+import subprocess
 
 import pytest
 from doc_blocks import Block, Step, all_blocks, run_block
 from paths import REPO
 from sandbox import Sandbox, missing_sandbox_tools
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -51,14 +52,15 @@ def need_sandbox() -> None:
 
 def wait_for(sandbox: Sandbox, script: str, what: str, timeout: float = 60) -> str:
     """Run ``script`` inside until it exits 0; its output.  Fails naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done = sandbox.run(script)
-        if done.returncode == 0:
-            return done.stdout
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:g} s\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        time.sleep(0.5)
+    last: list[subprocess.CompletedProcess[str]] = []
+
+    def succeeded() -> bool:
+        last[:] = [sandbox.run(script)]
+        return last[0].returncode == 0
+
+    wait_until(succeeded, what, timeout, step=0.5,
+               detail=lambda: f"{last[0].stdout[-3000:]}\n{last[0].stderr[-3000:]}" if last else "")
+    return str(last[0].stdout)
 
 
 class Flow:

@@ -42,6 +42,7 @@ from typing import Any, Optional
 import pytest
 from lxml import etree
 from paths import HOSTS, REPO
+from waiting import wait_until
 
 ROOT = REPO
 HOSTS = HOSTS
@@ -87,17 +88,10 @@ def free_port() -> int:
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last_error: Optional[BaseException] = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except (OSError, ValueError, etree.XMLSyntaxError, AssertionError) as exc:
-            last_error = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+    """``check()``'s first true value; a file or page not there yet (or not yet what the check
+    asserts) counts as not yet."""
+    return wait_until(check, what, timeout, step=interval,
+                      ignore=(OSError, ValueError, etree.XMLSyntaxError, AssertionError))
 
 
 def child_env() -> dict[str, str]:
