@@ -69,11 +69,16 @@ JOB_EXECUTION = "executionmanagement.jobexecution"
 POLICY_SCHEME = "org.glite.standard"
 RESOURCE_GROUP = "GLUE2GroupID=resource,o=glue"
 
-# /etc/os-release NAME -> the OSName vocabulary of EGI's profile, where it has one
+# /etc/os-release NAME -> the OSName vocabulary of EGI's profile (glue-validator's OSName_t, W037/W044), where it
+# has the distribution under an older name: Fedora Core became Fedora, SUSE LINUX became openSUSE and SUSE Linux
+# Enterprise (os-release NAME "SLES", "SLED").  A distribution the list does not name (AlmaLinux, Rocky Linux) is
+# published as its os-release NAME: giving it another distribution's name would be false.
 OS_NAMES = {"debian gnu/linux": "Debian", "centos linux": "CentOS", "centos stream": "CentOS", "ubuntu": "Ubuntu",
             "scientific linux": "ScientificSL", "scientific linux cern slc": "ScientificCERNSLC",
             "red hat enterprise linux": "RedhatEnterpriseAS", "red hat enterprise linux server": "RedhatEnterpriseAS",
-            "fedora": "Fedoracore", "fedora linux": "Fedoracore", "gentoo": "Gentoo", "suse linux": "SUSE LINUX"}
+            "fedora": "Fedoracore", "fedora linux": "Fedoracore", "gentoo": "Gentoo", "suse linux": "SUSE LINUX",
+            "opensuse": "SUSE LINUX", "opensuse leap": "SUSE LINUX", "opensuse tumbleweed": "SUSE LINUX",
+            "sles": "SUSE LINUX", "sled": "SUSE LINUX"}
 # GLUE 2.1 Appendix A: a required string (A.4) and a URL not configured (A.5, A.11) whose value is unknown.
 UNDEFINED = "UNDEFINEDVALUE"
 UNDEFINED_URL = "https://your-ce.example.org/"

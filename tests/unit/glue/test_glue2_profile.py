@@ -4,6 +4,7 @@ each written from the rule's text and run on the tree of etc/examples/glue2-site
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import time
 
 import pytest
@@ -168,6 +169,33 @@ def test_W037_vocabularies(entries):
                 assert e.first(name) in ("closed", "draining", "production", "queueing")
         if "GLUE2ContactType" in e:
             assert e.first("GLUE2ContactType") in ("general", "security", "sysadmin", "usersupport")
+
+
+# glue-validator's egi_glue2 OSName_t: the names W037 (egi-profile and general) and W044 accept, case and all.
+PROFILE_OS_NAMES = ("AIX", "CentOS", "Debian", "Fedoracore", "Gentoo", "Leopard", "Linux-rocks", "Mandrake",
+                    "RedhatEnterpriseAS", "ScientificSL", "ScientificCERNSLC", "SUSE LINUX", "Ubuntu", "Microsoft WINDOWS")
+
+
+def os_names_published(os_release_name):
+    """The OSNames of the example site's ExecutionEnvironments when its hosts' /etc/os-release says NAME=..."""
+    config = load(str(EXAMPLE))
+    hosts = [make_host(dataclasses.replace(hw, os_name=os_release_name), i) for hw, _ in CLASSES[:2] for i in range(3)]
+    site = assemble_snapshots(config, hosts, lambda: NOW, local_fqdn="ce1.example.org")
+    return {e.first("GLUE2ExecutionEnvironmentOSName") for e in glue2_entries(site, glue2_options(publish_settings(config)), now=NOW)
+            if "GLUE2ExecutionEnvironment" in e.object_classes}
+
+
+@pytest.mark.parametrize("os_release_name", ["openSUSE Leap", "openSUSE Tumbleweed", "SLES", "Debian GNU/Linux",
+                                             "CentOS Linux", "CentOS Stream", "Fedora Linux", "Ubuntu"])
+def test_W037_W044_a_distribution_the_profile_names_is_published_by_the_profiles_name(os_release_name):
+    # openSUSE Leap was published as written and EGI's validator warned twice per environment (W037, W044)
+    published = os_names_published(os_release_name)
+    assert published and published <= set(PROFILE_OS_NAMES), published
+
+
+@pytest.mark.parametrize("os_release_name", ["Rocky Linux", "AlmaLinux"])
+def test_W044_a_distribution_the_profile_does_not_name_keeps_its_own_name(os_release_name):
+    assert os_names_published(os_release_name) == {os_release_name}
 
 
 def test_W024_W020_no_zero_limits(entries):
