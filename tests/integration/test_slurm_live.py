@@ -338,6 +338,50 @@ def test_partition_limits_match_scontrol(slurm, tmp_path):
     assert ces["long"]["GlueCEPolicyMaxSlotsPerJob"] == "1" and "GLUE2ComputingShareMaxMainMemory" not in shares["short"]
 
 
+@pytest.fixture
+def two_cpus(tmp_path_factory):
+    """A Slurm of its own with a 2-CPU node (the module's cluster is kept full by ``busy``)."""
+    missing = missing_slurm_tools()
+    if missing:
+        pytest.skip("real Slurm needed, missing: " + ", ".join(missing))
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-two-cpus"), cpus=2).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_partition_at_its_maxcpuspernode_publishes_no_free_cpu(two_cpus, tmp_path):
+    """The harness's long may hold 1 CPU of the node (MaxCPUsPerNode=1).  With one job of long running,
+    the node's other CPU is idle (sinfo), yet long's next job waits for Resources (squeue): a broker
+    reading long's FreeCPUs, FreeJobSlots or FreeSlots must find none, and short's the idle one."""
+    slurm = two_cpus
+    shown = dict(re.findall(r"(\w+)=(\S+)", slurm.run("scontrol", "show", "partition", "long")))
+    assert shown["MaxCPUsPerNode"] == "1"
+    first = slurm.sbatch("-p", "long", "-t", "5", "-J", "first", seconds=300)
+    slurm.wait_for(lambda: any(row[0] == first and row[1] == "RUNNING" for row in squeue_rows(slurm, "long")),
+                   what="long's first job running")
+    second = slurm.sbatch("-p", "long", "-t", "5", "-J", "second", seconds=300)
+    slurm.wait_for(lambda: any(row[0] == second and row[1] == "PENDING" and row[3] == "Resources"
+                               for row in squeue_rows(slurm, "long")), what="long's second job waiting for Resources")
+    allocated, idle, other, total = sinfo_cpus(slurm, "short")
+    assert (allocated, idle) == (1, 1)
+    config = tmp_path / "two.conf"
+    config.write_text("[site]\nid = TEST-SITE\n[cluster:main]\n"
+                      + "".join(f"[ce:{p}]\nlrms = slurm\nslurm_conf = {slurm.conf}\nlrms_timeout = 20\naccess = VO:dteam\n"
+                                for p in ("short", "long")))
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    ces = {ce["GlueCEName"]: ce for ce in ldif_blocks(proc.stdout, "dn: GlueCEUniqueID=")}
+    shares = {share["GLUE2ComputingShareMappingQueue"]: share for share in ldif_blocks(proc.stdout, "dn: GLUE2ShareID=")}
+    long, short = ces["long"], ces["short"]
+    assert (long["GlueCEStateFreeCPUs"], long["GlueCEStateFreeJobSlots"]) == ("0", "0")
+    assert (short["GlueCEStateFreeCPUs"], short["GlueCEStateFreeJobSlots"]) == (str(idle), str(idle))
+    assert shares["long"]["GLUE2ComputingShareFreeSlots"] == "0"
+    assert shares["short"]["GLUE2ComputingShareFreeSlots"] == str(idle)
+
+
 def write_config(slurm: SlurmCluster, directory: Path, publish_jobs: bool = False) -> Path:
     config = directory / "glueinfo.conf"
     config.write_text(f"""\

@@ -797,8 +797,8 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     parse: counts from a partly understood queue would be wrong, not just incomplete.
 
     ``full=False`` reads only what the counts, per-VO counts and estimates need
-    (state, reason, user, account, start, time limit, time used, CPUs) and
-    leaves the rest None: half the cost when no job list is published.
+    (state, reason, user, account, start, time limit, time used, CPUs, and a running
+    job's node list) and leaves the rest None: half the cost when no job list is published.
     """
     jobs = []
     n_fields = len(SQUEUE_FIELDS if full else SQUEUE_COUNTS_FIELDS)
@@ -819,14 +819,16 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 raise SlurmOutputError(f"squeue: unexpected output in job record {number_of_record}: "
                                        f"{one_line(record.replace(sep, '|'), 120)!r}")
             if not full:  # the counts read the first twelve fields: the others are not even split apart
-                job_id, state, reason, user, account, partition, submit, start, _, limit, used, cpus, _ = record.split(sep, 12)
+                job_id, state, reason, user, account, partition, submit, start, _, limit, used, cpus, rest = record.split(sep, 12)
                 job_id, state, reason = job_id.strip(), state.strip().upper(), reason.strip()
                 if not job_id or not valid_state(state):
                     raise ValueError("no job id or state")
                 glue_status, sss_state, finished = mapping(f"{state}|{reason}")
+                # A running job's nodes: the CPUs it holds there count against MaxCPUsPerNode (partition_free_cpus).
+                where = rest.split(sep, 3)[2].strip() if glue_status == "RUNNING" else ""
                 jobs.append(SlurmJob(
                     job_id, state, reason, opt(user), opt(account), opt(partition), None, timestamp(start), None, duration(limit),
-                    duration(used), number(cpus), None, None, "", None, "", glue_status, sss_state, finished,
+                    duration(used), number(cpus), None, None, where, None, "", glue_status, sss_state, finished,
                     submit_text=submit))
                 continue
             (job_id, state, reason, user, account, partition, submit, start, end_text, limit, used, cpus, tres,
@@ -1238,9 +1240,8 @@ def query(ctx: LrmsContext) -> QueueState:
         usable = sum(n.total - n.other for n in nodes)
         state.hosts = [n.hostname for n in nodes]
         state.nodes = node_allocations(nodes, host_matcher(h.hostname for h in ctx.hosts))
-        # Idle CPUs of the nodes a job can start on: sinfo counts a not-responding (idle*) or MAINT
-        # node's CPUs as idle, and the node view makes those Unknown / Offline (commands.node_capacity).
-        state.free_cpus = sum(n.idle for n, a in zip(nodes, state.nodes, strict=True) if a.state == "Idle")
+        state.free_cpus = partition_free_cpus(nodes, state.nodes, jobs, queue,
+                                              partition.max_cpus_per_node if partition is not None else None)
         found_nodes, allocations = nodes, state.nodes
         state.accelerators = step(lambda: node_accelerators(found_nodes, allocations, partition)) or ()
     if jobs is not None:
@@ -1267,6 +1268,36 @@ def query(ctx: LrmsContext) -> QueueState:
                   lambda: partition_names(tools("scontrol", "--all", "show", "partition", "-o")), errors, "partition")
     state.error = step.error("slurm")  # each reason once: sinfo runs twice
     return state
+
+
+def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAllocation],
+                        jobs: Optional[Sequence[SlurmJob]], queue: str, max_cpus_per_node: Optional[int]) -> int:
+    """FreeCPUs: the idle CPUs of the nodes a job of this partition can start on now.
+
+    Only nodes whose view is Idle count: sinfo counts a not-responding (idle*) or MAINT node's
+    CPUs as idle, and the node view makes those Unknown / Offline (commands.node_capacity).  With
+    MaxCPUsPerNode, the partition's jobs may hold at most that many CPUs of a node, whatever else
+    is idle there (slurm.conf: how sites keep cores for another partition, a GPU one say): each
+    node then counts at most the limit less the CPUs this partition's running jobs hold on it.  A
+    running job on one node holds all its CPUs there; one on several nodes is charged on each the
+    most it can hold there (its CPUs less one for each other node, at most the limit), so no CPU
+    the partition cannot use is ever called free.  Without the job list (squeue failed) each node
+    counts at most the limit."""
+    usable = [n for n, a in zip(nodes, allocations, strict=True) if a.state == "Idle"]
+    if max_cpus_per_node is None:
+        return sum(n.idle for n in usable)
+    held: dict[str, int] = {}
+    names_of = node_names({})  # Slurm's node names, as sinfo's NodeList gives them
+    for job in jobs or ():
+        if not job.running or job.partition != queue or not job.cpus:
+            continue
+        names = names_of(job.nodelist)
+        if not names:
+            continue
+        charge = min(max_cpus_per_node, job.cpus - (len(names) - 1))
+        for name in names:
+            held[name] = held.get(name, 0) + max(charge, 1)
+    return sum(max(0, min(n.idle, max_cpus_per_node - held.get(n.name, 0))) for n in usable)
 
 
 def _paused(parse: Callable[[str, str, bool], list[SlurmJob]], text: str, token: str, full: bool) -> list[SlurmJob]:

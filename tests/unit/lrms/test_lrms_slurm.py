@@ -18,6 +18,7 @@ import pytest
 from paths import FIXTURES
 from slurm_records import jobs_by_id, replay, slurm_state, without_gpu_fields
 
+from glueinfo.core.queue_state import NodeAllocation
 from glueinfo.lrms.plugins import slurm as lrms_slurm
 from glueinfo.lrms.plugins.slurm import (
     expand_hostlist,
@@ -343,6 +344,44 @@ def test_free_cpus_are_the_idle_cpus_of_nodes_a_job_can_start_on():
     assert (nodes["n05.example.org"].state, nodes["n06.example.org"].state) == ("Unknown", "Offline")
     # n02 (mixed) 4 idle + n07 8: not n05's or n06's 8 each
     assert state.free_cpus == 4 + 8 == sum(n.free_cpus for n in state.nodes if n.state == "Idle")
+
+
+def test_maxcpuspernode_caps_the_free_cpus_of_an_empty_partition():
+    # 22.05-limits, recorded with no job: node vm 0/2/0/2 (2 idle CPUs) in both partitions; long has
+    # MaxCPUsPerNode=1, so a job of long can be given 1 of them, one of short both
+    long, short = slurm_state("22.05-limits", "long"), slurm_state("22.05-limits", "short")
+    assert long.error is None and short.error is None
+    assert (long.total_cpus, long.free_cpus, long.free_job_slots) == (2, 1, 1)
+    assert (short.total_cpus, short.free_cpus, short.free_job_slots) == (2, 2, 2)
+
+
+def slurm_job(partition: str, state: str, cpus: int, nodelist: str) -> lrms_slurm.SlurmJob:
+    return lrms_slurm.SlurmJob("1", state, "None", "alice", None, partition, None, None, None, None, None, cpus, None,
+                               None, nodelist, None, "", "RUNNING" if state == "RUNNING" else "SCHEDULED")
+
+
+@pytest.mark.parametrize("jobs, free", [
+    # MaxCPUsPerNode=4; n01 has 6 idle CPUs, n02 3, n03 8 but not responding (idle*: never free)
+    (None, 4 + 3),  # squeue failed: each node at most the limit
+    ([], 4 + 3),
+    # a 2-CPU job of this partition on n01 leaves it 4 - 2 = 2 of n01's 6 idle CPUs
+    ([slurm_job("gpu", "RUNNING", 2, "n01")], 2 + 3),
+    # another partition's job holds CPUs sinfo already counts as not idle: the limit is this partition's own
+    ([slurm_job("other", "RUNNING", 2, "n01")], 4 + 3),
+    # a pending job holds nothing
+    ([slurm_job("gpu", "PENDING", 4, "")], 4 + 3),
+    # 5 CPUs over n[01-02]: at least 1 on one node, so at most 4 (the limit) on the other: charged 4 on each
+    ([slurm_job("gpu", "RUNNING", 5, "n[01-02]")], 0 + 0),
+    # 3 CPUs over n01,n02: at most 2 on either: n01 4 - 2 = 2, n02 min(3, 4 - 2) = 2
+    ([slurm_job("gpu", "RUNNING", 3, "n01,n02")], 2 + 2),
+])
+def test_free_cpus_are_what_maxcpuspernode_leaves_the_partition_on_each_node(jobs, free):
+    nodes = [lrms_slurm.NodeCpus("n01", "n01", 2, 6, 0, 8, "mixed"), lrms_slurm.NodeCpus("n02", "n02", 5, 3, 0, 8, "mixed"),
+             lrms_slurm.NodeCpus("n03", "n03", 0, 8, 0, 8, "idle*")]
+    allocations = [NodeAllocation("n01", "Idle"), NodeAllocation("n02", "Idle"), NodeAllocation("n03", "Unknown")]
+    assert lrms_slurm.partition_free_cpus(nodes, allocations, jobs, "gpu", 4) == free
+    # without the limit: every idle CPU of a node a job can start on
+    assert lrms_slurm.partition_free_cpus(nodes, allocations, jobs, "gpu", None) == 6 + 3
 
 
 def test_truncated_squeue_output_is_an_error():
