@@ -825,7 +825,10 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                     raise ValueError("no job id or state")
                 glue_status, sss_state, finished = mapping(f"{state}|{reason}")
                 # A running job's nodes: the CPUs it holds there count against MaxCPUsPerNode (partition_free_cpus).
-                where = rest.split(sep, 3)[2].strip() if glue_status == "RUNNING" else ""
+                where = ""
+                if glue_status == "RUNNING":  # found in place: splitting would copy the long fields after it
+                    start_at = rest.find(sep, rest.find(sep) + len(sep)) + len(sep)
+                    where = rest[start_at:rest.find(sep, start_at)].strip()
                 jobs.append(SlurmJob(
                     job_id, state, reason, opt(user), opt(account), opt(partition), None, timestamp(start), None, duration(limit),
                     duration(used), number(cpus), None, None, where, None, "", glue_status, sss_state, finished,
