@@ -284,6 +284,66 @@ def test_queue_limits_match_qconf(cell, tmp_path: Path):
     assert number(ce, "GlueCEPolicyMaxSlotsPerJob") == number(share, "GLUE2ComputingShareMaxSlotsPerJob") == slots == 2
 
 
+def slots_left(cell: SgeCell) -> dict[str, int]:
+    """``qhost -F slots`` text: what each host (``hc:``) and the cell (``gc:``, under ``global``) have left of
+    the ``slots`` consumable; a host without one is not listed."""
+    left: dict[str, int] = {}
+    host = ""
+    for line in cell.run("qhost", "-F", "slots").splitlines():
+        if line and not line[0].isspace() and not line.startswith(("HOSTNAME", "-")):
+            host = line.split()[0]
+        elif "c:slots=" in line:
+            left[host] = int(float(line.split("c:slots=", 1)[1]))
+    return left
+
+
+def test_a_hosts_slots_cap_the_free_slots_of_the_queues_sharing_it(cell, busy, tmp_path: Path):
+    """EGI's lcg-info against a live cell whose host's slots were capped (``qconf -mattr exechost complex_values
+    slots=N``, how queues share a host's slots): short published FreeJobSlots 1 (GLUE 2 FreeSlots 1) while
+    ``qhost -F slots`` said ``hc:slots=0`` and SGE kept short's next job waiting ("cannot run at host ... because
+    it offers only hc:slots=0"); ``qstat -g c``'s AVAIL counts the instance's slots only.  A free slot is now one
+    the host has left too: a queue with 2 free slots on a host with 1 left publishes 1, and that many of its jobs
+    start while the next one waits."""
+    from glueinfo.core.ldif import parse_ldif, value_text
+
+    cell.qconf_add("-Aq", cell.queue_text("shared", 2))
+    used = sum(summary(cell, queue)["used"] for queue in cluster_queues(cell))
+    ids: list[str] = []
+    try:
+        cell.run("qconf", "-mattr", "exechost", "complex_values", f"slots={used + 1}", cell.host)
+        cell.wait_for(lambda: slots_left(cell).get(cell.host) == 1, what="qhost -F slots: 1 left on the host")
+        avail = summary(cell, "shared")["avail"]
+        left = slots_left(cell)[cell.host]
+        assert (avail, left) == (2, 1)
+        config = tmp_path / "shared.conf"
+        config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n[ce:shared]\nlrms = sge\nsge_root = {cell.root}\n"
+                          f"sge_cell = {cell.cell}\nlrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}\n"
+                          f"lrms_timeout = 20\naccess = VO:dteam\n[run]\nstate_dir = {tmp_path / 'state'}\n")
+        proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        entries = parse_ldif(proc.stdout)
+        (ce,) = [e for e in entries if "GlueCE" in e.get("objectClass")]
+        (share,) = [e for e in entries if "GLUE2ComputingShare" in e.get("objectClass")]
+        free = int(value_text(ce.first("GlueCEStateFreeJobSlots")))
+        assert free == int(value_text(share.first("GLUE2ComputingShareFreeSlots"))) == min(avail, left) == 1
+        assert int(value_text(ce.first("GlueCEStateFreeCPUs"))) == min(left, max(0, cell.nproc - used))
+        # what SGE really gives: as many of the queue's jobs as published start, one more waits for the host's slots
+        ids = [cell.qsub("-q", "shared", "-N", f"shared{i}") for i in range(free + 1)]
+        cell.wait_for(lambda: len([r for r in qstat_rows(cell) if r["id"] in ids and r["state"] == "r"]) == free,
+                      what=f"{free} job(s) of shared running")
+        waiting = [r["id"] for r in qstat_rows(cell) if r["id"] in ids and r["state"] == "qw"]
+        assert len(waiting) == 1
+        cell.wait_for(lambda: "hc:slots" in cell.run("qstat", "-j", waiting[0]), what="the waiting job's reason")
+        assert len([r for r in qstat_rows(cell) if r["id"] in ids and r["state"] == "r"]) == free
+    finally:
+        if ids:
+            cell.run("qdel", "-f", *ids, check=False)
+            cell.wait_for(lambda: not [r for r in qstat_rows(cell) if r["id"] in ids], what="shared's jobs gone")
+        cell.run("qconf", "-dattr", "exechost", "complex_values", "slots", cell.host, check=False)
+        cell.run("qconf", "-dq", "shared", check=False)
+
+
 def test_sss_job_fields_match_qstat_j(cell, busy):
     """A job waiting for another (-hold_jid) and one asking for h_cpu: the plugin's dependency and CPU limit
     against what `qstat -j` prints for them.  Last in the module: its jobs would change the counts above."""

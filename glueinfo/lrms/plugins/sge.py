@@ -14,10 +14,13 @@ variables that change output (all ``SGE_*`` but the cell's own are dropped):
                                               ``-ext -pri`` added when jobs are published or the
                                               [vos] map has ``account:`` rules (JB_project and
                                               JB_department, at about twice the bytes per job)
-- ``qhost -xml``                           -> each host's processors (num_proc) and whether its
-                                              execd reports (``-`` values: it does not); with
-                                              ``-F COMPLEX`` when ``[ce:NAME] sge_gpu_complex`` names
-                                              one, what each host has left of it (GPUs)
+- ``qhost -xml -F slots``                  -> each host's processors (num_proc), whether its execd
+                                              reports (``-`` values: it does not), and what it (``hc:``)
+                                              and the cell (``gc:``, on the pseudo host ``global``) have
+                                              left of the ``slots`` consumable an admin set in
+                                              ``complex_values`` (none printed where none is set); with
+                                              ``-F slots,COMPLEX`` when ``[ce:NAME] sge_gpu_complex``
+                                              names one, what each host has left of it (GPUs)
 - ``qconf -sc``                            -> only with ``sge_gpu_complex``: that complex's shortcut
                                               and whether a job consumes it per slot or per job
 - ``qconf -sq QUEUE``                      -> MaxWallClockTime (h_rt/s_rt), MaxCPUTime (h_cpu/s_cpu), the
@@ -39,12 +42,16 @@ Rules (the tables are in docs/lrms/sge.md):
 - TotalCPUs = sum over the queue's instances of ``min(slots_total, num_proc)``
   (slots alone when qhost does not know the host); FreeCPUs = sum over the
   instances that can take a job of ``min(free slots, free processors of the
-  host)``, where free slots = ``slots_total - slots_used - slots_resv`` and the
-  host's free processors = ``num_proc`` minus the slots every queue instance
-  on that host has in use or reserved (scheduler allocation, never load).
+  host)``, where free slots = ``slots_total - slots_used - slots_resv``, at most
+  what the host has left of its ``slots`` consumable when it has one (the
+  slots of a host its queues share: SGE starts no job past it, whatever the
+  instance has free), and the host's free processors = ``num_proc`` minus the
+  slots every queue instance on that host has in use or reserved (scheduler
+  allocation, never load).
 - FreeJobSlots = the free slots of the usable instances (what SGE dispatches
-  now), capped by MaxRunningJobs minus RunningJobs when a limit is known, 0
-  unless the queue is Production (glueinfo.lrms.figures.free_job_slots).
+  now), the whole at most what the cell has left of a global ``slots``
+  consumable, capped by MaxRunningJobs minus RunningJobs when a limit is known,
+  0 unless the queue is Production (glueinfo.lrms.figures.free_job_slots).
 - Pending jobs are not tied to a queue instance: one belongs to this queue
   when one of its ``-q`` requests (``hard_req_queue``, a wildcard expression,
   ``queue``, ``queue@host``) matches the cluster queue's name, or when it
@@ -675,12 +682,20 @@ class HostInfo:
     name: str
     num_proc: Optional[int]  # None: '-', the execd does not report
     reporting: bool
-    # qhost -F: what is left of each host consumable (resourcevalue dominance "hc"), by complex name
+    # qhost -F: what is left of each host consumable (resourcevalue dominance "hc"; "gc" on the pseudo
+    # host "global": the cell's), by complex name
     consumables: dict[str, float] = field(default_factory=dict)
 
 
+# The pseudo host qhost lists the cell's (global) consumables under; no execution host has this name.
+GLOBAL_HOST = "global"
+
+
 def parse_qhost(text: str) -> dict[str, HostInfo]:
-    """``qhost -xml`` -> host name -> processors; the pseudo host ``global`` is left out."""
+    """``qhost -xml`` (with or without ``-F``) -> host name -> processors and what is left of its
+    consumables.  The pseudo host ``global`` is kept only when ``-F`` gave it a global consumable
+    (``gc``): under :data:`GLOBAL_HOST`, with no processors and not reporting; no queue instance is
+    on it.  SgeOutputError for a document that is not qhost's or a value that is not a number."""
     try:
         root = parse_xml(text, max_bytes=MAX_XML_BYTES, what="qhost -xml")
     except XMLInputError as exc:
@@ -692,8 +707,6 @@ def parse_qhost(text: str) -> dict[str, HostInfo]:
         name = (host.get("name") or "").strip()
         if not name:
             raise SgeOutputError("qhost -xml: a host without a name")
-        if name == "global":
-            continue
         values = {v.get("name"): (v.text or "").strip() for v in host.iterchildren("hostvalue")}
         num_proc = values.get("num_proc", "-")
         if num_proc != "-" and not num_proc.isdigit():
@@ -701,12 +714,16 @@ def parse_qhost(text: str) -> dict[str, HostInfo]:
         reporting = values.get("load_avg", "-") != "-"
         consumables = {}
         for resource in host.iterchildren("resourcevalue"):  # only with -F
-            if resource.get("dominance") == "hc":
+            if resource.get("dominance") == ("gc" if name == GLOBAL_HOST else "hc"):
                 try:
                     consumables[str(resource.get("name"))] = float((resource.text or "").strip())
                 except ValueError:
                     raise SgeOutputError(f"qhost -xml: host {one_line(name, 60)!r}: {resource.get('name')} "
                                          f"{one_line(resource.text or '', 30)!r} is not a number") from None
+        if name == GLOBAL_HOST:
+            if consumables:
+                hosts[name] = HostInfo(name, None, False, consumables)
+            continue
         hosts[name] = HostInfo(name, int(num_proc) if num_proc.isdigit() else None, reporting, consumables)
     return hosts
 
@@ -949,8 +966,8 @@ def _query(ctx: LrmsContext) -> QueueState:
             raise LrmsQueryError(f"sge: qmaster unreachable: {exc}") from None
         errors.append(str(exc))
         report = None
-    hosts: Optional[dict[str, HostInfo]] = step(lambda: parse_qhost(tools("qhost", "-xml", *(
-        ("-F", gpus.name) if gpus is not None else ()))))
+    hosts: Optional[dict[str, HostInfo]] = step(lambda: parse_qhost(tools(
+        "qhost", "-xml", "-F", ",".join(("slots", gpus.name) if gpus is not None else ("slots",)))))
     config: Optional[dict[str, str]] = step(lambda: parse_queue_config(tools("qconf", "-sq", queue)))
 
     default_wall_s: Optional[int] = None
@@ -1029,7 +1046,12 @@ def _usable(instance: QueueInstance, hosts: Optional[Mapping[str, HostInfo]]) ->
 def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatReport, mine: list[QueueInstance],
                            hosts: Optional[Mapping[str, HostInfo]], errors: list[str]) -> int:
     """The queue's nodes, TotalCPUs, FreeCPUs and status; returns the free slots of its usable
-    instances (what SGE would dispatch now: FreeJobSlots' figure, and the response times')."""
+    instances (what SGE would dispatch now: FreeJobSlots' figure, and the response times').
+
+    An instance's free slots are at most what its host has left of the ``slots`` consumable (qhost
+    ``hc:slots``), and the queue's at most what the cell has left (``gc:slots``), when an admin set
+    one: the queues sharing a host's slots draw on the same count, and SGE dispatches no job past it.
+    Without qhost, neither cap is known and the instances' free slots stand (FreeCPUs is unknown)."""
     lookup = host_matcher([h.hostname for h in ctx.hosts])
     # Slots every queue holds on each host: other queues' jobs use the same processors.
     held: dict[str, int] = {}
@@ -1043,6 +1065,9 @@ def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatRep
         reporting = host.reporting if host else True  # a host qhost does not list: its queue state says
         allocated = instance.used + instance.reserved
         slots_free = max(0, instance.total - allocated)
+        host_left = host.consumables.get("slots") if host else None
+        if host_left is not None:  # the host's slots, shared by its queues: what is left of them
+            slots_free = min(slots_free, max(0, int(host_left)))
         total_cpus += min(instance.total, num_proc) if num_proc is not None else instance.total
         free_here = 0
         if _usable(instance, hosts):
@@ -1056,6 +1081,11 @@ def _fill_nodes_and_status(state: QueueState, ctx: LrmsContext, report: QstatRep
             name=site_host(instance.host, lookup), state=sss, lrms_state=instance.states or None,
             total_cpus=instance.total, allocated_cpus=allocated, free_cpus=free_here,
             reason=_reason(instance.states) if sss in ("Offline", "Unknown") else None))
+    cell = hosts.get(GLOBAL_HOST) if hosts else None
+    cell_left = cell.consumables.get("slots") if cell else None
+    if cell_left is not None:  # the cell's slots, shared by every queue
+        free_slots = min(free_slots, max(0, int(cell_left)))
+        free_cpus = min(free_cpus, max(0, int(cell_left)))
     state.nodes = nodes
     state.hosts = list(dict.fromkeys(n.name for n in nodes))
     state.total_cpus = total_cpus

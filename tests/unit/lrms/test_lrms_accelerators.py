@@ -341,7 +341,7 @@ def test_sge_without_the_key_reads_no_gpu_and_asks_no_more():
         return recorded(argv, timeout, env)
 
     state = queue_state("sge", LrmsContext(queue="gpu", ce_config={}, hosts=[], clock=lambda: 1.8e9, run=run))
-    assert state.accelerators == () and "-sc" not in calls and "-xml" in calls
+    assert state.accelerators == () and "-sc" not in calls and "-xml -F slots" in calls  # qhost: no GPU complex asked
 
 
 def test_sge_a_complex_qconf_does_not_have_is_one_error_naming_it():

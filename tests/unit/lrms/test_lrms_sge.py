@@ -9,6 +9,7 @@ read off the files by hand; the arithmetic is written out where it is more than 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -37,7 +38,7 @@ def recorded(argv: Sequence[str]) -> Optional[tuple[int, str, str]]:
         return answer("qstat_full.xml")
     if tool == "qstat" and args == ["-xml", "-f", "-r", "-u", "*"]:
         return answer("qstat.xml")
-    if tool == "qhost" and args == ["-xml"]:
+    if tool == "qhost" and args == ["-xml", "-F", "slots"]:
         return answer("qhost.xml")
     if tool == "qconf" and args == ["-sql"]:
         return answer("qconf_sql.txt")
@@ -299,6 +300,45 @@ def test_a_cluster_queue_grid_engine_does_not_have_publishes_no_count(caplog):
                            "(its cluster queues: closed, long, short)")
     assert [r.levelname for r in caplog.records] == ["ERROR"]
     assert any(argv[1:] == ["-sql"] for argv, _env in calls)
+
+
+HOSTSLOTS = FIXTURES / "sge" / "8.1.9-hostslots"
+
+
+@pytest.mark.parametrize("qhost", ["qhost_F_slots_host.xml", "qhost_F_slots_global.xml"])
+def test_the_slots_a_host_or_the_cell_has_left_cap_the_free_slots(qhost):
+    """EGI's lcg-info on a live cell whose host's slots were capped (complex_values slots=2, shared by short
+    and long): short published FreeJobSlots 1 (qstat -g c's AVAIL, the instance's slots) while qhost -F slots
+    said hc:slots=0 and SGE kept short's next job waiting for them.  Now what the host (hc:) or the cell
+    (gc:, the pseudo host global) has left of its slots caps the free slots; the same qstat with a qhost
+    that states no such cap still gives the instance's free slot."""
+    def base(argv):
+        tool, args = argv[0].rsplit("/", 1)[-1], list(argv[1:])
+        if tool == "qstat" and args[:3] == ["-xml", "-f", "-r"]:
+            return 0, (HOSTSLOTS / "qstat.xml").read_text(), ""
+        if tool == "qhost":
+            assert args == ["-xml", "-F", "slots"]
+            return 0, (HOSTSLOTS / qhost).read_text(), ""
+        if tool == "qconf" and args == ["-sq", "short"]:
+            return 0, (HOSTSLOTS / "qconf_sq_short.txt").read_text(), ""
+        return recorded(argv)
+
+    now = float((HOSTSLOTS / "now").read_text())
+    avail = int(next(line.split()[4] for line in (HOSTSLOTS / "qstat_g_c.txt").read_text().splitlines()
+                     if line.startswith("short ")))
+    left = float(re.search(r"dominance='[hg]c'>([\d.]+)<", (HOSTSLOTS / qhost).read_text()).group(1))
+    assert (avail, left) == (1, 0.0)
+    for with_jobs in (True, False):
+        state = state_of("short", base=base, now=now, with_jobs=with_jobs)
+        assert state.error is None and state.status == "Production"
+        assert (state.running_jobs, state.waiting_jobs) == (1, 3)  # 2; 3, 4 (held), 5 (no -q)
+        assert state.free_job_slots == state.free_cpus == min(avail, int(left)) == 0
+        (node,) = state.nodes
+        assert (node.state, node.free_cpus, node.allocated_cpus, node.total_cpus) == ("Busy", 0, 1, 2)
+        # nothing free: the waiting jobs' times are spread, not 0
+        assert state.estimated_response_time_s and state.estimated_response_time_s > 0
+    uncapped = state_of("short", base=base, now=now, overrides={"qhost": answer("qhost.xml")})
+    assert (uncapped.free_job_slots, uncapped.free_cpus) == (avail, 0)  # 1 slot; vm's 2 processors both held
 
 
 def test_a_cluster_queue_without_jobs_has_0_jobs():
