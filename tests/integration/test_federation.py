@@ -10,10 +10,11 @@ What is checked is what the consumers read:
   (the base DIRAC's Grid.ldapsearchBDII also uses); lcg-info itself is not packaged for Debian;
 - ginfo: its share listing, ``(objectClass=GLUE2ComputingShare)`` below ``o=glue`` (ginfo is
   not packaged for Debian nor on PyPI);
-- DIRAC's own reader, getGlue2CEInfo (the dirac wheel run-tests.sh installs), against the view;
+- DIRAC's own reader, getGlue2CEInfo (the dirac wheel run-tests.sh installs, tests/harness/dirac_reader.py),
+  against the view: per VO, every site's CEs open to it, with the sites' limits and environments;
 - the JSON each site pushed, byte for byte, and in /glue2.json.
-The expected CEs and shares come from each site's own `glueinfo ldif` and `glue2-json`, not
-from the view.
+The expected CEs, shares and figures come from each site's own config, `glueinfo ldif` and `glue2-json`,
+not from the view.  The three sites are pushed once per module (the `federation` fixture).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dirac_reader import dirac_python, dirac_read
 from paths import HOSTS, REPO
 from servers import Slapd, free_port, missing_slapd_tools, run_ldapsearch
 from waiting import wait_until
@@ -72,27 +75,31 @@ def glueinfo(*args: str, config: Path, check: bool = True, timeout: float = 120)
     return proc
 
 
-def site_config(tmp: Path, broker: Any, site: str, user: str) -> Path:
-    """A small site: this recorded host, one HTCondor-CE queue open to atlas, pushing as ``user``."""
+def ce_section(name: str, host: str, access: str, **settings: object) -> str:
+    """One HTCondor-CE queue (lrms fork) of ``host``; ``settings`` are further [ce:NAME] keys (limits)."""
+    lines = [f"[ce:{name}]", "lrms = fork", f"queue = {name}", f"host = {host}", "port = 9619",
+             "implementation_name = HTCondorCE", f"access = {access}"]
+    return "\n".join(lines + [f"{key} = {value}" for key, value in settings.items()]) + "\n"
+
+
+def site_config(tmp: Path, broker: Any, site: str, user: str, ces: str | None = None,
+                host_tree: str = "xeon-gold-2s-ht") -> Path:
+    """A small site: a recorded host, pushing as ``user``; its CEs ``ces`` (default: one HTCondor-CE queue open
+    to atlas)."""
     directory = tmp / site
     directory.mkdir()
     password = directory / "amqp-password"
     password.write_text(f"{user}-secret\n")
-    host = f"ce.{site.lower()}.example.org"
+    if ces is None:
+        ces = ce_section("atlas", f"ce.{site.lower()}.example.org", "VO:atlas")
     config = directory / "glueinfo.conf"
     config.write_text(f"""
 [glueinfo]
-host_root = {HOSTS / "xeon-gold-2s-ht"}
+host_root = {HOSTS / host_tree}
 [site]
 id = {site}
 name = {site} of the federation test
-[ce:atlas]
-lrms = fork
-queue = atlas
-host = {host}
-port = 9619
-implementation_name = HTCondorCE
-access = VO:atlas
+{ces}
 [run]
 outputs = amqp
 state_dir = {directory / "state"}
@@ -165,21 +172,43 @@ def ldif_values(ldif: str, object_class: str, attribute: str) -> set[str]:
     return found
 
 
-@pytest.mark.integration
-def test_three_sites_one_while_the_broker_is_down_answer_lcg_info_ginfo_dirac_and_json(tmp_path, broker):
+# The federation's sites, as their admins declare them: per site, its queues (queue, CE host, access, limits in
+# minutes as [ce:NAME] takes them) and the recorded host its workers are.  SITE-A: two queues on one HTCondor-CE,
+# both open to atlas, one to cms too; SITE-B: a CE for atlas and dteam, and a second CE for cms alone; SITE-C: one
+# queue for atlas stating no limits, on an aarch64 host.  No site grants lhcb.
+QUEUES: dict[str, list[tuple[str, str, str, dict[str, int]]]] = {
+    "SITE-A": [("atlas", "ce.site-a.example.org", "VO:atlas",
+                {"max_wall_clock_time": 4320, "max_cpu_time": 2880, "max_running_jobs": 200, "max_slots_per_job": 8}),
+               ("long", "ce.site-a.example.org", "VO:atlas VO:cms",
+                {"max_wall_clock_time": 10080, "max_cpu_time": 9000, "max_running_jobs": 50, "max_slots_per_job": 1})],
+    "SITE-B": [("atlas", "ce.site-b.example.org", "VO:atlas VO:dteam",
+                {"max_wall_clock_time": 2880, "max_cpu_time": 2000, "max_running_jobs": 120, "max_slots_per_job": 4,
+                 "max_waiting_jobs": 30})],
+    "SITE-C": [("atlas", "ce.site-c.example.org", "VO:atlas", {})],
+}
+QUEUES["SITE-B"].append(("cms", "ce2.site-b.example.org", "VO:cms", {}))
+HOST_TREES = {"SITE-A": "xeon-gold-2s-ht", "SITE-B": "xeon-gold-2s-ht", "SITE-C": "arm-altra-q32"}
+
+
+def federation_site_config(tmp: Path, broker: Any, site: str) -> Path:
+    ces = "\n".join(ce_section(queue, host, access, **limits) for queue, host, access, limits in QUEUES[site])
+    return site_config(tmp, broker, site, f"{site.lower()}-pusher", ces=ces, host_tree=HOST_TREES[site])
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory, broker):
+    """The three sites of QUEUES pushing into one view that writes a slapd laid out as BDII's, each logged in as
+    its own broker user; SITE-C while the broker is down, its documents waiting in its outbox until the broker is
+    back.  A second view (another community's: its own queue, JSON only) on the same exchange gets every document
+    too.  Yields once every site's CEs and shares, as each site's own `glueinfo ldif` has them, are in LDAP."""
+    tmp_path = tmp_path_factory.mktemp("federation")
     server = Slapd(tmp_path / "slapd", layout="bdii").start()
-    view = None
+    views: list[Federate] = []
     try:
         configs = {}
         for site in SITES:
-            user = f"{site.lower()}-pusher"
-            add_password_user(broker, user, f"{user}-secret")
-            configs[site] = site_config(tmp_path, broker, site, user)
-        intruder = "site-d-pusher"  # a real broker user, bound to no site: it sends SITE-A's id
-        add_password_user(broker, intruder, f"{intruder}-secret")
-        configs["intruder"] = site_config(tmp_path, broker, "SITE-A-INTRUDER", intruder)
-        configs["intruder"].write_text(configs["intruder"].read_text().replace("id = SITE-A-INTRUDER", "id = SITE-A"))
-
+            add_password_user(broker, f"{site.lower()}-pusher", f"{site.lower()}-pusher-secret")
+            configs[site] = federation_site_config(tmp_path, broker, site)
         senders = tmp_path / "federate-senders"
         senders.write_text("# SITE-ID SENDER\n" + "".join(f"{s} {s.lower()}-pusher\n" for s in SITES))
         ldap_password = tmp_path / "ldap-password"
@@ -206,8 +235,8 @@ bind_dn = o=grid; o=glue; o=infosys
 password_file = {ldap_password}
 """)
         view = Federate(federate_config, tmp_path / "federate.log", port)
+        views.append(view)
         view.wait_for(lambda: view.get("/health")[0] == 200, "the view consumes")
-        # A second view (another community's: its own queue, JSON only) on the same exchange.
         second_port = free_port()
         second_config = tmp_path / "federate-2.conf"
         second_config.write_text(federate_config.read_text().split("[ldap]")[0]
@@ -215,6 +244,7 @@ password_file = {ldap_password}
                                  .replace(str(tmp_path / "federate-state"), str(tmp_path / "federate-state-2"))
                                  .replace(f"listen = 127.0.0.1:{port}", f"listen = 127.0.0.1:{second_port}"))
         second = Federate(second_config, tmp_path / "federate-2.log", second_port)
+        views.append(second)
         second.wait_for(lambda: second.get("/health")[0] == 200, "the second view consumes")
 
         for site in ("SITE-A", "SITE-B"):
@@ -231,62 +261,150 @@ password_file = {ldap_password}
         view.wait_for(lambda: sorted(view.sites()) == list(SITES), "three sites in /sites")
         second.wait_for(lambda: sorted(second.sites()) == list(SITES), "three sites in the second view too")
         assert second.stop() == 0, second.text()[-4000:]
-        view.wait_for(lambda: len(ldap_values(server, "mds-vo-name=local,o=grid", "(objectClass=GlueCE)",
-                                              "GlueCEUniqueID")) == 3, "three CEs in LDAP")
 
-        # The intruder's message for SITE-A is refused with one line, and changes nothing.
-        before = view.get("/sites/SITE-A/glue21.json")[1]
-        glueinfo("run", "--once", config=configs["intruder"])
-        # Both its documents (the JSON and the LDIF: two messages, maybe taken in two reads of the broker)
-        view.wait_for(lambda: 'glueinfo_federate_documents_refused_total{reason="untrusted"} 2.0'
-                      in view.get("/metrics")[1].decode(), "the intruder's two documents refused")
-        assert "refused 'glue21.json.SITE-A' from site-d-pusher" in view.text()
-        assert "may not publish for site 'SITE-A'" in view.text()
-        assert view.get("/sites/SITE-A/glue21.json")[1] == before
-
-        # What lcg-info --list-ce and ginfo's share listing read: every site's, as each site publishes it.
-        expected_ces: set[str] = set()
-        expected_shares: set[str] = set()
+        # What each site publishes itself: its GLUE 1.3 CEs and GLUE 2 shares, until the view has written them all.
+        ces: set[str] = set()
+        shares: set[str] = set()
         for site in SITES:
             ldif = glueinfo("ldif", config=configs[site]).stdout.decode()
-            expected_ces |= ldif_values(ldif, "GlueCE", "GlueCEUniqueID")
-            expected_shares |= ldif_values(ldif, "GLUE2ComputingShare", "GLUE2ShareID")
-        assert len(expected_ces) == 3 and len(expected_shares) == 3
-        assert ldap_values(server, "mds-vo-name=local,o=grid", "(objectClass=GlueCE)", "GlueCEUniqueID") == expected_ces
-        assert ldap_values(server, "o=glue", "(objectClass=GLUE2ComputingShare)", "GLUE2ShareID") == expected_shares
-        # BDII's statistics entry, written as bdii-update writes it
-        assert ldap_values(server, "o=infosys", "(objectClass=UpdateStats)", "TotalEntries")
-
-        # The JSON each site pushed, byte for byte, and all of them in /glue2.json.
-        union = json.loads(view.get("/glue2.json")[1])
-        for site in SITES:
-            pushed = glueinfo("glue2-json", config=configs[site]).stdout
-            assert view.get(f"/sites/{site}/glue21.json") == (200, pushed)
-            for service in json.loads(pushed)["ComputingService"]:
-                assert service in union["ComputingService"]
-        assert sorted(d["ID"] for d in union["AdminDomain"]) == list(SITES)
-        ldif_served = view.get("/sites/SITE-B/glue.ldif")[1].decode()
-        assert ldif_values(ldif_served, "GlueCE", "GlueCEUniqueID") == \
-            ldif_values(glueinfo("ldif", config=configs["SITE-B"]).stdout.decode(), "GlueCE", "GlueCEUniqueID")
-
-        # kill -9 and a restart: the view comes back with every site, before any site sends again.
-        view.stop(signal.SIGKILL)
-        view.start()
-        view.wait_for(lambda: sorted(view.sites()) == list(SITES), "three sites after the restart")
-        assert view.get("/sites/SITE-C/glue21.json") == (200, glueinfo("glue2-json", config=configs["SITE-C"]).stdout)
-
-        # DIRAC's own reader finds each site's CE in the view (last: it skips where the dirac wheel is missing).
-        from test_minimal_site import dirac_python, dirac_read
-
-        found = dirac_read(dirac_python(), "atlas", server, tmp_path / "dirac.json")
-        assert found["OK"], found
-        assert sorted(found["Value"]) == list(SITES)
-        for site in SITES:
-            assert list(found["Value"][site]["CEs"]) == [f"ce.{site.lower()}.example.org"]
+            ces |= ldif_values(ldif, "GlueCE", "GlueCEUniqueID")
+            shares |= ldif_values(ldif, "GLUE2ComputingShare", "GLUE2ShareID")
+        view.wait_for(lambda: ldap_values(server, "mds-vo-name=local,o=grid", "(objectClass=GlueCE)", "GlueCEUniqueID")
+                      == ces and ldap_values(server, "o=glue", "(objectClass=GLUE2ComputingShare)", "GLUE2ShareID")
+                      == shares, "every site's CEs and shares in LDAP")
+        yield types.SimpleNamespace(server=server, view=view, configs=configs, tmp=tmp_path, ces=ces, shares=shares)
     finally:
-        if view is not None:
-            assert view.stop() in (0, -9), view.text()[-4000:]
+        for each in views:
+            assert each.stop() in (0, -9), each.text()[-4000:]
         server.stop()
+
+
+@pytest.mark.integration
+def test_three_sites_one_while_the_broker_is_down_answer_lcg_info_ginfo_and_json(federation, broker):
+    server, view, configs = federation.server, federation.view, federation.configs
+    # An intruder: a real broker user, bound to no site, sending SITE-A's id.
+    intruder = "site-d-pusher"
+    add_password_user(broker, intruder, f"{intruder}-secret")
+    intruder_config = site_config(federation.tmp, broker, "SITE-A-INTRUDER", intruder)
+    intruder_config.write_text(intruder_config.read_text().replace("id = SITE-A-INTRUDER", "id = SITE-A"))
+
+    # The intruder's message for SITE-A is refused with one line, and changes nothing.
+    before = view.get("/sites/SITE-A/glue21.json")[1]
+    glueinfo("run", "--once", config=intruder_config)
+    # Both its documents (the JSON and the LDIF: two messages, maybe taken in two reads of the broker)
+    view.wait_for(lambda: 'glueinfo_federate_documents_refused_total{reason="untrusted"} 2.0'
+                  in view.get("/metrics")[1].decode(), "the intruder's two documents refused")
+    assert "refused 'glue21.json.SITE-A' from site-d-pusher" in view.text()
+    assert "may not publish for site 'SITE-A'" in view.text()
+    assert view.get("/sites/SITE-A/glue21.json")[1] == before
+
+    # What lcg-info --list-ce and ginfo's share listing read: every site's, as each site publishes it
+    # (federation.ces and .shares: from each site's own `glueinfo ldif`).
+    assert len(federation.ces) == sum(len(queues) for queues in QUEUES.values())
+    assert len(federation.shares) == sum(len(access.split()) for queues in QUEUES.values() for _, _, access, _ in queues)
+    assert ldap_values(server, "mds-vo-name=local,o=grid", "(objectClass=GlueCE)", "GlueCEUniqueID") == federation.ces
+    assert ldap_values(server, "o=glue", "(objectClass=GLUE2ComputingShare)", "GLUE2ShareID") == federation.shares
+    # BDII's statistics entry, written as bdii-update writes it
+    assert ldap_values(server, "o=infosys", "(objectClass=UpdateStats)", "TotalEntries")
+
+    # The JSON each site pushed, byte for byte, and all of them in /glue2.json.
+    union = json.loads(view.get("/glue2.json")[1])
+    for site in SITES:
+        pushed = glueinfo("glue2-json", config=configs[site]).stdout
+        assert view.get(f"/sites/{site}/glue21.json") == (200, pushed)
+        for service in json.loads(pushed)["ComputingService"]:
+            assert service in union["ComputingService"]
+    assert sorted(d["ID"] for d in union["AdminDomain"]) == list(SITES)
+    ldif_served = view.get("/sites/SITE-B/glue.ldif")[1].decode()
+    assert ldif_values(ldif_served, "GlueCE", "GlueCEUniqueID") == \
+        ldif_values(glueinfo("ldif", config=configs["SITE-B"]).stdout.decode(), "GlueCE", "GlueCEUniqueID")
+
+    # kill -9 and a restart: the view comes back with every site, before any site sends again.
+    view.stop(signal.SIGKILL)
+    view.start()
+    view.wait_for(lambda: sorted(view.sites()) == list(SITES), "three sites after the restart")
+    assert view.get("/sites/SITE-C/glue21.json") == (200, glueinfo("glue2-json", config=configs["SITE-C"]).stdout)
+
+
+# What getGlue2CEInfo answers for what a share does not state (DIRAC/Core/Utilities/Glue2.py, dirac 9.1): MaxCPUTime
+# and MaxWallTime 86400 s, MaxRunningJobs 10000, MaxSlotsPerJob 1 (capped at the CS's default limit, 8),
+# MaxWaitingJobs -1; and the capability and benchmark it puts on every queue and CE.
+DIRAC_UNSTATED = {"max_cpu_time": 1440, "max_wall_clock_time": 1440, "max_running_jobs": 10000, "max_slots_per_job": 1,
+                  "max_waiting_jobs": -1}
+DIRAC_SLOTS_LIMIT = 8
+
+
+def dirac_expectation(vo: str, documents: dict[str, dict]) -> dict[str, dict[str, list[dict]]]:
+    """What getGlue2CEInfo(vo) should find: per site, per CE host with a queue open to ``vo``, what DIRAC makes
+    of each of the CE's shares open to ``vo`` (it keeps one of them, see the test).  Limits from what the site's
+    admin declared (QUEUES); the environment and the serving state from the site's own GLUE 2 document (``glueinfo
+    glue2-json``), never from the view."""
+    expected: dict[str, dict[str, list[dict]]] = {}
+    for site, queues in QUEUES.items():
+        services = {s["ID"]: s for s in documents[site]["ComputingService"]}
+        for queue, host, access, declared in queues:
+            if f"VO:{vo}" not in access.split():
+                continue
+            limits = {**DIRAC_UNSTATED, **declared}
+            (share,) = [s for s in services[host]["ComputingShare"] if s["MappingQueue"] == queue
+                        and any(f"VO:{vo}" in p["Rule"] for p in s["MappingPolicy"])]
+            (environment,) = [e for e in services[host]["ExecutionEnvironment"]
+                              if e["ID"] in share["Associations"]["ExecutionEnvironmentID"]]
+            condor = {"GlueCEStateStatus": share["ServingState"],
+                      "GlueCEPolicyMaxCPUTime": str(limits["max_cpu_time"]),
+                      "GlueCEPolicyMaxWallClockTime": str(limits["max_wall_clock_time"]),
+                      "GlueCEInfoTotalCPUs": str(limits["max_running_jobs"]),
+                      "NumberOfProcessors": min(limits["max_slots_per_job"], DIRAC_SLOTS_LIMIT),
+                      "GlueCEImplementationName": "HTCondorCE",
+                      "GlueCECapability": ["CPUScalingReferenceSI00=2552"]}
+            ce = {"MaxWaitingJobs": str(limits["max_waiting_jobs"]),
+                  "Queues": {"condor": condor},
+                  # the environment, under the GLUE 1 names DIRAC gives it (OSName as ...Version, OSVersion as ...Release)
+                  "GlueHostMainMemoryRAMSize": str(environment["MainMemorySize"]),
+                  "GlueHostOperatingSystemName": environment["OSFamily"],
+                  "GlueHostOperatingSystemVersion": environment["OSName"],
+                  "GlueHostOperatingSystemRelease": environment["OSVersion"],
+                  "GlueHostArchitecturePlatformType": environment["Platform"],
+                  "GlueHostBenchmarkSI00": "2500",
+                  "MANAGER": environment["Associations"]["ComputingManagerID"]}
+            expected.setdefault(site, {}).setdefault(host, []).append(ce)
+    return expected
+
+
+@pytest.mark.integration
+def test_diracs_reader_finds_every_sites_ces_for_a_vo_with_what_the_sites_pushed(federation, tmp_path):
+    """DIRAC's own getGlue2CEInfo (the dirac wheel run-tests.sh installs), pointed at the view's LDAP server as at
+    a top BDII, finds for each VO every site's CEs with a queue open to it, with the limits the sites' admins
+    declared and each CE's environment as the site's own GLUE 2 document has it; a CE open only to other VOs is
+    not listed, and for a VO no site grants it finds nothing.
+
+    DIRAC's own limits, asserted as it reads: an HTCondor-CE is one queue to it, named "condor", whatever the
+    site's queues (it reads no MappingQueue); a CE with several shares open to the VO (SITE-A's atlas and long
+    queues, for atlas) gets the figures of whichever share LDAP answered last, so they are one of those shares',
+    whole.  Limits a share does not state are DIRAC's defaults (DIRAC_UNSTATED), MaxSlotsPerJob is capped at 8,
+    times come back in minutes."""
+    python = dirac_python()
+    view = federation.view
+    view.wait_for(lambda: view.get("/health")[0] == 200, "the view writes LDAP")
+    documents = {site: json.loads(glueinfo("glue2-json", config=federation.configs[site]).stdout) for site in SITES}
+    for vo, sites in (("atlas", SITES), ("cms", ("SITE-A", "SITE-B")), ("dteam", ("SITE-B",))):
+        found = dirac_read(python, vo, federation.server, tmp_path / f"{vo}.json")
+        assert found["OK"], found
+        expected = dirac_expectation(vo, documents)
+        assert sorted(found["Value"]) == sorted(expected) == sorted(sites), (vo, found)
+        for site, ces in expected.items():
+            assert sorted(found["Value"][site]["CEs"]) == sorted(ces), (vo, site, found)
+            for host, candidates in ces.items():
+                assert found["Value"][site]["CEs"][host] in candidates, (vo, host, found["Value"][site]["CEs"][host])
+    # SITE-B's second CE is open to cms alone; SITE-A's CE is reached for cms by its long queue alone.
+    atlas = json.loads((tmp_path / "atlas.json").read_text())["Value"]
+    assert sorted(atlas["SITE-B"]["CEs"]) == ["ce.site-b.example.org"]
+
+    # No site grants lhcb: DIRAC finds no policy, so no CE.  Its 9.1 then fails on its own error path (its log line
+    # names a share variable it never set when no policy names a share): UnboundLocalError, not an empty answer.
+    nobody = dirac_read(python, "lhcb", federation.server, tmp_path / "lhcb.json")
+    assert "Found 0 policies for this VO lhcb" in nobody["log"], nobody
+    assert nobody.get("Value") == {} if nobody["OK"] else nobody["raised"].startswith("UnboundLocalError"), nobody
 
 
 @pytest.mark.integration

@@ -23,17 +23,15 @@ site BDII serves it, once the CE's type is known (DIRAC reads HTCondor-CE and AR
 from __future__ import annotations
 
 import calendar
-import json
-import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from dirac_reader import dirac_python, dirac_read
 from lxml import etree
-from paths import HOSTS, REPO
+from paths import HOSTS
 from servers import Slapd, missing_slapd_tools, run_ldapsearch
 from slurm_harness import SlurmCluster, missing_slurm_tools
 from test_one_site import WORKERS, glueinfo, hostname_of
@@ -258,45 +256,6 @@ def test_a_server_without_an_infosys_database_costs_no_warning(tmp_path, slurm, 
         said = [line for line in stderr.splitlines() if "o=infosys" in line]
         assert said and all(": DEBUG: " in line for line in said), stderr
         assert run_ldapsearch(server.url, "mds-vo-name=resource,o=grid", "(objectClass=GlueCE)", ["1.1"])
-
-
-DIRAC_READER = """
-import json, sys
-from DIRAC.Core.Utilities.Glue2 import getGlue2CEInfo
-result = getGlue2CEInfo(sys.argv[1], host=sys.argv[2])
-with open(sys.argv[3], "w") as out:
-    json.dump({"OK": result["OK"], "Value": result.get("Value"), "Message": result.get("Message")}, out, default=str)
-"""
-
-
-def dirac_python() -> str:
-    # abspath, not resolve: a virtual environment's python is a symbolic link that must stay one
-    python = os.path.abspath(os.environ.get("GLUEINFO_DIRAC_PYTHON") or REPO / ".venv-dirac" / "bin" / "python")
-    if not os.access(python, os.X_OK):
-        pytest.skip("DIRAC's GLUE 2 reader needed (run-tests.sh installs the dirac wheel in .venv-dirac)")
-    return python
-
-
-# DIRAC's ldapsearchBDII runs `ldapsearch ... FILTER ""` when it wants every attribute; Debian 12's ldapsearch and
-# slapd 2.5.13 answer that empty attribute name with DNs alone (seen here), and getGlue2CEInfo then fails on the
-# first policy (KeyError GLUE2PolicyID).  A shim first in DIRAC's PATH drops empty arguments; nothing else changes.
-LDAPSEARCH_SHIM = """#!/bin/sh
-for arg; do shift; [ -n "$arg" ] && set -- "$@" "$arg"; done
-exec {real} "$@"
-"""
-
-
-def dirac_read(python: str, vo: str, server: Slapd, out: Path) -> dict:
-    host = server.url.removeprefix("ldap://")
-    shim = out.parent / "dirac-bin"
-    shim.mkdir(exist_ok=True)
-    (shim / "ldapsearch").write_text(LDAPSEARCH_SHIM.format(real=shutil.which("ldapsearch")))
-    (shim / "ldapsearch").chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
-    proc = subprocess.run([python, "-c", DIRAC_READER, vo, host, str(out)], capture_output=True, timeout=120, cwd=out.parent,
-                          env=env)
-    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
-    return json.loads(out.read_text())
 
 
 def test_diracs_own_reader_finds_the_ce_with_the_workers_environment(tmp_path, slurm, spool):
