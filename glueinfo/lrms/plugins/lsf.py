@@ -3,8 +3,9 @@
 Commands (each bounded by what is left of the query's deadline):
 
 - ``lsid``                                  -> LRMSVersion, and which formats to ask for
-- ``bqueues -l QUEUE``                      -> Status, PRIO, MAX, RUNLIMIT/CPULIMIT, the queue's HOSTS, the
-                                               other per-job limits (:func:`queue_limits`)
+- ``bqueues -l QUEUE``                      -> Status, PRIO, MAX, JL/H and the slots the queue's jobs hold,
+                                               RUNLIMIT/CPULIMIT, the queue's HOSTS, the other per-job
+                                               limits (:func:`queue_limits`)
 - LSF >= 10.1.0.2 (Fix Pack 2, which added ``-json`` to bjobs/bhosts/bqueues and ``-hms`` to bjobs):
   ``bhosts -o "FIELDS" -json [HOSTS]`` and ``bjobs -u all -q QUEUE -o "FIELDS" -json -hms``
 - older: ``bhosts -w [HOSTS]`` and ``bjobs -u all -q QUEUE -w``
@@ -26,7 +27,9 @@ feeds None and adds a one-line reason to ``QueueState.error``; the other
 steps still fill theirs.  A job list is read whole or not at all.
 
 Mappings (docs/lrms/lsf.md has the tables): ``QUEUE_STATUS``,
-``JOB_STATES``, :func:`sss_host_state`, :func:`response_times`.
+``JOB_STATES``, :func:`sss_host_state`, :func:`response_times`.  FreeCPUs
+(:func:`queue_free_slots`) is within each host's MAX (shared by its queues),
+the queue's JL/H on each host and the queue's MAX, all in slots.
 
 GPUs (LSF >= 10.1.0.6, ``GPU_SINCE``): each host's ``ngpus`` and ``ngpus_alloc`` in the same
 ``bhosts -o ... -json`` (asked again without them when this LSF does not know them), a listed
@@ -44,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from glueinfo.core.job import JobInfo, private_fields
-from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState
+from glueinfo.core.model import NodeAllocation, QueueAccelerators, QueueLimits, QueueState, new_job_cpus
 from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
@@ -213,6 +216,10 @@ class LsfQueue:
     task_limit: Optional[int] = None
     mem_limit_mb: Optional[int] = None
     swap_limit_mb: Optional[int] = None
+    # JL/H (HJOB_LIMIT): the slots the queue's jobs may hold on any one host
+    host_slots: Optional[int] = None
+    # RUN + SSUSP + USUSP + RSV of the statistics line: the slots LSF counts against MAX (None: a column missing)
+    used_slots: Optional[int] = None
 
 
 _SIZE_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
@@ -264,7 +271,9 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
     ``CPULIMIT  RUNLIMIT`` over ``600.0 min of hostA  720.0 min``); RUNLIMIT and CPULIMIT
     under ``DEFAULT LIMITS:`` are defaults, not maxima, kept apart, other defaults skipped.
     ``TASKLIMIT`` (``PROCLIMIT`` before 10.1) stands alone over ``[minimum [default]] maximum``.
-    ``HOSTS:`` lists hosts and host groups (``group/``).
+    ``HOSTS:`` lists hosts and host groups (``group/``).  From the statistics line: MAX (the
+    queue's slot limit), JL/H (its slot limit on any one host: HJOB_LIMIT) and the slots its jobs
+    hold (RUN + SSUSP + USUSP + RSV, what LSF counts against MAX); ``-`` is no limit.
     """
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.strip() == f"QUEUE: {name}"), None)
@@ -317,7 +326,10 @@ def parse_bqueues_long(text: str, name: str) -> LsfQueue:
             i += 1
         if "STATUS" not in fields:
             raise LsfOutputError(f"bqueues -l {name}: no PRIO/STATUS statistics")
+        held = [_count(fields.get(column)) for column in ("RUN", "SSUSP", "USUSP", "RSV")]
         return LsfQueue(name=name, status=fields["STATUS"], priority=_count(fields.get("PRIO")),
+                        host_slots=_count(fields.get("JL/H")),
+                        used_slots=None if None in held else sum(n or 0 for n in held),
                         max_slots=_count(fields.get("MAX")), run_limit_min=limits.get("RUNLIMIT"),
                         cpu_limit_min=limits.get("CPULIMIT"), hosts=hosts or ["all"],
                         default_run_min=defaults.get("RUNLIMIT"), default_cpu_min=defaults.get("CPULIMIT"),
@@ -521,10 +533,11 @@ def _records(text: str, what: str) -> list[dict[str, Any]]:
     return records
 
 
-def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
+def parse_bjobs_json(text: str, now: float, full: bool = True, hosts: bool = False) -> list[LsfJob]:
     """``bjobs -u all -q QUEUE -o "<BJOBS_FIELDS>" -json -hms``.  ``full=False`` leaves out the
     hosts, names and times only a published job list needs (the submit and start times of a job
-    started in the last RECENT_S seconds are kept: its wait)."""
+    started in the last RECENT_S seconds are kept: its wait); ``hosts`` keeps a started job's hosts
+    then too (EXEC_HOST: the slots it holds on each, what the queue's JL/H counts)."""
     jobs = []
     recent = now - RECENT_S
     stamps: dict[str, Optional[float]] = {}
@@ -579,11 +592,14 @@ def parse_bjobs_json(text: str, now: float, full: bool = True) -> list[LsfJob]:
                     job.command = str(command)
                 if work_dir:  # asked for only as a private field
                     job.work_dir = _opt(work_dir)
-            elif (started := record.get("START_TIME")) and started != "-":
-                # the counts read the times of a job that started lately only: its wait (glueinfo.lrms.waiting)
-                start = stamp(started)
-                if start is not None and start >= recent:
-                    job.start_time, job.submit_time = start, stamp(record.get("SUBMIT_TIME"))
+            else:
+                if hosts and sss in ("Running", "Suspended"):  # where it holds slots (queue_free_slots)
+                    job.hosts = exec_hosts(str(record.get("EXEC_HOST") or ""))
+                if (started := record.get("START_TIME")) and started != "-":
+                    # the counts read the times of a job that started lately only: its wait (glueinfo.lrms.waiting)
+                    start = stamp(started)
+                    if start is not None and start >= recent:
+                        job.start_time, job.submit_time = start, stamp(record.get("SUBMIT_TIME"))
         except (KeyError, ValueError, TypeError) as exc:  # TypeError: a list or object where text belongs
             raise LsfOutputError(f"bjobs -json: job {one_line(str(record.get('JOBID')), 120)}: {exc}") from None
         jobs.append(job)
@@ -738,10 +754,11 @@ def tools_for(ctx: LrmsContext, deadline: float) -> Tools:
 
 
 def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool,
-              private: frozenset[str] = frozenset(), gpus: bool = False) -> list[LsfJob]:
+              private: frozenset[str] = frozenset(), gpus: bool = False, hosts: bool = False) -> list[LsfJob]:
     """The queue's unfinished jobs (bjobs -u all lists no finished ones unless asked); ``private``: the
     private fields to read too (the working directory: exec_cwd); ``gpus``: each listed job's gpu_num
-    too (asked again without it when this LSF does not know the field)."""
+    too (asked again without it when this LSF does not know the field); ``hosts``: a started job's
+    hosts even when the jobs are not listed (the queue has a JL/H: :func:`queue_free_slots`)."""
     if json_mode and full and gpus:
         try:
             return _read_json_jobs(tools, queue, now, (*_listed_fields(private), *BJOBS_GPU_FIELDS), full)
@@ -750,7 +767,7 @@ def read_jobs(tools: Tools, queue: str, json_mode: bool, now: float, full: bool,
                 raise
     if json_mode:
         fields = _listed_fields(private) if full else BJOBS_FIELDS
-        return _read_json_jobs(tools, queue, now, fields, full)
+        return _read_json_jobs(tools, queue, now, fields, full, hosts)
     code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-w", ok_codes=(0, 255))
     if code != 0 and not any(message in err for message in _NO_JOBS):
         raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
@@ -763,20 +780,61 @@ def _listed_fields(private: frozenset[str]) -> tuple[str, ...]:
     return (*fields, "exec_cwd") if "working_directory" in private else fields
 
 
-def _read_json_jobs(tools: Tools, queue: str, now: float, fields: Sequence[str], full: bool) -> list[LsfJob]:
+def _read_json_jobs(tools: Tools, queue: str, now: float, fields: Sequence[str], full: bool,
+                    hosts: bool = False) -> list[LsfJob]:
     code, out, err = tools.call("bjobs", "-u", "all", "-q", queue, "-o", " ".join(fields), "-json", "-hms",
                                 ok_codes=(0, 255))
     if not out.strip() and any(message in err for message in _NO_JOBS):
         return []
     if code != 0:
         raise LrmsQueryError(f"bjobs -u all -q exited {code}: {one_line(err or out, 120)}")
-    return parse_bjobs_json(out, now, full=full)
+    return parse_bjobs_json(out, now, full=full, hosts=hosts)
 
 
 def _unknown_field(message: str, fields: Sequence[str]) -> bool:
     """Does a failed bjobs/bhosts -o say it does not know one of ``fields`` (an LSF older than
     GPU_SINCE, or built without them)?  Its wording is not documented: any mention of one of them."""
     return any(name in message.lower() for name in fields)
+
+
+def queue_free_slots(hosts: Sequence[LsfHost], allocations: Sequence[NodeAllocation],
+                     jobs: Optional[Sequence[LsfJob]], queue: LsfQueue) -> Optional[int]:
+    """FreeCPUs: the slots a new job of this queue can get now, within every slot limit LSF holds it to.
+
+    A host counts only when its view is Idle (``ok`` with a slot free: closed_Full, closed_Busy,
+    closed_Excl and the other closed_* states dispatch nothing), for its MAX - NJOBS - RSV: a host's
+    MAX (MXJ) is shared by every queue on it, and NJOBS counts all their jobs.  With a JL/H
+    (HJOB_LIMIT: the slots this queue's jobs may hold on any one host), a host gives at most that
+    limit less the slots this queue's running and suspended jobs hold there (their EXEC_HOST), and its
+    node view's ``free_cpus`` is set to the same figure, so Node XML's Available sums to FreeCPUs;
+    without the job list (bjobs failed) what the queue holds on each host is unknown, and so is
+    FreeCPUs (None: anything from 0 to the limit per host, nothing is invented).  Slots a host reserves (RSV)
+    for this queue's pending jobs are not told apart from other queues' and are not charged against
+    JL/H.  The whole is at most MAX less RUN + SSUSP + USUSP + RSV of the queue's statistics line,
+    when both are known: running, suspended and reserving jobs all count against a queue's slot
+    limit (IBM, "Job slot limits for parallel jobs"), and one job may hold many slots, so MAX less
+    the running *jobs* would call slots free that LSF will not give."""
+    per_host = queue.host_slots
+    held: dict[str, int] = {}
+    if per_host is not None:
+        if jobs is None:
+            return None
+        for job in jobs:
+            if job.sss_state in ("Running", "Suspended"):
+                for host, slots in job.hosts.items():
+                    held[host] = held.get(host, 0) + slots
+    free = 0
+    for lsf_host, allocation in zip(hosts, allocations, strict=True):
+        here = new_job_cpus(allocation.state, allocation.total_cpus or 0, allocation.allocated_cpus or 0,
+                            allocation.free_cpus)
+        if per_host is not None:
+            here = min(here, max(0, per_host - held.get(lsf_host.name, 0)))
+            if allocation.state == "Idle":
+                allocation.free_cpus = here
+        free += here
+    if queue.max_slots is not None and queue.used_slots is not None:
+        free = min(free, max(0, queue.max_slots - queue.used_slots))
+    return free
 
 
 def read_hosts(tools: Tools, host_args: Sequence[str], gpus: bool) -> list[LsfHost]:
@@ -813,8 +871,9 @@ def query(ctx: LrmsContext) -> QueueState:
         hosts: Optional[list[LsfHost]] = step(lambda: read_hosts(tools, host_args, gpus))
     else:
         hosts = step(lambda: parse_bhosts_wide(tools("bhosts", "-w", *host_args)))
+    per_host = queue is not None and queue.host_slots is not None
     jobs: Optional[list[LsfJob]] = step(lambda: read_jobs(tools, queue_name, json_mode, now, ctx.with_jobs,
-                                                          private_fields(ctx.ce_config), gpus))
+                                                          private_fields(ctx.ce_config), gpus, per_host))
 
     if queue is not None:
         state.status = glue_status(queue.status)
@@ -834,6 +893,8 @@ def query(ctx: LrmsContext) -> QueueState:
         usable = commands.node_capacity(state, allocations)
         if usable is None:
             errors.append("bhosts: a host without a slot limit (MAX '-'): TotalCPUs and FreeCPUs unknown")
+        elif queue is not None:
+            state.free_cpus = queue_free_slots(hosts, allocations, jobs, queue)
         state.accelerators = host_gpus(hosts, allocations)
     if jobs is not None:
         active = commands.count_jobs(state, jobs)
@@ -853,7 +914,13 @@ def query(ctx: LrmsContext) -> QueueState:
             state.owner_kinds = ("user",)
         if ctx.with_jobs:
             state.jobs = infos
-    state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
+    # MAX is in slots: when bqueues says how many the queue's jobs hold, FreeCPUs is already within it
+    # (queue_free_slots); otherwise, and when bjobs failed (the shared rule: a limit with no running
+    # count leaves FreeJobSlots unknown), the shared rule caps FreeJobSlots by MAX less the running jobs.
+    slot_capped = (queue is not None and queue.max_slots is not None and queue.used_slots is not None
+                   and jobs is not None)
+    state.free_job_slots = free_job_slots(state.status, state.free_cpus,
+                                          None if slot_capped else state.max_running_jobs, state.running_jobs)
     if jobs is not None and state.free_cpus is not None and state.status == "Production":
         limit = queue.run_limit_min * 60 if queue is not None and queue.run_limit_min is not None else None
         # A free slot with nothing pending, else the waits of the jobs started in the last hour, else

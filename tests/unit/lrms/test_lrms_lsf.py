@@ -144,6 +144,58 @@ def test_lsf10_hosts_view():
     assert {n.name: n.free_cpus for n in state.nodes}["hostb"] == 16 - 6 - 2 == state.free_cpus
 
 
+def test_lsf10_the_queue_slot_limit_counts_slots_not_running_jobs():
+    """MAX is a limit on the queue's job *slots* (QJOB_LIMIT), against which running, suspended and reserving
+    jobs all count (IBM, "Job slot limits for parallel jobs").  bqueues_l_grid_max.txt is grid's bqueues -l with
+    MAX 40 and its statistics line worked out from bjobs_grid.json: RUN 37 (5001 16 + 5002 8 + 5003[1] 1 +
+    5008 12), SSUSP 1 (5004), USUSP 0, RSV 2 (hostb's): 40 slots held, none left.  The old rule took MAX less
+    the 4 running *jobs*, 36, and published hostb's 8 free slots while LSF dispatched nothing of grid."""
+    text = (LSF10 / "bqueues_l_grid_max.txt").read_text()
+    for with_jobs in (True, False):
+        state = state_of(LSF10, "grid", overrides={"bqueues": (0, text, "")}, with_jobs=with_jobs)
+        assert state.error is None and state.status == "Production"
+        assert (state.max_running_jobs, state.running_jobs) == (40, 4)
+        assert state.free_cpus == state.free_job_slots == min(16 - 6 - 2, 40 - (37 + 1 + 0 + 2)) == 0
+        # hostb still has room for another queue's job: its node view is the host's
+        assert {n.name: (n.state, n.free_cpus) for n in state.nodes}["hostb"] == ("Idle", 8)
+    # bqueues, not bjobs, says what the queue holds: without the job list FreeCPUs keeps the cap, and
+    # FreeJobSlots is unknown by the shared rule (a limit and no running count: test_figures.py)
+    down = (255, "", (LSF10 / "lsf_down.stderr").read_text())
+    state = state_of(LSF10, "grid", overrides={"bqueues": (0, text, ""), "bjobs": down})
+    assert (state.running_jobs, state.free_cpus, state.free_job_slots) == (None, 0, None)
+    # the recorded grid (MAX 64, RUN 32 SSUSP 1 USUSP 0 RSV 2: 29 left) keeps hostb's 8
+    assert state_of(LSF10, "grid").free_job_slots == min(8, 64 - 35) == 8
+
+
+def test_lsf10_jl_h_caps_what_each_host_gives_the_queue():
+    """JL/H (HJOB_LIMIT) is the slots the queue's jobs may hold on any one host, whatever the host's MAX (shared
+    by every queue on it) has left.  bqueues_l_grid_jlh.txt is grid's bqueues -l with JL/H 8 (MAX 64, 40 slots
+    held): grid's jobs hold 6 slots of hostb (5002 4, 5003[1] 1, 5004 1 suspended), so hostb gives grid
+    min(16 - 6 - 2, 8 - 6) = 2, not its 8; hosta and hoste are full, hostc and hostd down."""
+    text = (LSF10 / "bqueues_l_grid_jlh.txt").read_text()
+    for with_jobs in (True, False):  # the counts-only bjobs reading keeps a started job's hosts for it
+        state = state_of(LSF10, "grid", overrides={"bqueues": (0, text, "")}, with_jobs=with_jobs)
+        assert state.error is None
+        assert state.free_cpus == state.free_job_slots == min(16 - 6 - 2, 8 - (4 + 1 + 1)) == 2
+        # Node XML's Available (hostb's free_cpus) sums to FreeCPUs
+        assert {n.name: n.free_cpus for n in state.nodes if n.state == "Idle"} == {"hostb": 2}
+        assert state.total_cpus == 5 * 16
+    # without the job list what grid holds on hostb is unknown: FreeCPUs (and so FreeJobSlots) left out
+    down = (255, "", (LSF10 / "lsf_down.stderr").read_text())
+    state = state_of(LSF10, "grid", overrides={"bqueues": (0, text, ""), "bjobs": down})
+    assert state.free_cpus is None and state.free_job_slots is None and state.total_cpus == 80
+
+
+def test_lsf9_jl_h_from_the_plain_job_list():
+    """LSF 9.1.3's bjobs -w names each started job's hosts too.  bqueues_l_short_jlh.txt is short's bqueues -l
+    with JL/H 3: short's 7101 and 7104 hold 2 slots of wn01 (NJOBS 2 of MAX 8), so wn01 gives it
+    min(8 - 2 - 0, 3 - 2) = 1; wn02 is closed_Excl, wn03 unreach."""
+    text = (LSF9 / "bqueues_l_short_jlh.txt").read_text()
+    state = state_of(LSF9, "short", overrides={"bqueues": (0, text, "")})
+    assert state.error is None and state.status == "Draining"
+    assert (state.total_cpus, state.free_cpus, state.free_job_slots) == (24, 1, 0)  # Draining: no new job
+
+
 def test_lsf10_jobs():
     hosts = [HostSnapshot(hostname="hosta.example.org"), HostSnapshot(hostname="hostb.example.org")]
     jobs = by_id(state_of(LSF10, "grid", hosts=hosts))
