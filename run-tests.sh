@@ -46,7 +46,7 @@ fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
 
 # DIRAC's GLUE 2 reader (DIRAC.Core.Utilities.Glue2.getGlue2CEInfo, from the dirac wheel) for
-# tests/integration/test_minimal_site.py, in an interpreter of its own: that module imports only these few
+# tests/integration/test_minimal_site.py and test_federation.py (tests/harness/dirac_reader.py), in an interpreter of its own: that module imports only these few
 # packages, not the wheel's whole requirements (gfal2-python and M2Crypto build against C libraries).
 DIRAC_VENV=${GLUEINFO_DIRAC_VENV:-.venv-dirac}
 if ! "$DIRAC_VENV/bin/python" -c 'import DIRAC.Core.Utilities.Glue2' 2>/dev/null; then
