@@ -37,7 +37,8 @@ refuses it (:func:`_openpbs_jobs`): the same jobs or error either way.
 
 Mappings (docs/lrms/pbs.md has the tables): queue enabled/started -> GLUE
 status (:func:`glue_status_of_queue`); job_state letters -> GLUE/SSS
-(``JOB_STATES``); node states -> SSS (:func:`sss_node_state`); response
+(``JOB_STATES``); node states -> SSS (:func:`sss_node_state`); FreeCPUs
+within an OpenPBS queue's own ncpus limits (:func:`queue_free_cpus`); response
 times (:func:`response_times`); GPUs (:func:`queue_gpus`): OpenPBS's
 ``ngpus`` consumable (``resources_available`` / ``resources_assigned`` of
 each vnode, a job's ``Resource_List.ngpus``, the queue's
@@ -319,6 +320,11 @@ class PbsQueue:
     default_mem_mb: Optional[int] = None
     max_vmem_mb: Optional[int] = None
     max_ngpus: Optional[int] = None  # resources_max.ngpus (OpenPBS's GPU consumable)
+    # OpenPBS: the CPUs the queue's running jobs may hold together (the lower of resources_available.ncpus and
+    # max_run_res.ncpus's overall [o:PBS_ALL=N]; None: neither set) and those they hold (resources_assigned.ncpus;
+    # None: not printed)
+    ncpus_limit: Optional[int] = None
+    ncpus_assigned: Optional[int] = None
 
 
 def queue_limits(queue: PbsQueue) -> QueueLimits:
@@ -415,6 +421,8 @@ def _queue_from(name: str, get: Callable[[str], Any]) -> PbsQueue:
         # neednodes is "N", "N:ppn=M" or a property (optionally after a count): the property binds nodes
         words = [w for w in re.split(r"[:+]", neednodes) if w and not w[0].isdigit() and "=" not in w]
         max_running = get("max_running")
+        ncpus_limits = [n for n in (_int(get("resources_available.ncpus")), parse_limit(get("max_run_res.ncpus")))
+                        if n is not None]
         return PbsQueue(
             name=name, queue_type=queue_type, enabled=_true(get("enabled")), started=_true(get("started")),
             max_wall_s=parse_duration_s(wall) if wall not in (None, "") else None,
@@ -430,7 +438,9 @@ def _queue_from(name: str, get: Callable[[str], Any]) -> PbsQueue:
             max_mem_mb=parse_size_limit_mb(get("resources_max.mem")),
             default_mem_mb=parse_size_limit_mb(get("resources_default.mem")),
             max_vmem_mb=parse_size_limit_mb(get("resources_max.vmem")),
-            max_ngpus=_int(get("resources_max.ngpus")) or None)
+            max_ngpus=_int(get("resources_max.ngpus")) or None,
+            ncpus_limit=min(ncpus_limits) if ncpus_limits else None,
+            ncpus_assigned=_int(get("resources_assigned.ncpus")))
     except ValueError as exc:
         raise PbsOutputError(f"qstat -Q -f {name}: {exc}") from None
 
@@ -1334,6 +1344,8 @@ def _query(ctx: LrmsContext) -> QueueState:
     elif counted is not None:  # the cheap path: the per-VO counts without a JobInfo per job
         counted.count(state)
         state.vo_counts = commands.vo_counts(ctx.vo_map, counted.owners_of_active())
+    if flavour == "openpbs" and queue is not None and state.free_cpus is not None:
+        state.free_cpus = queue_free_cpus(state.free_cpus, queue, state.running_jobs)
     state.free_job_slots = free_job_slots(state.status, state.free_cpus, state.max_running_jobs, state.running_jobs)
     if state.free_cpus is not None and state.status == "Production":
         if jobs is not None:
@@ -1347,6 +1359,26 @@ def _query(ctx: LrmsContext) -> QueueState:
     if errors:
         state.error = f"{state.lrms_type}: " + "; ".join(dict.fromkeys(errors))
     return state
+
+
+def queue_free_cpus(free_cpus: int, queue: PbsQueue, running_jobs: Optional[int]) -> Optional[int]:
+    """OpenPBS FreeCPUs: the free CPUs of the queue's nodes (``free_cpus``), at most what the queue
+    itself still lets its jobs hold.  A queue's ``resources_available.ncpus`` is the most CPUs all
+    its running jobs together may use, and ``max_run_res.ncpus``'s overall limit (``[o:PBS_ALL=N]``)
+    the most they may be allocated (pbs_queue_attributes(7B)); ``resources_assigned.ncpus`` is what
+    its running and exiting jobs hold.  Nodes are shared by the queues bound to none, so their free
+    CPUs can be more than the queue may take: the scheduler starts none of its jobs past the limit.
+    The queue's per-user, per-group and soft limits are not applied (they depend on whose job it is).
+    A limit with no ``resources_assigned.ncpus`` printed: 0 held when no job of the queue runs,
+    else unknown (None), as is FreeCPUs then."""
+    if queue.ncpus_limit is None:
+        return free_cpus
+    held = queue.ncpus_assigned
+    if held is None:
+        if running_jobs != 0:
+            return None
+        held = 0
+    return min(free_cpus, max(0, queue.ncpus_limit - held))
 
 
 def _paused(parse: Callable[[str, bool, frozenset[str]], list[PbsJob]], text: str, full: bool,

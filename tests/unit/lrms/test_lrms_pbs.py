@@ -117,6 +117,41 @@ def test_openpbs_queue_figures():
     assert ["qstat", "-f", "-t", "-F", "json", "workq"] in calls and ["pbsnodes", "-a", "-F", "json"] in calls
 
 
+@pytest.mark.parametrize("edit, free", [
+    # as recorded: max_run_res.ncpus [o:PBS_ALL=14] is the lower limit; 12 held (resources_assigned.ncpus)
+    (lambda text: text, 14 - 12),
+    # resources_available.ncpus 16 alone: 16 - 12 = 4 left, node02's 4 free CPUs all usable
+    (lambda text: text.replace('"ncpus":"[o:PBS_ALL=14] [u:PBS_GENERIC=8]"', '"ncpus":"[u:PBS_GENERIC=8]"'), 4),
+    # resources_available.ncpus 12: the queue's running jobs hold all it may have
+    (lambda text: text.replace('"ncpus":16', '"ncpus":12'), 0),
+])
+def test_openpbs_queue_ncpus_limits_cap_the_free_cpus(edit, free):
+    """A queue's resources_available.ncpus is the most CPUs all its running jobs together may use, and
+    max_run_res.ncpus's [o:PBS_ALL=N] the most they may be allocated (pbs_queue_attributes(7B)); the nodes bound
+    to no queue are shared by every such queue, so their free CPUs can be more than the queue may take.
+    qstat_Q_workq_ncpus.json is workq's qstat -Q -f -F json with both set (16 and 14) and its recorded
+    resources_assigned.ncpus 12 (node01's 8 + node02's 4).  Before, workq published node02's 4 free CPUs
+    (FreeJobSlots min(4, max_run 6 - 3 running) = 3) while the scheduler would start none of its jobs past 14."""
+    text = edit((OPENPBS / "qstat_Q_workq_ncpus.json").read_text())
+    for with_jobs in (True, False):
+        state = state_of(OPENPBS, "workq", overrides={"qstat-Q": (0, text, "")}, with_jobs=with_jobs)
+        assert state.error is None and state.status == "Production" and state.running_jobs == 3
+        assert state.free_cpus == min(8 - 4, free)
+        assert state.free_job_slots == min(state.free_cpus, 6 - 3)
+        # the nodes' own view is the scheduler's: node02 still has 4 unassigned CPUs
+        assert {n.name: n.allocated_cpus for n in state.nodes if n.state == "Idle"} == {"node02": 4}
+
+
+def test_openpbs_queue_ncpus_limit_without_an_assigned_count():
+    # resources_assigned.ncpus not printed: none held when no job of the queue runs, else unknown
+    text = (OPENPBS / "qstat_Q_workq_ncpus.json").read_text().replace('"ncpus":12,', '')
+    state = state_of(OPENPBS, "workq", overrides={"qstat-Q": (0, text, "")})
+    assert state.running_jobs == 3 and state.free_cpus is None and state.free_job_slots is None
+    empty = (OPENPBS / "qstat_jobs_empty.json").read_text()
+    state = state_of(OPENPBS, "workq", overrides={"qstat-Q": (0, text, ""), "qstat-jobs": (0, empty, "")})
+    assert state.running_jobs == 0 and state.free_cpus == min(8 - 4, 14 - 0) == 4
+
+
 def test_openpbs_nodes_view():
     state = state_of(OPENPBS, "workq")
     nodes = {n.name: n for n in state.nodes}
