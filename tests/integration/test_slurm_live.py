@@ -300,19 +300,25 @@ def ldif_blocks(text: str, first: str) -> list[dict[str, str]]:
     return found
 
 
-def test_partition_limits_match_scontrol(slurm, tmp_path):
-    """Issue 25 item 3: `glueinfo ldif` publishes each partition's per-job limits as `scontrol show
-    partition` (its default, multi-line form) and `sinfo` print them: GLUE 1.3 minutes, GLUE 2 seconds
-    and MB; a limit Slurm calls UNLIMITED is left out."""
-    config = tmp_path / "limits.conf"
+def published_partitions(slurm: SlurmCluster, directory: Path) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """`glueinfo ldif` of a site with a CE on each of the harness's partitions (short, long; VO dteam):
+    its GlueCE entries by GlueCEName and its GLUE 2 shares by MappingQueue, as {attribute: value}."""
+    config = directory / "partitions.conf"
     config.write_text("[site]\nid = TEST-SITE\n[cluster:main]\n"
                       + "".join(f"[ce:{p}]\nlrms = slurm\nslurm_conf = {slurm.conf}\nlrms_timeout = 20\naccess = VO:dteam\n"
                                 for p in ("short", "long")))
     proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    ces = {ce["GlueCEName"]: ce for ce in ldif_blocks(proc.stdout, "dn: GlueCEUniqueID=")}
-    shares = {share["GLUE2ComputingShareMappingQueue"]: share for share in ldif_blocks(proc.stdout, "dn: GLUE2ShareID=")}
+    return ({ce["GlueCEName"]: ce for ce in ldif_blocks(proc.stdout, "dn: GlueCEUniqueID=")},
+            {share["GLUE2ComputingShareMappingQueue"]: share for share in ldif_blocks(proc.stdout, "dn: GLUE2ShareID=")})
+
+
+def test_partition_limits_match_scontrol(slurm, tmp_path):
+    """Issue 25 item 3: `glueinfo ldif` publishes each partition's per-job limits as `scontrol show
+    partition` (its default, multi-line form) and `sinfo` print them: GLUE 1.3 minutes, GLUE 2 seconds
+    and MB; a limit Slurm calls UNLIMITED is left out."""
+    ces, shares = published_partitions(slurm, tmp_path)
     for partition in ("short", "long"):
         shown = dict(re.findall(r"(\w+)=(\S+)", slurm.run("scontrol", "show", "partition", partition)))
         node_cpus = [int(n) for n in slurm.run("sinfo", "-h", "-N", "-p", partition, "-o", "%c").split()]
@@ -366,15 +372,7 @@ def test_a_partition_at_its_maxcpuspernode_publishes_no_free_cpu(two_cpus, tmp_p
                                for row in squeue_rows(slurm, "long")), what="long's second job waiting for Resources")
     allocated, idle, other, total = sinfo_cpus(slurm, "short")
     assert (allocated, idle) == (1, 1)
-    config = tmp_path / "two.conf"
-    config.write_text("[site]\nid = TEST-SITE\n[cluster:main]\n"
-                      + "".join(f"[ce:{p}]\nlrms = slurm\nslurm_conf = {slurm.conf}\nlrms_timeout = 20\naccess = VO:dteam\n"
-                                for p in ("short", "long")))
-    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    ces = {ce["GlueCEName"]: ce for ce in ldif_blocks(proc.stdout, "dn: GlueCEUniqueID=")}
-    shares = {share["GLUE2ComputingShareMappingQueue"]: share for share in ldif_blocks(proc.stdout, "dn: GLUE2ShareID=")}
+    ces, shares = published_partitions(slurm, tmp_path)
     long, short = ces["long"], ces["short"]
     assert (long["GlueCEStateFreeCPUs"], long["GlueCEStateFreeJobSlots"]) == ("0", "0")
     assert (short["GlueCEStateFreeCPUs"], short["GlueCEStateFreeJobSlots"]) == (str(idle), str(idle))

@@ -1274,7 +1274,7 @@ def query(ctx: LrmsContext) -> QueueState:
 
 
 def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAllocation],
-                        jobs: Optional[Sequence[SlurmJob]], queue: str, max_cpus_per_node: Optional[int]) -> int:
+                        jobs: Optional[Sequence[SlurmJob]], queue: str, max_cpus_per_node: Optional[int]) -> Optional[int]:
     """FreeCPUs: the idle CPUs of the nodes a job of this partition can start on now.
 
     Only nodes whose view is Idle count: sinfo counts a not-responding (idle*) or MAINT node's
@@ -1284,11 +1284,14 @@ def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAll
     node then counts at most the limit less the CPUs this partition's running jobs hold on it.  A
     running job on one node holds all its CPUs there; one on several nodes is charged on each the
     most it can hold there (its CPUs less one for each other node, at most the limit), so no CPU
-    the partition cannot use is ever called free.  Without the job list (squeue failed) each node
-    counts at most the limit."""
+    the partition cannot use is ever called free.  Under the limit without the job list (squeue
+    failed), what the partition's jobs hold is not known: None (unknown), as the other plugins leave
+    a capped figure they cannot work out."""
     usable = [n for n, a in zip(nodes, allocations, strict=True) if a.state == "Idle"]
     if max_cpus_per_node is None:
         return sum(n.idle for n in usable)
+    if jobs is None:
+        return None
     held: dict[str, int] = {}
     names_of = node_names({})  # Slurm's node names, as sinfo's NodeList gives them
     for job in jobs or ():

@@ -362,7 +362,7 @@ def slurm_job(partition: str, state: str, cpus: int, nodelist: str) -> lrms_slur
 
 @pytest.mark.parametrize("jobs, free", [
     # MaxCPUsPerNode=4; n01 has 6 idle CPUs, n02 3, n03 8 but not responding (idle*: never free)
-    (None, 4 + 3),  # squeue failed: each node at most the limit
+    (None, None),  # squeue failed: what the partition's jobs hold under the limit is unknown
     ([], 4 + 3),
     # a 2-CPU job of this partition on n01 leaves it 4 - 2 = 2 of n01's 6 idle CPUs
     ([slurm_job("gpu", "RUNNING", 2, "n01")], 2 + 3),
@@ -380,7 +380,7 @@ def test_free_cpus_are_what_maxcpuspernode_leaves_the_partition_on_each_node(job
              lrms_slurm.NodeCpus("n03", "n03", 0, 8, 0, 8, "idle*")]
     allocations = [NodeAllocation("n01", "Idle"), NodeAllocation("n02", "Idle"), NodeAllocation("n03", "Unknown")]
     assert lrms_slurm.partition_free_cpus(nodes, allocations, jobs, "gpu", 4) == free
-    # without the limit: every idle CPU of a node a job can start on
+    # without the limit: every idle CPU of a node a job can start on, the job list or not
     assert lrms_slurm.partition_free_cpus(nodes, allocations, jobs, "gpu", None) == 6 + 3
 
 
