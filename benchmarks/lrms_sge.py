@@ -4,7 +4,8 @@
     python3 benchmarks/lrms_sge.py [JOBS] [NODES] [REPEATS]    # default 50000 jobs on 2000 nodes, 5 repeats
 
 One refresh = glueinfo.lrms.registry.queue_state("sge", ...) for one cluster
-queue: qstat -help, qstat -xml -f -r [-ext -pri] -u '*', qhost -xml -F slots (no slots consumable set, as on most cells), qconf -sq, qconf -sp per PE,
+queue: qstat -help, qstat -xml -f -r [-ext -pri] -u '*', qhost -xml -F slots (no slots
+consumable set, as on most cells), qconf -sq, qconf -sp per PE,
 and every parse, count and estimate.  The outputs are generated here in the
 full form SGE 8.1.9 prints them (as recorded in tests/fixtures/sge/8.1.9):
 every element qstat writes for a job with those options, half the jobs

@@ -805,11 +805,12 @@ def queue_free_slots(hosts: Sequence[LsfHost], allocations: Sequence[NodeAllocat
     closed_Excl and the other closed_* states dispatch nothing), for its MAX - NJOBS - RSV: a host's
     MAX (MXJ) is shared by every queue on it, and NJOBS counts all their jobs.  With a JL/H
     (HJOB_LIMIT: the slots this queue's jobs may hold on any one host), a host gives at most that
-    limit less the slots this queue's running and suspended jobs hold there (their EXEC_HOST), and its
-    node view's ``free_cpus`` is set to the same figure, so Node XML's Available sums to FreeCPUs;
-    without the job list (bjobs failed) what the queue holds on each host is unknown, and so is
-    FreeCPUs (None: anything from 0 to the limit per host, nothing is invented).  Slots a host reserves (RSV)
-    for this queue's pending jobs are not told apart from other queues' and are not charged against
+    limit less the slots this queue's running and suspended jobs hold there (their EXEC_HOST); the
+    host's node view stays the host's own (another queue may still use its slots: queue limits are
+    the CE's figures, as Slurm's MaxCPUsPerNode and OpenPBS's queue ncpus are).  Without the job
+    list (bjobs failed) what the queue holds on each host is unknown, and so is FreeCPUs (None:
+    anything from 0 to the limit per host, nothing is invented).  Slots a host reserves (RSV) for
+    this queue's pending jobs are not told apart from other queues' and are not charged against
     JL/H.  The whole is at most MAX less RUN + SSUSP + USUSP + RSV of the queue's statistics line,
     when both are known: running, suspended and reserving jobs all count against a queue's slot
     limit (IBM, "Job slot limits for parallel jobs"), and one job may hold many slots, so MAX less
@@ -829,8 +830,6 @@ def queue_free_slots(hosts: Sequence[LsfHost], allocations: Sequence[NodeAllocat
                             allocation.free_cpus)
         if per_host is not None:
             here = min(here, max(0, per_host - held.get(lsf_host.name, 0)))
-            if allocation.state == "Idle":
-                allocation.free_cpus = here
         free += here
     if queue.max_slots is not None and queue.used_slots is not None:
         free = min(free, max(0, queue.max_slots - queue.used_slots))

@@ -797,7 +797,7 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
     parse: counts from a partly understood queue would be wrong, not just incomplete.
 
     ``full=False`` reads only what the counts, per-VO counts and estimates need
-    (state, reason, user, account, start, time limit, time used, CPUs, and a running
+    (state, reason, user, account, start, time limit, time used, CPUs, and an allocated
     job's node list) and leaves the rest None: half the cost when no job list is published.
     """
     jobs = []
@@ -824,9 +824,9 @@ def parse_squeue(text: str, token: str, full: bool = True) -> list[SlurmJob]:
                 if not job_id or not valid_state(state):
                     raise ValueError("no job id or state")
                 glue_status, sss_state, finished = mapping(f"{state}|{reason}")
-                # A running job's nodes: the CPUs it holds there count against MaxCPUsPerNode (partition_free_cpus).
+                # An allocated job's nodes: the CPUs it holds there count against MaxCPUsPerNode (partition_free_cpus).
                 where = ""
-                if glue_status == "RUNNING":  # found in place: splitting would copy the long fields after it
+                if sss_state == "Running":  # found in place: splitting would copy the long fields after it
                     start_at = rest.find(sep, rest.find(sep) + len(sep)) + len(sep)
                     where = rest[start_at:rest.find(sep, start_at)].strip()
                 jobs.append(SlurmJob(
@@ -1208,7 +1208,8 @@ def query(ctx: LrmsContext) -> QueueState:
     state.lrms_version = step(lambda: parse_version(tools("sinfo", "--version")))
     partition: Optional[PartitionInfo] = step(lambda: parse_partition(
         tools("scontrol", "show", "partition", "-o", queue), queue))
-    nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(tools, ctx, state.lrms_version))
+    nodes: Optional[list[NodeCpus]] = step(lambda: read_nodes(
+        tools, ctx, state.lrms_version, per_node=partition is not None and partition.max_cpus_per_node is not None))
     token = secrets.token_hex(8)
     jobs: Optional[list[SlurmJob]] = step(lambda: _paused(parse_squeue, tools(
         "squeue", "-h", "-r", "-t", "all", "-p", queue, "-O", squeue_format(token, _reads_all_fields(ctx))), token,
@@ -1281,12 +1282,15 @@ def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAll
     CPUs as idle, and the node view makes those Unknown / Offline (commands.node_capacity).  With
     MaxCPUsPerNode, the partition's jobs may hold at most that many CPUs of a node, whatever else
     is idle there (slurm.conf: how sites keep cores for another partition, a GPU one say): each
-    node then counts at most the limit less the CPUs this partition's running jobs hold on it.  A
-    running job on one node holds all its CPUs there; one on several nodes is charged on each the
-    most it can hold there (its CPUs less one for each other node, at most the limit), so no CPU
-    the partition cannot use is ever called free.  Under the limit without the job list (squeue
-    failed), what the partition's jobs hold is not known: None (unknown), as the other plugins leave
-    a capped figure they cannot work out."""
+    node then counts at most the limit less the CPUs this partition's allocated jobs hold on it
+    (SSS Running: CONFIGURING while nodes boot or a prolog runs, RUNNING, COMPLETING, ...; a
+    SUSPENDED job gives its CPUs back: sinfo counts them idle and the next job starts, seen live).
+    A job on one node holds all its CPUs there; one on several nodes is charged on each the most it
+    can hold there (its CPUs less one for each other node, at most the limit), so no CPU the
+    partition cannot use is ever called free.  The nodes must be sinfo's own, one by one (a grouped
+    ``sinfo --json`` answer is read again per node: read_nodes).  Under the limit without the job
+    list (squeue failed), what the partition's jobs hold is not known: None (unknown), as the other
+    plugins leave a capped figure they cannot work out."""
     usable = [n for n, a in zip(nodes, allocations, strict=True) if a.state == "Idle"]
     if max_cpus_per_node is None:
         return sum(n.idle for n in usable)
@@ -1295,7 +1299,7 @@ def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAll
     held: dict[str, int] = {}
     names_of = node_names({})  # Slurm's node names, as sinfo's NodeList gives them
     for job in jobs or ():
-        if not job.running or job.partition != queue or not job.cpus:
+        if job.sss_state != "Running" or job.partition != queue or not job.cpus:
             continue
         names = names_of(job.nodelist)
         if not names:
@@ -1313,8 +1317,11 @@ def _paused(parse: Callable[[str, str, bool], list[SlurmJob]], text: str, token:
         return parse(text, token, full)
 
 
-def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str]) -> list[NodeCpus]:
-    """The partition's nodes: ``sinfo --json`` where this Slurm has it, else the fixed text format."""
+def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str], per_node: bool = False) -> list[NodeCpus]:
+    """The partition's nodes: ``sinfo --json`` where this Slurm has it, else the fixed text format.
+    ``per_node``: each node's own CPU counts are needed (MaxCPUsPerNode: partition_free_cpus), so a
+    ``sinfo --json`` that groups nodes (23.11 and later: a group's counts are its nodes' sums) is
+    followed by the text format, which lists every node."""
     mode = str(ctx.ce_config.get("slurm_json") or "auto")
     queue = ctx.queue
     if not queue:
@@ -1322,7 +1329,9 @@ def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str]) -> list[N
     use_json = mode == "yes" or (mode == "auto" and version_tuple(version) >= JSON_SINCE)
     if use_json:
         try:
-            return parse_sinfo_json(tools("sinfo", "--json", "-p", queue), queue)
+            found = parse_sinfo_json(tools("sinfo", "--json", "-p", queue), queue)
+            if not (per_node and any(n.gres_of_group for n in found)):
+                return found
         except LrmsQueryError:
             if mode == "yes":
                 raise

@@ -177,8 +177,8 @@ def test_lsf10_jl_h_caps_what_each_host_gives_the_queue():
         state = state_of(LSF10, "grid", overrides={"bqueues": (0, text, "")}, with_jobs=with_jobs)
         assert state.error is None
         assert state.free_cpus == state.free_job_slots == min(16 - 6 - 2, 8 - (4 + 1 + 1)) == 2
-        # Node XML's Available (hostb's free_cpus) sums to FreeCPUs
-        assert {n.name: n.free_cpus for n in state.nodes if n.state == "Idle"} == {"hostb": 2}
+        # the node view stays the host's: hostb still has 16 - 6 - 2 = 8 slots another queue's job can get
+        assert {n.name: n.free_cpus for n in state.nodes if n.state == "Idle"} == {"hostb": 8}
         assert state.total_cpus == 5 * 16
     # without the job list what grid holds on hostb is unknown: FreeCPUs (and so FreeJobSlots) left out
     down = (255, "", (LSF10 / "lsf_down.stderr").read_text())

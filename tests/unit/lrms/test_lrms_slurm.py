@@ -9,6 +9,7 @@ where it is not a plain count).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import stat
@@ -356,8 +357,9 @@ def test_maxcpuspernode_caps_the_free_cpus_of_an_empty_partition():
 
 
 def slurm_job(partition: str, state: str, cpus: int, nodelist: str) -> lrms_slurm.SlurmJob:
+    glue_status, sss_state, finished = lrms_slurm.map_state(state, "None")
     return lrms_slurm.SlurmJob("1", state, "None", "alice", None, partition, None, None, None, None, None, cpus, None,
-                               None, nodelist, None, "", "RUNNING" if state == "RUNNING" else "SCHEDULED")
+                               None, nodelist, None, "", glue_status, sss_state, finished)
 
 
 @pytest.mark.parametrize("jobs, free", [
@@ -370,6 +372,10 @@ def slurm_job(partition: str, state: str, cpus: int, nodelist: str) -> lrms_slur
     ([slurm_job("other", "RUNNING", 2, "n01")], 4 + 3),
     # a pending job holds nothing
     ([slurm_job("gpu", "PENDING", 4, "")], 4 + 3),
+    # a CONFIGURING job (nodes booting, a prolog running) holds its CPUs as a RUNNING one does: 4 - 4 on n01
+    ([slurm_job("gpu", "CONFIGURING", 4, "n01")], 0 + 3),
+    # a SUSPENDED job gives its CPUs back (sinfo counts them idle and Slurm starts the next job: seen live)
+    ([slurm_job("gpu", "SUSPENDED", 4, "n01")], 4 + 3),
     # 5 CPUs over n[01-02]: at least 1 on one node, so at most 4 (the limit) on the other: charged 4 on each
     ([slurm_job("gpu", "RUNNING", 5, "n[01-02]")], 0 + 0),
     # 3 CPUs over n01,n02: at most 2 on either: n01 4 - 2 = 2, n02 min(3, 4 - 2) = 2
@@ -382,6 +388,41 @@ def test_free_cpus_are_what_maxcpuspernode_leaves_the_partition_on_each_node(job
     assert lrms_slurm.partition_free_cpus(nodes, allocations, jobs, "gpu", 4) == free
     # without the limit: every idle CPU of a node a job can start on, the job list or not
     assert lrms_slurm.partition_free_cpus(nodes, allocations, jobs, "gpu", None) == 6 + 3
+
+
+def test_the_counts_only_reading_keeps_an_allocated_jobs_node_list():
+    # 22.05 short, recorded: jobs 3 and 4 RUNNING on vm, 2 SUSPENDED on vm, the rest pending or
+    # finished; the counts-only reading (no job list published) keeps NodeList for the allocated ones
+    # only, as the full reading prints it
+    text, token = (FIXTURES / "22.05" / "squeue_short.txt").read_text(), "0123abcd"
+    full = {j.job_id: j for j in parse_squeue(text.replace("|~|", f"|{token}|").replace("|~.", f"|{token}."), token)}
+    counts = parse_squeue(without_gpu_fields(text).replace("|~|", f"|{token}|").replace("|~.", f"|{token}."), token,
+                          full=False)
+    assert {j.job_id: j.nodelist for j in counts if j.nodelist} == {"3": "vm", "4": "vm"}
+    assert all(j.nodelist == (full[j.job_id].nodelist if j.sss_state == "Running" else "") for j in counts)
+
+
+def test_a_grouped_sinfo_json_is_read_again_node_by_node_under_maxcpuspernode():
+    # sinfo --json (v0.0.40) groups n[01-04], idle alike: one set of CPU counts, 32 idle, for the four;
+    # under MaxCPUsPerNode=4 each node's own idle CPUs matter, and sinfo's text form lists them
+    group = {"node": {"state": ["IDLE"]}, "nodes": {"nodes": ["n[01-04]"], "hostnames": []}, "partition": {"name": "gpu"},
+             "cpus": {"allocated": 0, "idle": 32, "other": 0, "total": 32}, "gres": {"total": "", "used": ""}}
+    answers = {"--json": json.dumps({"sinfo": [group]}),
+               "-O": "".join(f"n0{i}|n0{i}|0/8/0/8|idle|(null)|(null)\n" for i in range(1, 5))}
+    asked: list[str] = []
+
+    def tools(*argv: str) -> str:
+        asked.append("--json" if "--json" in argv else "-O")
+        return answers[asked[-1]]
+
+    context = LrmsContext(queue="gpu", ce_config={}, hosts=[], timeout_s=5)
+    grouped = lrms_slurm.read_nodes(tools, context, "23.11.4")
+    assert [(n.name, n.idle) for n in grouped] == [("n01", 32), ("n02", 0), ("n03", 0), ("n04", 0)] and asked == ["--json"]
+    asked.clear()
+    nodes = lrms_slurm.read_nodes(tools, context, "23.11.4", per_node=True)
+    assert [(n.name, n.idle) for n in nodes] == [("n01", 8), ("n02", 8), ("n03", 8), ("n04", 8)] and asked == ["--json", "-O"]
+    allocations = [NodeAllocation(n.name, "Idle") for n in nodes]
+    assert lrms_slurm.partition_free_cpus(nodes, allocations, [], "gpu", 4) == 4 * 4
 
 
 def test_truncated_squeue_output_is_an_error():
