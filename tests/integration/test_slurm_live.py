@@ -10,12 +10,15 @@ formats (never through the plugin's parsers).
 from __future__ import annotations
 
 import calendar
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from lxml import etree
@@ -30,16 +33,24 @@ XSD_PATH = REPO / "glueinfo" / "sss" / "xsd" / "sss-job.xsd"
 HOSTILE_NAME = "evil\n999|RUNNING|None|root <&>"
 
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+@contextlib.contextmanager
+def own_cluster(tmp_path_factory, name: str, cpus: Optional[int] = None) -> Iterator[SlurmCluster]:
+    """A Slurm cluster of its own (``cpus``: its node's; default this machine's), stopped afterwards;
+    skipped without Slurm's tools (a failure in CI)."""
     missing = missing_slurm_tools()
     if missing:
         pytest.skip("real Slurm needed, missing: " + ", ".join(missing))
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    cluster = SlurmCluster(tmp_path_factory.mktemp(name), cpus=cpus).start()
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    with own_cluster(tmp_path_factory, "slurm") as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -347,14 +358,8 @@ def test_partition_limits_match_scontrol(slurm, tmp_path):
 @pytest.fixture
 def two_cpus(tmp_path_factory):
     """A Slurm of its own with a 2-CPU node (the module's cluster is kept full by ``busy``)."""
-    missing = missing_slurm_tools()
-    if missing:
-        pytest.skip("real Slurm needed, missing: " + ", ".join(missing))
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-two-cpus"), cpus=2).start()
-    try:
+    with own_cluster(tmp_path_factory, "slurm-two-cpus", cpus=2) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_a_partition_at_its_maxcpuspernode_publishes_no_free_cpu(two_cpus, tmp_path):
@@ -705,14 +710,8 @@ WAIT_VOS = ("account:ops=ops", "account:atlas=atlas", "account:cms=cms")
 def one_cpu(tmp_path_factory):
     """A Slurm of its own with one CPU, so that jobs queue one behind the other (the module's cluster
     is kept full by ``busy`` for the other tests)."""
-    missing = missing_slurm_tools()
-    if missing:
-        pytest.skip("real Slurm needed, missing: " + ", ".join(missing))
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-one-cpu"), cpus=1).start()
-    try:
+    with own_cluster(tmp_path_factory, "slurm-one-cpu", cpus=1) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def wait_rows(slurm: SlurmCluster) -> dict[str, dict[str, str]]:
