@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from sge_harness import SgeCell, missing_sge_tools
 
+from glueinfo.core.ldif import Entry, parse_ldif, value_text
 from glueinfo.lrms.registry import LrmsContext, queue_state
 
 pytestmark = pytest.mark.integration
@@ -149,7 +150,6 @@ def test_a_mistyped_cluster_queue_is_closed_without_counts_and_names_the_real_on
     """Issue 25/26: `queue = shrt` for short.  Before, the CE was Closed with TotalCPUs 0 and the jobs
     that requested no queue as its jobs.  Now no count is published, and `glueinfo ldif` exits 1 after
     one ERROR naming the cluster queues `qstat -g c` lists and the one meant, printing the LDIF."""
-    from glueinfo.core.ldif import parse_ldif, value_text
 
     queues = cluster_queues(cell)
     assert "shrt" not in queues and "short" in queues
@@ -176,7 +176,6 @@ def test_a_mistyped_cluster_queue_is_closed_without_counts_and_names_the_real_on
 
 
 def test_glueinfo_ldif_publishes_the_short_ce_as_qstat_shows_it(cell, busy, tmp_path: Path):
-    from glueinfo.core.ldif import parse_ldif, value_text
 
     config = tmp_path / "glueinfo.conf"
     config.write_text(f"""\
@@ -240,11 +239,22 @@ def sge_mb(text: str) -> int:
     return int(float(number) * units.get(unit, 1)) // 2**20
 
 
+def queue_ldif(cell: SgeCell, queue: str, directory: Path) -> list[Entry]:
+    """The entries `glueinfo ldif` publishes for a site with one CE (VO dteam) on this cell's ``queue``."""
+    config = directory / f"{queue}.conf"
+    config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n[ce:{queue}]\nlrms = sge\nsge_root = {cell.root}\n"
+                      f"sge_cell = {cell.cell}\nlrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}\n"
+                      f"lrms_timeout = 20\naccess = VO:dteam\n[run]\nstate_dir = {directory / 'state'}\n")
+    proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return parse_ldif(proc.stdout)
+
+
 def test_queue_limits_match_qconf(cell, tmp_path: Path):
     """Issue 25 item 3: limits an admin sets with `qconf -mattr queue` are published as `qconf -sq` and
     `qconf -sp` print them: h_rt as GLUE 1.3 minutes and GLUE 2 seconds, h_rss and the tighter of
     h_vmem/s_vmem in MB, a job's slots those of the queue's parallel environment within the queue's."""
-    from glueinfo.core.ldif import parse_ldif, value_text
 
     cell.qconf_add("-Ap", PE_TEXT)
     cell.qconf_add("-Aq", cell.queue_text("limits", 2))
@@ -254,17 +264,10 @@ def test_queue_limits_match_qconf(cell, tmp_path: Path):
             cell.run("qconf", "-mattr", "queue", attribute, value, "limits")
         shown = dict(line.split(None, 1) for line in cell.run("qconf", "-sq", "limits").splitlines() if " " in line)
         pe = dict(line.split(None, 1) for line in cell.run("qconf", "-sp", "limpe").splitlines() if " " in line)
-        config = tmp_path / "limits.conf"
-        config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n[ce:limits]\nlrms = sge\nsge_root = {cell.root}\n"
-                          f"sge_cell = {cell.cell}\nlrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}\n"
-                          f"lrms_timeout = 20\naccess = VO:dteam\n[run]\nstate_dir = {tmp_path / 'state'}\n")
-        proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
+        entries = queue_ldif(cell, "limits", tmp_path)
     finally:
         cell.run("qconf", "-dq", "limits", check=False)
         cell.run("qconf", "-dp", "limpe", check=False)
-    entries = parse_ldif(proc.stdout)
     (ce,) = [e for e in entries if "GlueCE" in e.get("objectClass")]
     (share,) = [e for e in entries if "GLUE2ComputingShare" in e.get("objectClass")]
 
@@ -304,7 +307,6 @@ def test_a_hosts_slots_cap_the_free_slots_of_the_queues_sharing_it(cell, busy, t
     it offers only hc:slots=0"); ``qstat -g c``'s AVAIL counts the instance's slots only.  A free slot is now one
     the host has left too: a queue with 2 free slots on a host with 1 left publishes 1, and that many of its jobs
     start while the next one waits."""
-    from glueinfo.core.ldif import parse_ldif, value_text
 
     cell.qconf_add("-Aq", cell.queue_text("shared", 2))
     used = sum(summary(cell, queue)["used"] for queue in cluster_queues(cell))
@@ -315,14 +317,7 @@ def test_a_hosts_slots_cap_the_free_slots_of_the_queues_sharing_it(cell, busy, t
         avail = summary(cell, "shared")["avail"]
         left = slots_left(cell)[cell.host]
         assert (avail, left) == (2, 1)
-        config = tmp_path / "shared.conf"
-        config.write_text(f"[site]\nid = TEST-SITE\n[cluster:main]\n[ce:shared]\nlrms = sge\nsge_root = {cell.root}\n"
-                          f"sge_cell = {cell.cell}\nlrms_command_prefix = env SGE_QMASTER_PORT={cell.qmaster_port}\n"
-                          f"lrms_timeout = 20\naccess = VO:dteam\n[run]\nstate_dir = {tmp_path / 'state'}\n")
-        proc = subprocess.run([sys.executable, "-m", "glueinfo.cli", "ldif", "--config", str(config)],
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        entries = parse_ldif(proc.stdout)
+        entries = queue_ldif(cell, "shared", tmp_path)
         (ce,) = [e for e in entries if "GlueCE" in e.get("objectClass")]
         (share,) = [e for e in entries if "GLUE2ComputingShare" in e.get("objectClass")]
         free = int(value_text(ce.first("GlueCEStateFreeJobSlots")))
