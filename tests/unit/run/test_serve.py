@@ -378,9 +378,11 @@ def test_a_truncated_xml_document_in_a_complete_body(server):
 
 def test_a_silent_connection_is_closed_after_the_timeout(server):
     sock = server.connect()
-    started = time.monotonic()
-    assert sock.recv(1) == b""  # closed by the server, [serve] timeout = 2 s
-    assert 1.5 < time.monotonic() - started < 8
+    sock.settimeout(1.0)
+    with pytest.raises(TimeoutError):  # still open a second in: [serve] timeout = 2 s has not passed
+        sock.recv(1)
+    sock.settimeout(10.0)  # a safety net against a hang, not a speed claim
+    assert sock.recv(1) == b""  # then closed by the server
     sock.close()
     assert_still_serving(server)
 
@@ -623,9 +625,7 @@ def test_sighup_reloads_the_config_as_the_daemon_does(tmp_path):
         config.write_text(first.replace("refresh_interval = 3600\n", "refresh_interval = 3600\nmax_body = 4096\n")
                           + f"[node]\nsite_snapshots = {FIXTURE}\n")
         served.process.send_signal(1)  # SIGHUP
-        deadline = time.monotonic() + 30
-        while nodes_served(served) == [local] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        waiting.wait_until(lambda: nodes_served(served) != [local], "the site's snapshots served after SIGHUP", 30, step=0.1)
         assert nodes_served(served) == [local] + [h["hostname"] for h in RAW]
         assert "WARNING: [serve] changed: takes effect at the next restart" in served.log_text()
     finally:
