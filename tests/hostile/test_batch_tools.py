@@ -19,11 +19,11 @@ import os
 import re
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from glueinfo_processes import run_glueinfo
+from waiting import wait_until
 
 # lrms -> (the [ce:NAME] key of its tools' directory, the commands its plugin runs, the queue)
 PLUGINS = {
@@ -94,13 +94,14 @@ def processes_in_group(pgid: int) -> list[int]:
 def left_in(pgids: set[int], patience_s: float = 5.0) -> dict[int, list[int]]:
     """The groups of ``pgids`` that still have a live process.  SIGKILL is delivered asynchronously,
     so the groups get a few seconds to empty: a liveness bound, not a speed target (the old code
-    left them sleeping for 300 s)."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        left = {pgid: pids for pgid in pgids if (pids := processes_in_group(pgid))}
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
+    left them sleeping for 300 s).  AssertionError naming them when some are still alive after that."""
+
+    def left() -> dict[int, list[int]]:
+        return {pgid: pids for pgid in pgids if (pids := processes_in_group(pgid))}
+
+    wait_until(lambda: not left(), f"every process of the groups {sorted(pgids)} ended", patience_s, step=0.1,
+               detail=lambda: f"still alive (group: pids): {left()}")
+    return left()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import sys
 import pytest
 from glue_sites import CLASSES, synthetic_site
 from paths import REPO
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -154,15 +155,15 @@ def test_an_os_update_is_modified_in_place_in_bdii_never_renamed_or_re_added(bdi
     before = tree()
     assert len(subclusters()) == 2
     write_spool("9.4")
-    deadline = time.monotonic() + 90
     seen_counts = set()
-    updated = False
-    while time.monotonic() < deadline and not updated:
+
+    def updated() -> bool:
         found = subclusters()
         seen_counts.add(len(found))
-        updated = any(sc.first("GlueHostOperatingSystemRelease") == "9.4" for sc in found)
-        time.sleep(0.2)
-    assert updated, bdii.log_text()[-2000:]
+        return any(sc.first("GlueHostOperatingSystemRelease") == "9.4" for sc in found)
+
+    assert wait_until(updated, "the BDII published the SubCluster's OS release 9.4", 90, step=0.2,
+                      detail=lambda: bdii.log_text()[-2000:])
     assert seen_counts == {2}  # never a transient third SubCluster
     after = tree()
     assert after == before  # the same DNs, and no entry deleted and re-added (same entryUUID)

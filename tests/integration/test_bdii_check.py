@@ -16,6 +16,7 @@ cycle behind glueinfo, and here it is made so on purpose at each check.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ import pytest
 from glue_sites import CLASSES, make_host
 from glueinfo_processes import start_glueinfo, stop_glueinfo
 from paths import REPO
+from waiting import wait_until
 
 from glueinfo.core.model import LoadInfo
 from glueinfo.sss.node_xml import render_node
@@ -69,6 +71,12 @@ def fetch(url: str) -> str:
         return answer.read().decode("utf-8")
 
 
+def moved_on(url: str, behind: set[str]) -> str | None:
+    """The LDIF at ``url`` once its loads are no longer ``behind``'s."""
+    published = fetch(url)
+    return published if smp_loads(published) != behind else None
+
+
 def test_check_stays_ok_over_ten_bdii_cycles_while_loads_change(bdii, tmp_path):
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -93,10 +101,8 @@ def test_check_stays_ok_over_ten_bdii_cycles_while_loads_change(bdii, tmp_path):
                                                                                   ["GlueHostSMPLoadLast1Min"])}
             assert len(behind) == 1, behind
             write_spool(spool, cycle)  # and glueinfo moves on: serve publishes the next loads
-            deadline = time.monotonic() + 30
-            while smp_loads(fetch(f"{url}/ldif")) == behind and time.monotonic() < deadline:
-                time.sleep(0.2)
-            published = fetch(f"{url}/ldif")
+            published = wait_until(functools.partial(moved_on, f"{url}/ldif", behind),
+                                   f"serve published cycle {cycle}'s loads", 30, step=0.2)
             assert smp_loads(published) != behind, "serve did not publish the new loads"
             done = subprocess.run([sys.executable, "-m", "glueinfo.cli", "check", "--config", str(monitoring),
                                    "--url", url, "--bdii", bdii.url], capture_output=True, text=True, cwd=REPO,

@@ -19,6 +19,7 @@ import time
 
 import pytest
 from paths import FIXTURES
+from waiting import wait_until
 
 from glueinfo.core.config import parse_text
 from glueinfo.core.hostrange import Target
@@ -256,17 +257,12 @@ def gmond(tmp_path):
     log = open(tmp_path / "gmond.log", "wb")
     proc = subprocess.Popen([GMOND, "-c", str(conf), "-f"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                data = read_port(Target("127.0.0.1", tcp), 2.0, 2**22)
-                if b'NAME="mem_total"' in data and b'NAME="cpu_num"' in data and b'NAME="load_one"' in data:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"gmond did not serve its metrics: {(tmp_path / 'gmond.log').read_text()[-2000:]}")
-            time.sleep(0.3)
+        def serving() -> bool:
+            data = read_port(Target("127.0.0.1", tcp), 2.0, 2**22)
+            return b'NAME="mem_total"' in data and b'NAME="cpu_num"' in data and b'NAME="load_one"' in data
+
+        wait_until(serving, "gmond served its metrics (mem_total, cpu_num, load_one)", 30, step=0.3, ignore=(OSError,),
+                   detail=lambda: (tmp_path / "gmond.log").read_text()[-2000:], still_running=lambda: proc.poll() is None)
         yield tcp
     finally:
         proc.terminate()

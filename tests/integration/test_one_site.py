@@ -23,12 +23,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from paths import HOSTS, REPO
+from waiting import wait_until
 
 from glueinfo.core.ldif import Entry, format_ldif, normalise_dn, parse_ldif, value_text
 
@@ -98,17 +98,10 @@ def served(config: Path, tmp: Path, paths: tuple[str, ...]) -> dict[str, bytes]:
         process = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "serve", "--config", str(config)], stdout=handle,
                                    stderr=handle, cwd=REPO, env={**os.environ, "GLUEINFO_CLOCK": CLOCK})
     try:
-        deadline = time.monotonic() + 60
-        port = None
-        while port is None and time.monotonic() < deadline:
-            match = re.search(r"serving http://127\.0\.0\.1:(\d+)/", log.read_text(errors="replace"))
-            if match:
-                port = int(match.group(1))
-            elif process.poll() is not None:
-                raise AssertionError(f"serve exited: {log.read_text()}")
-            else:
-                time.sleep(0.05)
-        assert port is not None, log.read_text()
+        match = wait_until(lambda: re.search(r"serving http://127\.0\.0\.1:(\d+)/", log.read_text(errors="replace")),
+                           "serve logged the address it serves on", 60, detail=lambda: log.read_text(errors="replace"),
+                           still_running=lambda: process.poll() is None)
+        port = int(match.group(1))
         answers = {}
         for path in paths:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as answer:
@@ -213,15 +206,24 @@ def test_a_spool_only_site_follows_a_workers_load_in_its_ces_within_one_lrms_int
         process = subprocess.Popen([sys.executable, "-m", "glueinfo.cli", "run", "--config", str(config)], stdout=handle,
                                    stderr=handle, cwd=REPO, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not ((tmp_path / "out" / "glue.ldif").exists() and host_load()):
-            time.sleep(0.2)
-        busy_load, busy_free = host_load(), free_cpus()
+        def running() -> bool:
+            return process.poll() is None
+
+        def log_tail() -> str:
+            return log.read_text(errors="replace")[-3000:]
+
+        busy_load = wait_until(lambda: (tmp_path / "out" / "glue.ldif").exists() and host_load(),
+                               f"run published {worker}'s load in its LDIF file", 60, step=0.2, detail=log_tail,
+                               still_running=running)
+        busy_free = free_cpus()
         rewrite_spool("4.10")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (host_load() == busy_load or free_cpus() == busy_free):
-            time.sleep(0.2)
-        idle_load, idle_free = host_load(), free_cpus()
+
+        def moved() -> tuple[str, dict[str, str]] | None:
+            load, free = host_load(), free_cpus()
+            return (load, free) if load != busy_load and free != busy_free else None
+
+        idle_load, idle_free = wait_until(moved, f"run published {worker}'s new load and the CEs' new free CPUs", 30,
+                                          step=0.2, detail=log_tail, still_running=running)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

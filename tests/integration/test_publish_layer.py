@@ -17,7 +17,6 @@ DN and the reason.
 from __future__ import annotations
 
 import re
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from glueinfo_processes import start_glueinfo, stop_glueinfo
 from servers import Slapd
 from test_one_site import glueinfo, make_site, served
+from waiting import wait_until
 
 from glueinfo.core.ldif import normalise_dn, parse_ldif
 
@@ -89,10 +89,9 @@ def test_every_command_and_output_publishes_the_same_dns_and_bytes(tmp_path, bdi
     try:
         # An LRMS refresh after the gather: the CE figures count the five hosts, as a command's do.
         whole_site = r"cycle gather: 5 hosts .*\n(.*\n)*.*cycle lrms: 5 hosts .*LDAP \+\d+"
-        deadline = time.monotonic() + 90
-        while not re.search(whole_site, daemon.log_text()) and time.monotonic() < deadline:
-            assert daemon.process.poll() is None, daemon.log_text()
-            time.sleep(0.1)
+        wait_until(lambda: re.search(whole_site, daemon.log_text()),
+                   "the daemon gathered the five hosts and refreshed the LRMS into LDAP", 90, step=0.1,
+                   detail=daemon.log_text, still_running=lambda: daemon.process.poll() is None)
         assert re.search(whole_site, daemon.log_text()), daemon.log_text()
         http = {path: fetch(f"http://{daemon.host}:{daemon.port}{path}") for path in ("/ldif", "/nodes.xml", "/glue2.json")}
     finally:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from glueinfo.core.bounded_run import (
     MAX_STDERR,
@@ -36,13 +36,10 @@ def alive(pid: int) -> bool:
 
 
 def gone_soon(pid: int, patience_s: float = 5.0) -> bool:
-    """SIGKILL is delivered asynchronously: ``pid`` gets a few seconds to die (a liveness bound)."""
-    deadline = time.monotonic() + patience_s
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    """SIGKILL is delivered asynchronously: ``pid`` gets a few seconds to die (a liveness bound).
+    AssertionError naming the process when it is still alive after them."""
+    wait_until(lambda: not alive(pid), f"process {pid} ended", patience_s, step=0.05)
+    return not alive(pid)
 
 
 @pytest.fixture
