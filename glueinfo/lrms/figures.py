@@ -9,7 +9,7 @@ to site admins.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, overload
 
 # GLUE 1.3 job states (GlueCEStateStatus of a job) of a job that has ended: not counted in
 # Running, Waiting or TotalJobs, nor in any VO's counts.
@@ -30,6 +30,26 @@ def glue_minutes(seconds: Optional[int]) -> Optional[int]:
     return max(1, seconds // 60)
 
 
+@overload
+def within_limit(free: int, limit: Optional[int], held: int) -> int: ...
+@overload
+def within_limit(free: Optional[int], limit: Optional[int], held: Optional[int]) -> Optional[int]: ...
+def within_limit(free: Optional[int], limit: Optional[int], held: Optional[int]) -> Optional[int]:
+    """``free`` at most what ``limit`` leaves after ``held`` (never below 0): the one rule for every
+    cap a queue's own limits put on what the batch system has free (a running-job limit, Slurm's
+    MaxCPUsPerNode, LSF's MAX and JL/H, OpenPBS's queue ncpus, Grid Engine's slots consumables).
+    ``free`` itself when there is no limit (None); None when ``free`` is unknown, or when a limit is
+    known and what it holds is not (the cap could be anything from 0 to the limit: nothing is
+    invented)."""
+    if free is None:
+        return None
+    if limit is None:
+        return free
+    if held is None:
+        return None
+    return min(free, max(0, limit - held))
+
+
 def free_job_slots(status: Optional[str], free: Optional[int], max_running_jobs: Optional[int],
                    running_jobs: Optional[int]) -> Optional[int]:
     """GLUE 1.3 GlueCEStateFreeJobSlots: the job slots a new job could still get in this queue.
@@ -47,11 +67,4 @@ def free_job_slots(status: Optional[str], free: Optional[int], max_running_jobs:
         return None
     if status != "Production":
         return 0
-    if free is None:
-        return None
-    slots = max(0, free)
-    if max_running_jobs is None:
-        return slots
-    if running_jobs is None:
-        return None
-    return min(slots, max(0, max_running_jobs - running_jobs))
+    return within_limit(None if free is None else max(0, free), max_running_jobs, running_jobs)

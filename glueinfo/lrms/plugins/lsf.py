@@ -52,7 +52,7 @@ from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Steps, Tools, environment
-from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
+from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes, within_limit
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, halved
@@ -829,11 +829,11 @@ def queue_free_slots(hosts: Sequence[LsfHost], allocations: Sequence[NodeAllocat
         here = new_job_cpus(allocation.state, allocation.total_cpus or 0, allocation.allocated_cpus or 0,
                             allocation.free_cpus)
         if per_host is not None:
-            here = min(here, max(0, per_host - held.get(lsf_host.name, 0)))
+            here = within_limit(here, per_host, held.get(lsf_host.name, 0))
         free += here
-    if queue.max_slots is not None and queue.used_slots is not None:
-        free = min(free, max(0, queue.max_slots - queue.used_slots))
-    return free
+    if queue.used_slots is None:  # bqueues told no slot counts: MAX caps FreeJobSlots alone (by running jobs)
+        return free
+    return within_limit(free, queue.max_slots, queue.used_slots)
 
 
 def read_hosts(tools: Tools, host_args: Sequence[str], gpus: bool) -> list[LsfHost]:

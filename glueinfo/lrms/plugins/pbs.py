@@ -68,7 +68,7 @@ from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Tools, environment
-from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes
+from glueinfo.lrms.figures import FINISHED_STATES, free_job_slots, glue_minutes, within_limit
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts, halved
@@ -1371,14 +1371,10 @@ def queue_free_cpus(free_cpus: int, queue: PbsQueue, running_jobs: Optional[int]
     The queue's per-user, per-group and soft limits are not applied (they depend on whose job it is).
     A limit with no ``resources_assigned.ncpus`` printed: 0 held when no job of the queue runs,
     else unknown (None), as is FreeCPUs then."""
-    if queue.ncpus_limit is None:
-        return free_cpus
     held = queue.ncpus_assigned
-    if held is None:
-        if running_jobs != 0:
-            return None
+    if held is None and running_jobs == 0:
         held = 0
-    return min(free_cpus, max(0, queue.ncpus_limit - held))
+    return within_limit(free_cpus, queue.ncpus_limit, held)
 
 
 def _paused(parse: Callable[[str, bool, frozenset[str]], list[PbsJob]], text: str, full: bool,

@@ -71,7 +71,7 @@ from glueinfo.core.text import one_line
 from glueinfo.lrms import commands, queues
 from glueinfo.lrms.accelerators import NodeAccelerators, queue_accelerators
 from glueinfo.lrms.commands import Steps, Tools, environment
-from glueinfo.lrms.figures import free_job_slots, glue_minutes
+from glueinfo.lrms.figures import free_job_slots, glue_minutes, within_limit
 from glueinfo.lrms.names import host_matcher, site_host
 from glueinfo.lrms.registry import LrmsContext, LrmsPlugin, LrmsQueryError
 from glueinfo.lrms.response import drain, from_forecasts
@@ -1298,7 +1298,7 @@ def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAll
         return None
     held: dict[str, int] = {}
     names_of = node_names({})  # Slurm's node names, as sinfo's NodeList gives them
-    for job in jobs or ():
+    for job in jobs:
         if job.sss_state != "Running" or job.partition != queue or not job.cpus:
             continue
         names = names_of(job.nodelist)
@@ -1307,7 +1307,7 @@ def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAll
         charge = min(max_cpus_per_node, job.cpus - (len(names) - 1))
         for name in names:
             held[name] = held.get(name, 0) + max(charge, 1)
-    return sum(max(0, min(n.idle, max_cpus_per_node - held.get(n.name, 0))) for n in usable)
+    return sum(within_limit(n.idle, max_cpus_per_node, held.get(n.name, 0)) for n in usable)
 
 
 def _paused(parse: Callable[[str, str, bool], list[SlurmJob]], text: str, token: str, full: bool) -> list[SlurmJob]:
