@@ -1287,8 +1287,8 @@ def partition_free_cpus(nodes: Sequence[NodeCpus], allocations: Sequence[NodeAll
     SUSPENDED job gives its CPUs back: sinfo counts them idle and the next job starts, seen live).
     A job on one node holds all its CPUs there; one on several nodes is charged on each the most it
     can hold there (its CPUs less one for each other node, at most the limit), so no CPU the
-    partition cannot use is ever called free.  The nodes must be sinfo's own, one by one (a grouped
-    ``sinfo --json`` answer is read again per node: read_nodes).  Under the limit without the job
+    partition cannot use is ever called free.  The nodes must be sinfo's own, one by one (under the
+    limit read_nodes asks sinfo's text form, never a grouped ``sinfo --json``).  Under the limit without the job
     list (squeue failed), what the partition's jobs hold is not known: None (unknown), as the other
     plugins leave a capped figure they cannot work out."""
     usable = [n for n, a in zip(nodes, allocations, strict=True) if a.state == "Idle"]
@@ -1319,19 +1319,17 @@ def _paused(parse: Callable[[str, str, bool], list[SlurmJob]], text: str, token:
 
 def read_nodes(tools: Tools, ctx: LrmsContext, version: Optional[str], per_node: bool = False) -> list[NodeCpus]:
     """The partition's nodes: ``sinfo --json`` where this Slurm has it, else the fixed text format.
-    ``per_node``: each node's own CPU counts are needed (MaxCPUsPerNode: partition_free_cpus), so a
-    ``sinfo --json`` that groups nodes (23.11 and later: a group's counts are its nodes' sums) is
-    followed by the text format, which lists every node."""
+    ``per_node``: each node's own CPU counts are needed (MaxCPUsPerNode: partition_free_cpus), and
+    ``sinfo --json`` of 23.11 and later groups alike nodes under their summed counts: the text
+    format, which lists every node with its GRES, is read at once (``slurm_json`` notwithstanding)."""
     mode = str(ctx.ce_config.get("slurm_json") or "auto")
     queue = ctx.queue
     if not queue:
         raise LrmsQueryError("slurm: no partition named for this CE (set its queue)")
-    use_json = mode == "yes" or (mode == "auto" and version_tuple(version) >= JSON_SINCE)
+    use_json = not per_node and (mode == "yes" or (mode == "auto" and version_tuple(version) >= JSON_SINCE))
     if use_json:
         try:
-            found = parse_sinfo_json(tools("sinfo", "--json", "-p", queue), queue)
-            if not (per_node and any(n.gres_of_group for n in found)):
-                return found
+            return parse_sinfo_json(tools("sinfo", "--json", "-p", queue), queue)
         except LrmsQueryError:
             if mode == "yes":
                 raise

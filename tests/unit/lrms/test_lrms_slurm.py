@@ -404,7 +404,7 @@ def test_the_counts_only_reading_keeps_an_allocated_jobs_node_list():
 
 def test_a_grouped_sinfo_json_is_read_again_node_by_node_under_maxcpuspernode():
     # sinfo --json (v0.0.40) groups n[01-04], idle alike: one set of CPU counts, 32 idle, for the four;
-    # under MaxCPUsPerNode=4 each node's own idle CPUs matter, and sinfo's text form lists them
+    # under MaxCPUsPerNode=4 each node's own idle CPUs matter, and sinfo's text form, read at once, lists them
     group = {"node": {"state": ["IDLE"]}, "nodes": {"nodes": ["n[01-04]"], "hostnames": []}, "partition": {"name": "gpu"},
              "cpus": {"allocated": 0, "idle": 32, "other": 0, "total": 32}, "gres": {"total": "", "used": ""}}
     answers = {"--json": json.dumps({"sinfo": [group]}),
@@ -420,7 +420,7 @@ def test_a_grouped_sinfo_json_is_read_again_node_by_node_under_maxcpuspernode():
     assert [(n.name, n.idle) for n in grouped] == [("n01", 32), ("n02", 0), ("n03", 0), ("n04", 0)] and asked == ["--json"]
     asked.clear()
     nodes = lrms_slurm.read_nodes(tools, context, "23.11.4", per_node=True)
-    assert [(n.name, n.idle) for n in nodes] == [("n01", 8), ("n02", 8), ("n03", 8), ("n04", 8)] and asked == ["--json", "-O"]
+    assert [(n.name, n.idle) for n in nodes] == [("n01", 8), ("n02", 8), ("n03", 8), ("n04", 8)] and asked == ["-O"]
     allocations = [NodeAllocation(n.name, "Idle") for n in nodes]
     assert lrms_slurm.partition_free_cpus(nodes, allocations, [], "gpu", 4) == 4 * 4
 
