@@ -140,6 +140,12 @@ class Federate:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
+    def consuming(self) -> bool:
+        """Whether the view's consumer is up: its queue bound, so a message sent now reaches it (/health
+        answers 200 before that, while the broker is not yet known to be failing)."""
+        status, body = self.get("/health")
+        return status == 200 and json.loads(body)["broker"]["up"] is True
+
     def wait_for(self, condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
         wait_until(condition, what, timeout, step=0.2, detail=lambda: self.text()[-4000:],
                    still_running=lambda: self.process.poll() is None, ignore=(OSError, ValueError))  # not listening yet
@@ -236,7 +242,7 @@ password_file = {ldap_password}
 """)
         view = Federate(federate_config, tmp_path / "federate.log", port)
         views.append(view)
-        view.wait_for(lambda: view.get("/health")[0] == 200, "the view consumes")
+        view.wait_for(view.consuming, "the view consumes")
         second_port = free_port()
         second_config = tmp_path / "federate-2.conf"
         second_config.write_text(federate_config.read_text().split("[ldap]")[0]
@@ -437,7 +443,7 @@ retry_min = 0.5
 """)
     view = Federate(config, tmp_path / "federate.log", port)
     try:
-        view.wait_for(lambda: view.get("/health")[0] == 200, "the view consumes")
+        view.wait_for(view.consuming, "the view consumes")
         connection = pika.BlockingConnection(pika.ConnectionParameters(
             "127.0.0.1", broker.port, credentials=pika.PlainCredentials(user, f"{user}-secret")))
         channel = connection.channel()
